@@ -1,0 +1,306 @@
+//! Outcome classification: one function decides what an attempt's result means.
+//!
+//! The default mapping follows DESIGN.md; a target can override it by status code and by a field of the
+//! response body (Salesforce reports an exhausted API limit as `403` with `errorCode: REQUEST_LIMIT_EXCEEDED`,
+//! which is a rate limit, not a configuration error). The body mapping wins over the status mapping because it
+//! is the more specific statement of the CRM.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ClassifyConfig;
+
+/// Why an attempt failed, which decides what happens next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The target or the network hiccuped: retry with backoff.
+    Transient,
+    /// The target asked us to slow down: wait as it says; not a wasted attempt.
+    RateLimited,
+    /// The lead itself is wrong for the CRM (validation, format): dead letter; fix the data and replay.
+    PermanentData,
+    /// Our setup is wrong (credentials, deleted field or endpoint): dead letter and alert; replay after the fix.
+    PermanentConfig,
+    /// The request was sent and no answer came: the CRM may or may not have the lead.
+    Ambiguous,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 5] = [
+        ErrorClass::Transient,
+        ErrorClass::RateLimited,
+        ErrorClass::PermanentData,
+        ErrorClass::PermanentConfig,
+        ErrorClass::Ambiguous,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::RateLimited => "rate_limited",
+            ErrorClass::PermanentData => "permanent_data",
+            ErrorClass::PermanentConfig => "permanent_config",
+            ErrorClass::Ambiguous => "ambiguous",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ErrorClass> {
+        ErrorClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// Classes that go straight to the dead-letter queue without a retry.
+    pub fn is_permanent(self) -> bool {
+        matches!(self, ErrorClass::PermanentData | ErrorClass::PermanentConfig)
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What came back from one attempt, reduced to what classification needs.
+#[derive(Debug, Clone)]
+pub enum Observed<'a> {
+    /// The target answered with a status and a body.
+    Response { status: u16, body: &'a [u8] },
+    /// The request never reached the target (connection refused, DNS failure, connect timeout).
+    NotSent,
+    /// The request was (or may have been) sent and no answer came: timeout or reset after sending.
+    NoAnswer,
+}
+
+/// The verdict on an attempt: delivered, or failed with a class and a readable reason.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Delivered,
+    Failed(Failure),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub class: ErrorClass,
+    /// The CRM's own message where it gave one, otherwise a description of what happened.
+    pub reason: String,
+    /// The field the CRM blamed, where it named one.
+    pub field: Option<String>,
+}
+
+/// The default status mapping of DESIGN.md.
+pub fn default_class_for_status(status: u16) -> ErrorClass {
+    match status {
+        429 => ErrorClass::RateLimited,
+        401 | 403 | 404 | 405 | 410 => ErrorClass::PermanentConfig,
+        // 408: the server gave up reading our request; 409: an idempotent request still in flight; 425: too early.
+        408 | 409 | 425 => ErrorClass::Transient,
+        300 => ErrorClass::PermanentData, // several records match (Salesforce upsert): needs a person
+        301..=399 => ErrorClass::PermanentConfig, // redirects are not followed: the URL is wrong
+        400..=499 => ErrorClass::PermanentData,
+        _ => ErrorClass::Transient, // 5xx and anything unknown: retrying may help
+    }
+}
+
+/// Classifies one attempt. Pure: the same input always gives the same verdict.
+pub fn classify(observed: &Observed<'_>, rules: &ClassifyConfig) -> Verdict {
+    match observed {
+        Observed::NotSent => Verdict::Failed(Failure {
+            class: ErrorClass::Transient,
+            reason: "could not connect to the target".into(),
+            field: None,
+        }),
+        Observed::NoAnswer => Verdict::Failed(Failure {
+            class: ErrorClass::Ambiguous,
+            reason: "request sent but no answer (timeout or connection reset)".into(),
+            field: None,
+        }),
+        Observed::Response { status, body } => {
+            let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+            let body_class = rules.body_field.as_deref().and_then(|ptr| {
+                let value = json.as_ref()?.pointer(ptr)?;
+                let code = match value {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                rules.body_values.get(&code).copied()
+            });
+            if (200..300).contains(status) && body_class.is_none() {
+                return Verdict::Delivered;
+            }
+            let class = body_class
+                .or_else(|| rules.status.get(&status.to_string()).copied())
+                .unwrap_or_else(|| default_class_for_status(*status));
+            let message = json.as_ref().and_then(|j| crm_message(j, rules.message_pointer.as_deref()));
+            let field = json.as_ref().and_then(|j| crm_field(j, rules.field_pointer.as_deref()));
+            let reason = match message {
+                Some(m) => format!("HTTP {status}: {m}"),
+                None => format!("HTTP {status} {}", status_text(*status)),
+            };
+            Verdict::Failed(Failure { class, reason, field })
+        }
+    }
+}
+
+fn status_text(status: u16) -> &'static str {
+    reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("")
+}
+
+/// Where CRMs put their human message: HubSpot `/message`, Graph `/error/message`, Salesforce `/0/message`,
+/// Pipedrive `/error`, and lists of errors.
+const MESSAGE_POINTERS: &[&str] = &[
+    "/message",
+    "/error/message",
+    "/0/message",
+    "/errors/0/message",
+    "/error",
+    "/detail",
+];
+/// Where CRMs name the offending field: HubSpot `/errors/0/in`, Salesforce `/0/fields/0`, others.
+const FIELD_POINTERS: &[&str] = &["/errors/0/in", "/0/fields/0", "/errors/0/field", "/field", "/error/field"];
+
+fn crm_message(json: &serde_json::Value, configured: Option<&str>) -> Option<String> {
+    first_string(json, configured, MESSAGE_POINTERS).map(|m| truncate_chars(&m, 300))
+}
+
+fn crm_field(json: &serde_json::Value, configured: Option<&str>) -> Option<String> {
+    first_string(json, configured, FIELD_POINTERS)
+}
+
+fn first_string(json: &serde_json::Value, configured: Option<&str>, guesses: &[&str]) -> Option<String> {
+    configured
+        .into_iter()
+        .chain(guesses.iter().copied())
+        .find_map(|ptr| match json.pointer(ptr)? {
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        })
+}
+
+/// Cuts a string to at most `max` characters, on a character boundary.
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use ErrorClass::*;
+
+    fn failed(v: Verdict) -> Failure {
+        match v {
+            Verdict::Failed(f) => f,
+            Verdict::Delivered => panic!("expected a failure"),
+        }
+    }
+
+    #[test]
+    fn default_status_table() {
+        let table: &[(u16, Option<ErrorClass>)] = &[
+            (200, None),
+            (201, None),
+            (204, None),
+            (300, Some(PermanentData)),
+            (301, Some(PermanentConfig)),
+            (400, Some(PermanentData)),
+            (401, Some(PermanentConfig)),
+            (403, Some(PermanentConfig)),
+            (404, Some(PermanentConfig)),
+            (408, Some(Transient)),
+            (409, Some(Transient)),
+            (410, Some(PermanentConfig)),
+            (413, Some(PermanentData)),
+            (422, Some(PermanentData)),
+            (429, Some(RateLimited)),
+            (500, Some(Transient)),
+            (502, Some(Transient)),
+            (503, Some(Transient)),
+            (504, Some(Transient)),
+            (599, Some(Transient)),
+        ];
+        let rules = ClassifyConfig::default();
+        for &(status, expected) in table {
+            let v = classify(&Observed::Response { status, body: b"" }, &rules);
+            match expected {
+                None => assert_eq!(v, Verdict::Delivered, "status {status}"),
+                Some(class) => assert_eq!(failed(v).class, class, "status {status}"),
+            }
+        }
+    }
+
+    #[test]
+    fn transport_failures() {
+        let rules = ClassifyConfig::default();
+        assert_eq!(failed(classify(&Observed::NotSent, &rules)).class, Transient);
+        assert_eq!(failed(classify(&Observed::NoAnswer, &rules)).class, Ambiguous);
+    }
+
+    #[test]
+    fn status_override_and_body_override() {
+        let rules = ClassifyConfig {
+            status: BTreeMap::from([("404".to_string(), PermanentData)]),
+            body_field: Some("/0/errorCode".into()),
+            body_values: BTreeMap::from([
+                ("REQUEST_LIMIT_EXCEEDED".to_string(), RateLimited),
+                ("INVALID_SESSION_ID".to_string(), PermanentConfig),
+            ]),
+            ..Default::default()
+        };
+        let v = classify(&Observed::Response { status: 404, body: b"{}" }, &rules);
+        assert_eq!(failed(v).class, PermanentData);
+
+        let sf = br#"[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]"#;
+        let f = failed(classify(&Observed::Response { status: 403, body: sf }, &rules));
+        assert_eq!(f.class, RateLimited);
+        assert_eq!(f.reason, "HTTP 403: TotalRequests Limit exceeded.");
+
+        // Without the override, the same 403 is a configuration error.
+        let plain = ClassifyConfig::default();
+        assert_eq!(failed(classify(&Observed::Response { status: 403, body: sf }, &plain)).class, PermanentConfig);
+    }
+
+    #[test]
+    fn body_value_can_fail_a_2xx() {
+        // Some CRMs answer 200 with {"success": false}; a body rule can catch it.
+        let rules = ClassifyConfig {
+            body_field: Some("/success".into()),
+            body_values: BTreeMap::from([("false".to_string(), PermanentData)]),
+            ..Default::default()
+        };
+        let v = classify(&Observed::Response { status: 200, body: br#"{"success":false,"error":"bad phone"}"# }, &rules);
+        let f = failed(v);
+        assert_eq!(f.class, PermanentData);
+        assert_eq!(f.reason, "HTTP 200: bad phone");
+        let ok = classify(&Observed::Response { status: 200, body: br#"{"success":true}"# }, &rules);
+        assert_eq!(ok, Verdict::Delivered);
+    }
+
+    #[test]
+    fn crm_message_and_field_are_extracted() {
+        let rules = ClassifyConfig::default();
+        let hubspot = br#"{"status":"error","message":"Property values were not valid","category":"VALIDATION_ERROR","errors":[{"message":"Invalid phone","in":"phone"}]}"#;
+        let f = failed(classify(&Observed::Response { status: 400, body: hubspot }, &rules));
+        assert_eq!(f.reason, "HTTP 400: Property values were not valid");
+        assert_eq!(f.field.as_deref(), Some("phone"));
+
+        let salesforce = br#"[{"message":"Session expired or invalid","errorCode":"INVALID_SESSION_ID","fields":[]}]"#;
+        let f = failed(classify(&Observed::Response { status: 401, body: salesforce }, &rules));
+        assert_eq!(f.reason, "HTTP 401: Session expired or invalid");
+        assert_eq!(f.field, None);
+
+        let text = failed(classify(&Observed::Response { status: 503, body: b"<html>down</html>" }, &rules));
+        assert_eq!(text.reason, "HTTP 503 Service Unavailable");
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate_chars("héllo", 2), "hé…");
+        assert_eq!(truncate_chars("hi", 5), "hi");
+    }
+}

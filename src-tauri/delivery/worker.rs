@@ -1,0 +1,435 @@
+//! The delivery worker.
+//!
+//! A dispatcher claims due jobs per target (as many as the target's free concurrency slots, and only what its
+//! circuit breaker admits), runs each as a task, and hands the finished job to a completer that writes
+//! completions in batches (one transaction each). A rescuer returns jobs whose lease expired. On shutdown the
+//! dispatcher stops claiming, in-flight jobs get `shutdown_grace_seconds` to finish, and the rest are released
+//! back to `pending` without using an attempt.
+//!
+//! `execute` (one job → one `Completion`) holds all decisions and is what tests exercise directly.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc, watch, Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
+use crate::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
+use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
+use crate::delivery::classify::{ErrorClass, Verdict};
+use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
+use crate::targets::HttpTarget;
+
+/// Something the rest of the app may want to react to (notifications, live UI).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    Delivered { target: String, delivery_id: i64 },
+    DeadLettered { target: String, delivery_id: i64, class: ErrorClass, reason: String },
+    Breaker { target: String, from: BreakerState, to: BreakerState, reason: String, at: DateTime<Utc> },
+}
+
+/// A target as the worker sees it: how to reach it, its breaker, its concurrency slots.
+pub struct TargetRuntime {
+    pub http: HttpTarget,
+    breaker: Mutex<Breaker>,
+    slots: Arc<Semaphore>,
+}
+
+impl TargetRuntime {
+    pub fn config(&self) -> &TargetConfig {
+        &self.http.config
+    }
+
+    pub fn breaker_state(&self) -> (BreakerState, Option<DateTime<Utc>>) {
+        let b = self.breaker.lock().expect("breaker lock");
+        (b.state(), b.opened_at())
+    }
+}
+
+/// Shared handle to the running worker: wake it, stop it, watch it.
+#[derive(Clone)]
+pub struct WorkerHandle {
+    pub wake: Arc<Notify>,
+    pub events: broadcast::Sender<WorkerEvent>,
+    pub targets: Arc<BTreeMap<String, Arc<TargetRuntime>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl WorkerHandle {
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+pub struct Worker {
+    store: Store,
+    cfg: WorkerConfig,
+    owner: String,
+    handle: WorkerHandle,
+}
+
+impl Worker {
+    pub fn new(store: Store, config: &Config) -> anyhow::Result<Worker> {
+        let mut targets = BTreeMap::new();
+        for (name, tc) in &config.targets {
+            targets.insert(
+                name.clone(),
+                Arc::new(TargetRuntime {
+                    http: HttpTarget::new(name, tc, config)?,
+                    breaker: Mutex::new(Breaker::default()),
+                    slots: Arc::new(Semaphore::new(tc.concurrency as usize)),
+                }),
+            );
+        }
+        let (events, _) = broadcast::channel(1024);
+        let (shutdown, _) = watch::channel(false);
+        let owner = format!(
+            "{}:{}:{}",
+            hostname(),
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        Ok(Worker {
+            store,
+            cfg: config.worker.clone(),
+            owner,
+            handle: WorkerHandle {
+                wake: Arc::new(Notify::new()),
+                events,
+                targets: Arc::new(targets),
+                shutdown,
+            },
+        })
+    }
+
+    pub fn handle(&self) -> WorkerHandle {
+        self.handle.clone()
+    }
+
+    /// Runs until `shutdown()` is called on a handle, then finishes or releases in-flight jobs.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let Worker { store, cfg, owner, handle } = self;
+        let (done_tx, done_rx) = mpsc::channel::<Completion>(4096);
+        let completer = tokio::spawn(completer(store.clone(), done_rx, handle.wake.clone()));
+        let rescuer = tokio::spawn(rescuer(store.clone(), cfg.clone(), handle.clone()));
+        let mut shutdown = handle.shutdown.subscribe();
+        let mut in_flight: JoinSet<()> = JoinSet::new();
+        let mut released_on_shutdown: Vec<Job> = Vec::new();
+        let running: Arc<Mutex<BTreeMap<i64, Job>>> = Arc::default();
+
+        tracing::info!(owner = %owner, targets = handle.targets.len(), "worker started");
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let claimed = dispatch_once(&store, &cfg, &owner, &handle, &done_tx, &mut in_flight, &running).await;
+            // Reap finished tasks so the set does not grow.
+            while in_flight.try_join_next().is_some() {}
+            if claimed == 0 {
+                tokio::select! {
+                    _ = handle.wake.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms)) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+
+        tracing::info!(in_flight = in_flight.len(), "worker stopping: letting in-flight jobs finish");
+        let grace = tokio::time::sleep(Duration::from_secs(cfg.shutdown_grace_seconds));
+        tokio::pin!(grace);
+        loop {
+            tokio::select! {
+                next = in_flight.join_next() => if next.is_none() { break },
+                _ = &mut grace => {
+                    in_flight.abort_all();
+                    while in_flight.join_next().await.is_some() {}
+                    released_on_shutdown.extend(running.lock().expect("running lock").values().cloned());
+                    break;
+                }
+            }
+        }
+        let now = Utc::now();
+        for job in released_on_shutdown {
+            tracing::warn!(delivery_id = job.id, "released at shutdown before it finished");
+            let _ = done_tx
+                .send(Completion {
+                    job_id: job.id,
+                    event_id: job.event_id,
+                    step_index: job.step_index,
+                    lease_token: job.lease_token,
+                    trigger: job.trigger.clone(),
+                    outcome: JobOutcome::Released { at: now },
+                    attempt: None,
+                    now,
+                })
+                .await;
+        }
+        drop(done_tx);
+        rescuer.abort();
+        completer.await??;
+        tracing::info!("worker stopped");
+        Ok(())
+    }
+}
+
+/// One pass over all targets: claim what each may take now and start it. Returns how many jobs were claimed.
+async fn dispatch_once(
+    store: &Store,
+    cfg: &WorkerConfig,
+    owner: &str,
+    handle: &WorkerHandle,
+    done_tx: &mpsc::Sender<Completion>,
+    in_flight: &mut JoinSet<()>,
+    running: &Arc<Mutex<BTreeMap<i64, Job>>>,
+) -> usize {
+    let mut claimed_total = 0;
+    for (name, target) in handle.targets.iter() {
+        let free = target.slots.available_permits() as u32;
+        if free == 0 {
+            continue;
+        }
+        let now = Utc::now();
+        let (admission, transition) = target.breaker.lock().expect("breaker lock").admit(now, &target.config().breaker);
+        if let Some(t) = transition {
+            report_transition(store, handle, name, t).await;
+        }
+        let limit = match admission {
+            Admission::Deny => continue,
+            Admission::Probe => 1,
+            Admission::Allow => free.min(cfg.batch_size),
+        };
+        let lease_until = now + chrono::Duration::seconds(cfg.lease_seconds as i64);
+        let jobs = match store.claim(name, limit, owner, now, lease_until).await {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                tracing::error!(target = %name, error = %format!("{e:#}"), "claim failed");
+                if admission == Admission::Probe {
+                    target.breaker.lock().expect("breaker lock").probe_unused();
+                }
+                continue;
+            }
+        };
+        if jobs.is_empty() && admission == Admission::Probe {
+            target.breaker.lock().expect("breaker lock").probe_unused();
+        }
+        claimed_total += jobs.len();
+        for job in jobs {
+            let permit = match target.slots.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    // Cannot happen (we claimed at most `free`), but never lose the job: release it.
+                    let now = Utc::now();
+                    let _ = done_tx.send(release(&job, now)).await;
+                    continue;
+                }
+            };
+            running.lock().expect("running lock").insert(job.id, job.clone());
+            let store = store.clone();
+            let handle = handle.clone();
+            let target = target.clone();
+            let done_tx = done_tx.clone();
+            let running = running.clone();
+            in_flight.spawn(async move {
+                let job_id = job.id;
+                let completion = execute(&store, &handle, &target, job).await;
+                running.lock().expect("running lock").remove(&job_id);
+                let _ = done_tx.send(completion).await;
+                drop(permit);
+            });
+        }
+    }
+    claimed_total
+}
+
+fn release(job: &Job, now: DateTime<Utc>) -> Completion {
+    Completion {
+        job_id: job.id,
+        event_id: job.event_id,
+        step_index: job.step_index,
+        lease_token: job.lease_token,
+        trigger: job.trigger.clone(),
+        outcome: JobOutcome::Released { at: now },
+        attempt: None,
+        now,
+    }
+}
+
+async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t: Transition) {
+    tracing::warn!(target = %target, from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "breaker");
+    if let Err(e) = store.record_breaker_transition(target, &t).await {
+        tracing::error!(error = %format!("{e:#}"), "cannot record breaker transition");
+    }
+    let _ = handle.events.send(WorkerEvent::Breaker {
+        target: target.to_string(),
+        from: t.from,
+        to: t.to,
+        reason: t.reason,
+        at: t.at,
+    });
+}
+
+/// Performs one job and decides its fate. Never fails: every path ends in a completion to write.
+pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntime, job: Job) -> Completion {
+    let span = tracing::info_span!("deliver", delivery_id = job.id, target = %job.target, source = %job.source, source_ref = %job.source_ref);
+    let _enter = span.enter();
+    drop(_enter);
+    let linked = if target.config().strategy == Strategy::SearchThenCreate {
+        match store.crm_link(&job.target, &job.external_id()).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot read crm_link; releasing");
+                return release(&job, Utc::now() + chrono::Duration::seconds(5));
+            }
+        }
+    } else {
+        None
+    };
+    let report = target.http.deliver(&job, linked, Utc::now()).await;
+    let now = Utc::now();
+    let health = match &report.verdict {
+        Verdict::Delivered => Health::Healthy,
+        Verdict::Failed(f) => match f.class {
+            ErrorClass::Transient | ErrorClass::Ambiguous => Health::Unhealthy,
+            ErrorClass::RateLimited | ErrorClass::PermanentData => Health::Healthy,
+            ErrorClass::PermanentConfig => Health::Neutral,
+        },
+    };
+    let transition = target.breaker.lock().expect("breaker lock").record(health, now, &target.config().breaker);
+    if let Some(t) = transition {
+        report_transition(store, handle, &job.target, t).await;
+    }
+
+    let (outcome, class, reason) = match &report.verdict {
+        Verdict::Delivered => {
+            let mut result = serde_json::Map::new();
+            if let Some(id) = &report.crm_id {
+                result.insert("crm_id".into(), id.clone().into());
+            }
+            if let Some(status) = report.http_status {
+                result.insert("status".into(), status.into());
+            }
+            if let Some(note) = &report.note {
+                result.insert("note".into(), note.clone().into());
+            }
+            let reason = report.note.clone().unwrap_or_else(|| match report.http_status {
+                Some(s) => format!("delivered (HTTP {s})"),
+                None => "delivered".into(),
+            });
+            let _ = handle.events.send(WorkerEvent::Delivered { target: job.target.clone(), delivery_id: job.id });
+            (JobOutcome::Delivered { result: result.into(), link: report.link.clone() }, None, reason)
+        }
+        Verdict::Failed(failure) => {
+            let decision = decide_retry(
+                &RetryInput {
+                    failure,
+                    attempts_before: job.attempts,
+                    pending_since: job.pending_since,
+                    retry_after: report.retry_after,
+                    now,
+                },
+                &target.config().backoff,
+                &mut rand::rng(),
+            );
+            match decision {
+                RetryDecision::Retry { at, counts } => (
+                    JobOutcome::Retry { at, counts, in_doubt: report.in_doubt },
+                    Some(failure.class),
+                    failure.reason.clone(),
+                ),
+                RetryDecision::Dead { why } => {
+                    let reason = if failure.class.is_permanent() || failure.class == ErrorClass::Ambiguous {
+                        failure.reason.clone()
+                    } else {
+                        format!("{why}; last error: {}", failure.reason)
+                    };
+                    tracing::warn!(delivery_id = job.id, class = %failure.class, reason = %reason, "dead-lettered");
+                    let _ = handle.events.send(WorkerEvent::DeadLettered {
+                        target: job.target.clone(),
+                        delivery_id: job.id,
+                        class: failure.class,
+                        reason: reason.clone(),
+                    });
+                    (
+                        JobOutcome::Dead {
+                            class: failure.class,
+                            http_status: report.http_status,
+                            reason: reason.clone(),
+                            field: failure.field.clone(),
+                        },
+                        Some(failure.class),
+                        reason,
+                    )
+                }
+            }
+        }
+    };
+    Completion {
+        job_id: job.id,
+        event_id: job.event_id,
+        step_index: job.step_index,
+        lease_token: job.lease_token,
+        trigger: job.trigger.clone(),
+        outcome,
+        attempt: Some(AttemptRecord {
+            started_at: report.started_at,
+            duration_ms: report.duration_ms,
+            http_status: report.http_status,
+            class,
+            reason,
+            response_excerpt: report.excerpt,
+        }),
+        now,
+    }
+}
+
+/// Writes completions in batches: whatever has arrived while the previous batch was being committed.
+async fn completer(store: Store, mut rx: mpsc::Receiver<Completion>, wake: Arc<Notify>) -> anyhow::Result<()> {
+    let mut batch = Vec::with_capacity(256);
+    while rx.recv_many(&mut batch, 512).await > 0 {
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match store.complete(&batch).await {
+                Ok(_) => break,
+                Err(e) => {
+                    // Never drop a finished job: keep retrying the write (the leases protect the jobs meanwhile).
+                    tracing::error!(error = %format!("{e:#}"), n = batch.len(), "cannot write completions; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        batch.clear();
+        // A delivered step may have made the next step of its route due.
+        wake.notify_one();
+    }
+    Ok(())
+}
+
+async fn rescuer(store: Store, cfg: WorkerConfig, handle: WorkerHandle) {
+    let mut tick = tokio::time::interval(Duration::from_secs(cfg.rescue_interval_seconds.max(1)));
+    loop {
+        tick.tick().await;
+        match store.rescue_expired(Utc::now()).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!(rescued = n, "returned jobs with expired leases to pending");
+                handle.wake.notify_one();
+            }
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "rescue failed"),
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,356 @@
+//! A mock CRM on loopback that behaves like the real ones and misbehaves on command.
+//!
+//! Used by the demo (on a schedule) and by the integration tests (switched mid-test). It keeps every record it
+//! created, so a test can count at the end: no lead lost, none written twice.
+//!
+//! Endpoints (JSON):
+//! - `POST /crm/leads` — create; honours `Idempotency-Key` (replays the stored answer to a repeated key).
+//! - `PUT /crm/leads/{external_id}` — upsert by external id.
+//! - `GET /crm/leads/search/{external_id}` — `{"results": [{"id": ...}]}` or an empty list.
+//! - `POST /crm/plain` — create with no idempotency at all (a second call makes a second record).
+//! - `PUT /notify/{external_id}` — the follow-up step; needs `previous_steps.crm.crm_id`.
+//! - `GET /_mock/stats` — counts.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use rand::Rng;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// How the mock CRM behaves right now. `Default` is a healthy CRM.
+#[derive(Debug, Clone, Default)]
+pub struct Behaviour {
+    /// Answer every request with this status (503 maintenance, 401 expired token, 500...).
+    pub fail_with: Option<u16>,
+    /// `Retry-After` seconds sent with 429 and 503 answers.
+    pub retry_after_secs: Option<u64>,
+    /// At most this many writes per second; more get 429.
+    pub rate_limit_per_sec: Option<u32>,
+    /// The field-format change: phones not in E.164 (`+` and digits) are rejected with 422.
+    pub strict_phone: bool,
+    /// Share of requests answered with a 502 from "the load balancer" (a network blip).
+    pub blip_ratio: f64,
+    /// Share of writes that are stored and then not answered until `hang_ms` has passed (a timeout after the
+    /// write happened).
+    pub hang_after_write_ratio: f64,
+    pub hang_ms: u64,
+    /// Delay before answering anything.
+    pub latency_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    pub id: String,
+    pub external_id: String,
+    pub lead: Value,
+    pub writes: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Stats {
+    /// Records in the CRM.
+    pub records: usize,
+    /// External ids held by more than one record (must stay 0).
+    pub duplicated_external_ids: usize,
+    /// Records written more than once (a harmless upsert repeat, but a sign of a re-send).
+    pub rewritten_records: usize,
+    /// Leads that got the follow-up notification.
+    pub notifications: usize,
+    /// Leads whose notification was sent more than once.
+    pub duplicated_notifications: usize,
+    pub requests: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    records: Vec<Record>,
+    by_external: HashMap<String, Vec<usize>>,
+    idempotency: HashMap<String, (u16, Value)>,
+    notifications: HashMap<String, u32>,
+    behaviour: Behaviour,
+    window_start: Option<Instant>,
+    window_count: u32,
+    requests: u64,
+}
+
+#[derive(Clone, Default)]
+pub struct MockCrm {
+    inner: Arc<Mutex<Inner>>,
+}
+
+enum Gate {
+    Pass { hang: Option<Duration>, latency: Duration },
+    Answer(Response),
+}
+
+impl MockCrm {
+    /// Starts the mock on `addr` (use port 0 for any free port) and returns it with its address.
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<(MockCrm, SocketAddr)> {
+        let crm = MockCrm::default();
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let app = crm.router();
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "mock CRM stopped");
+            }
+        });
+        Ok((crm, local))
+    }
+
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/crm/leads", post(create))
+            .route("/crm/plain", post(create_plain))
+            .route("/crm/leads/{external_id}", put(upsert))
+            .route("/crm/leads/search/{external_id}", get(search))
+            .route("/notify/{external_id}", put(notify))
+            .route("/_mock/stats", get(stats))
+            .with_state(self.clone())
+    }
+
+    pub fn set_behaviour(&self, b: Behaviour) {
+        self.inner.lock().expect("mock lock").behaviour = b;
+    }
+
+    pub fn behaviour(&self) -> Behaviour {
+        self.inner.lock().expect("mock lock").behaviour.clone()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let inner = self.inner.lock().expect("mock lock");
+        Stats {
+            records: inner.records.len(),
+            duplicated_external_ids: inner.by_external.values().filter(|v| v.len() > 1).count(),
+            rewritten_records: inner.records.iter().filter(|r| r.writes > 1).count(),
+            notifications: inner.notifications.len(),
+            duplicated_notifications: inner.notifications.values().filter(|n| **n > 1).count(),
+            requests: inner.requests,
+        }
+    }
+
+    /// Records holding `external_id`.
+    pub fn records_for(&self, external_id: &str) -> usize {
+        let inner = self.inner.lock().expect("mock lock");
+        inner.by_external.get(external_id).map_or(0, Vec::len)
+    }
+
+    /// How many distinct external ids the CRM holds.
+    pub fn distinct_leads(&self) -> usize {
+        self.inner.lock().expect("mock lock").by_external.len()
+    }
+
+    fn gate(&self, is_write: bool) -> Gate {
+        let mut inner = self.inner.lock().expect("mock lock");
+        inner.requests += 1;
+        let b = inner.behaviour.clone();
+        let latency = Duration::from_millis(b.latency_ms);
+        if let Some(status) = b.fail_with {
+            return Gate::Answer(error_response(status, b.retry_after_secs));
+        }
+        let mut rng = rand::rng();
+        if b.blip_ratio > 0.0 && rng.random_bool(b.blip_ratio.min(1.0)) {
+            return Gate::Answer(
+                (StatusCode::BAD_GATEWAY, "<html><body>502 Bad Gateway</body></html>").into_response(),
+            );
+        }
+        if is_write {
+            if let Some(limit) = b.rate_limit_per_sec {
+                let now = Instant::now();
+                let start = *inner.window_start.get_or_insert(now);
+                if now.duration_since(start) >= Duration::from_secs(1) {
+                    inner.window_start = Some(now);
+                    inner.window_count = 0;
+                }
+                inner.window_count += 1;
+                if inner.window_count > limit {
+                    return Gate::Answer(error_response(429, Some(b.retry_after_secs.unwrap_or(1))));
+                }
+            }
+        }
+        let hang = (is_write && b.hang_after_write_ratio > 0.0 && rng.random_bool(b.hang_after_write_ratio.min(1.0)))
+            .then(|| Duration::from_millis(b.hang_ms));
+        Gate::Pass { hang, latency }
+    }
+
+    /// Stores or updates the record of `external_id`; `create_always` makes a new record even if one exists.
+    fn write(&self, external_id: &str, lead: &Value, create_always: bool) -> (bool, String) {
+        let mut inner = self.inner.lock().expect("mock lock");
+        if !create_always {
+            if let Some(&i) = inner.by_external.get(external_id).and_then(|v| v.first()) {
+                inner.records[i].writes += 1;
+                inner.records[i].lead = lead.clone();
+                return (false, inner.records[i].id.clone());
+            }
+        }
+        let id = format!("crm-{}", inner.records.len() + 1);
+        let index = inner.records.len();
+        inner.records.push(Record { id: id.clone(), external_id: external_id.to_string(), lead: lead.clone(), writes: 1 });
+        inner.by_external.entry(external_id.to_string()).or_default().push(index);
+        (true, id)
+    }
+}
+
+fn error_response(status: u16, retry_after: Option<u64>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = match status {
+        401 => json!({"status": "error", "category": "INVALID_AUTHENTICATION",
+                      "message": "Authentication credentials not found or expired. Reconnect the integration."}),
+        429 => json!({"status": "error", "errorType": "RATE_LIMIT", "policyName": "SECONDLY",
+                      "message": "You have reached your secondly limit."}),
+        503 => json!({"status": "error", "message": "Scheduled maintenance: the CRM is temporarily unavailable."}),
+        _ => json!({"status": "error", "message": format!("mock CRM error {status}")}),
+    };
+    let mut response = (code, Json(body)).into_response();
+    if let Some(s) = retry_after.filter(|_| matches!(status, 429 | 503)) {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, s.to_string().parse().expect("digits"));
+    }
+    response
+}
+
+/// The field-format check that the demo's "field-format change" turns on.
+fn phone_problem(envelope: &Value) -> Option<Response> {
+    let phone = envelope.pointer("/lead/phone").and_then(Value::as_str)?;
+    let ok = phone.starts_with('+') && phone.len() > 7 && phone[1..].chars().all(|c| c.is_ascii_digit());
+    (!ok).then(|| {
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({
+                "status": "error", "category": "VALIDATION_ERROR",
+                "message": format!("Property values were not valid: phone '{phone}' is not in E.164 format (+4915112345678)"),
+                "errors": [{"message": "INVALID_PHONE_NUMBER", "in": "phone"}]
+            })),
+        )
+            .into_response()
+    })
+}
+
+async fn pass(crm: &MockCrm, envelope: &Value, is_write: bool) -> Result<Option<Duration>, Response> {
+    match crm.gate(is_write) {
+        Gate::Answer(r) => Err(r),
+        Gate::Pass { hang, latency } => {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            if is_write && crm.behaviour().strict_phone {
+                if let Some(r) = phone_problem(envelope) {
+                    return Err(r);
+                }
+            }
+            Ok(hang)
+        }
+    }
+}
+
+fn external_id_of(envelope: &Value) -> Option<String> {
+    envelope.get("external_id").and_then(Value::as_str).map(str::to_string)
+}
+
+async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): Json<Value>) -> Response {
+    let hang = match pass(&crm, &envelope, true).await {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Some(external_id) = external_id_of(&envelope) else {
+        return (StatusCode::BAD_REQUEST, Json(json!({"message": "external_id is required"}))).into_response();
+    };
+    let key = headers.get("Idempotency-Key").and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let Some(k) = &key {
+        let stored = crm.inner.lock().expect("mock lock").idempotency.get(k).cloned();
+        if let Some((status, body)) = stored {
+            let mut r = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response();
+            r.headers_mut().insert("Idempotent-Replayed", "true".parse().expect("ascii"));
+            return r;
+        }
+    }
+    // With a key, a create is keyed; without one it is a plain create that can duplicate.
+    let (created, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), key.is_none());
+    let body = json!({"id": id, "new": created});
+    if let Some(k) = key {
+        crm.inner.lock().expect("mock lock").idempotency.insert(k, (201, body.clone()));
+    }
+    if let Some(h) = hang {
+        tokio::time::sleep(h).await;
+    }
+    (StatusCode::CREATED, Json(body)).into_response()
+}
+
+async fn create_plain(State(crm): State<MockCrm>, Json(envelope): Json<Value>) -> Response {
+    let hang = match pass(&crm, &envelope, true).await {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let Some(external_id) = external_id_of(&envelope) else {
+        return (StatusCode::BAD_REQUEST, Json(json!({"message": "external_id is required"}))).into_response();
+    };
+    let (_, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), true);
+    if let Some(h) = hang {
+        tokio::time::sleep(h).await;
+    }
+    (StatusCode::CREATED, Json(json!({"id": id}))).into_response()
+}
+
+async fn upsert(State(crm): State<MockCrm>, Path(external_id): Path<String>, Json(envelope): Json<Value>) -> Response {
+    let hang = match pass(&crm, &envelope, true).await {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let (created, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), false);
+    if let Some(h) = hang {
+        tokio::time::sleep(h).await;
+    }
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    (status, Json(json!({"id": id, "new": created}))).into_response()
+}
+
+async fn search(State(crm): State<MockCrm>, Path(external_id): Path<String>) -> Response {
+    if let Err(r) = pass(&crm, &Value::Null, false).await {
+        return r;
+    }
+    let inner = crm.inner.lock().expect("mock lock");
+    let results: Vec<Value> = inner
+        .by_external
+        .get(&external_id)
+        .into_iter()
+        .flatten()
+        .map(|&i| json!({"id": inner.records[i].id, "external_id": external_id}))
+        .collect();
+    Json(json!({"total": results.len(), "results": results})).into_response()
+}
+
+async fn notify(State(crm): State<MockCrm>, Path(external_id): Path<String>, Json(envelope): Json<Value>) -> Response {
+    let hang = match pass(&crm, &Value::Null, true).await {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    if envelope.pointer("/previous_steps/crm/crm_id").and_then(Value::as_str).is_none() {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"message": "previous_steps.crm.crm_id is required", "field": "crm_id"})),
+        )
+            .into_response();
+    }
+    let first = {
+        let mut inner = crm.inner.lock().expect("mock lock");
+        let n = inner.notifications.entry(external_id).or_default();
+        *n += 1;
+        *n == 1
+    };
+    if let Some(h) = hang {
+        tokio::time::sleep(h).await;
+    }
+    let status = if first { StatusCode::CREATED } else { StatusCode::OK };
+    (status, Json(json!({"id": "sms-queued"}))).into_response()
+}
+
+async fn stats(State(crm): State<MockCrm>) -> Json<Stats> {
+    Json(crm.stats())
+}

@@ -1,0 +1,255 @@
+//! The demo: a mock CRM that misbehaves on a schedule, and synthetic lead traffic from several sources.
+//!
+//! `leadline serve --demo` uses [`demo_config`] against a [`mock_crm::MockCrm`] on loopback, runs
+//! [`run_schedule`] to switch the CRM's behaviour and [`run_traffic`] to post leads to the ingest server
+//! through the same HTTP endpoints (and signatures) a real source uses.
+
+pub mod mock_crm;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use rand::Rng;
+use serde_json::json;
+
+use crate::config::{
+    BackoffConfig, BreakerConfig, Config, SignatureConfig, SourceConfig, SourceKind, Strategy, TargetConfig,
+};
+use crate::ingest::signature;
+use mock_crm::{Behaviour, MockCrm};
+
+pub const WEBFORM_SECRET_ENV: &str = "LEADLINE_DEMO_WEBFORM_SECRET";
+pub const META_SECRET_ENV: &str = "LEADLINE_DEMO_META_APP_SECRET";
+pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
+
+/// The demo's configuration: three sources, a CRM and a follow-up notification, all on loopback.
+pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<String>) -> Config {
+    let base = format!("http://{crm}");
+    let mut c = Config::default();
+    c.server.listen = listen;
+    c.database.url = database_url;
+    c.sources.insert(
+        "webform".into(),
+        SourceConfig {
+            kind: SourceKind::Generic,
+            id_field: "id".into(),
+            route: vec!["crm".into(), "notify".into()],
+            signature: Some(SignatureConfig { header: "X-Signature-256".into(), secret_env: WEBFORM_SECRET_ENV.into() }),
+            app_secret_env: None,
+            verify_token_env: None,
+        },
+    );
+    c.sources.insert(
+        "meta_ads".into(),
+        SourceConfig {
+            kind: SourceKind::Meta,
+            id_field: "id".into(),
+            route: vec!["crm".into()],
+            signature: None,
+            app_secret_env: Some(META_SECRET_ENV.into()),
+            verify_token_env: Some(META_VERIFY_ENV.into()),
+        },
+    );
+    c.sources.insert(
+        "partner_api".into(),
+        SourceConfig {
+            kind: SourceKind::Generic,
+            id_field: "/lead/ref".into(),
+            route: vec!["crm".into()],
+            signature: None,
+            app_secret_env: None,
+            verify_token_env: None,
+        },
+    );
+    let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
+    let breaker = BreakerConfig { consecutive_failures: 5, failure_ratio: 0.5, window: 20, cooldown_ms: 15_000 };
+    c.targets.insert(
+        "crm".into(),
+        TargetConfig {
+            url: format!("{base}/crm/leads"),
+            method: None,
+            strategy: Strategy::IdempotencyKey,
+            search_url: Some(format!("{base}/crm/leads/search/{{external_id}}")),
+            id_pointer: "/id".into(),
+            headers: BTreeMap::new(),
+            auth: None,
+            timeout_ms: 1_500,
+            concurrency: 8,
+            backoff: backoff.clone(),
+            breaker: breaker.clone(),
+            classify: Default::default(),
+        },
+    );
+    c.targets.insert(
+        "notify".into(),
+        TargetConfig {
+            url: format!("{base}/notify/{{external_id}}"),
+            method: None,
+            strategy: Strategy::Upsert,
+            search_url: None,
+            id_pointer: "/id".into(),
+            headers: BTreeMap::new(),
+            auth: None,
+            timeout_ms: 1_500,
+            concurrency: 4,
+            backoff,
+            breaker,
+            classify: Default::default(),
+        },
+    );
+    c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
+    c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
+    c.inline_secrets.insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
+    c
+}
+
+/// Length of one turn of the demo's fault schedule.
+pub const CYCLE: Duration = Duration::from_secs(600);
+
+/// What the mock CRM does `elapsed` into the demo: a named phase and its behaviour. Pure, so it is tested.
+pub fn behaviour_at(elapsed: Duration) -> (&'static str, Behaviour) {
+    let t = elapsed.as_secs() % CYCLE.as_secs();
+    // Background noise present in every "normal" phase: network blips and timeouts after the write.
+    let normal = Behaviour {
+        blip_ratio: 0.02,
+        hang_after_write_ratio: 0.01,
+        hang_ms: 2_500,
+        latency_ms: 20,
+        ..Default::default()
+    };
+    match t {
+        0..=119 => ("normal", normal),
+        120..=164 => (
+            "maintenance window (503 with Retry-After)",
+            Behaviour { fail_with: Some(503), retry_after_secs: Some(20), ..normal },
+        ),
+        165..=239 => ("normal", normal),
+        240..=299 => (
+            "rate limited (429 with Retry-After)",
+            Behaviour { rate_limit_per_sec: Some(1), retry_after_secs: Some(2), ..normal },
+        ),
+        300..=419 => ("field-format change (422 for national phone numbers)", Behaviour { strict_phone: true, ..normal }),
+        420..=449 => ("expired token (401)", Behaviour { fail_with: Some(401), ..normal }),
+        _ => ("normal", normal),
+    }
+}
+
+/// Switches the mock CRM's behaviour along [`behaviour_at`], forever.
+pub async fn run_schedule(crm: MockCrm) {
+    let start = tokio::time::Instant::now();
+    let mut last = "";
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let (phase, behaviour) = behaviour_at(start.elapsed());
+        if phase != last {
+            tracing::info!(phase, "demo CRM");
+            last = phase;
+        }
+        crm.set_behaviour(behaviour);
+    }
+}
+
+/// Relative traffic by hour of day (0..24): quiet nights, a morning peak, a lunch dip, an evening tail.
+pub fn daily_rhythm(hour: u32) -> f64 {
+    const RHYTHM: [f64; 24] = [
+        0.10, 0.06, 0.05, 0.05, 0.06, 0.10, 0.25, 0.50, 0.85, 1.00, 1.00, 0.90, //
+        0.70, 0.80, 0.95, 0.95, 0.90, 0.80, 0.65, 0.55, 0.45, 0.35, 0.25, 0.15,
+    ];
+    RHYTHM[(hour % 24) as usize]
+}
+
+const FIRST: [&str; 8] = ["Anna", "Ben", "Clara", "David", "Elif", "Farid", "Greta", "Hugo"];
+const LAST: [&str; 8] = ["Schmidt", "Novak", "Rossi", "Jensen", "Kaya", "Dubois", "Silva", "Berg"];
+
+/// Posts synthetic leads to the ingest server at `ingest` (about `per_minute` at the daily peak) forever.
+/// The `partner_api` source falls silent after `partner_silent_after`, as a broken integration would.
+pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_after: Duration) {
+    let client = reqwest::Client::new();
+    let start = tokio::time::Instant::now();
+    let mut n: u64 = 0;
+    loop {
+        let hour = chrono::Timelike::hour(&chrono::Local::now());
+        let rate = (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) / 60.0;
+        let wait = { -(1.0 - rand::rng().random::<f64>()).ln() / rate };
+        tokio::time::sleep(Duration::from_secs_f64(wait.min(30.0))).await;
+        n += 1;
+        let (url, body, header) = synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
+        let mut req = client.post(&url).header("content-type", "application/json").body(body.clone());
+        if let Some((name, value)) = &header {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        match req.send().await {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => tracing::warn!(status = %r.status(), url, "demo traffic rejected"),
+            Err(e) => tracing::warn!(error = %e, "demo traffic failed"),
+        }
+        // Sources retry webhooks: now and then the same one arrives twice.
+        if rand::rng().random_bool(0.03) {
+            let mut req = client.post(&url).header("content-type", "application/json").body(body);
+            if let Some((name, value)) = header {
+                req = req.header(name, value);
+            }
+            let _ = req.send().await;
+        }
+    }
+}
+
+/// One synthetic request: URL, body and signature header. Lead `n` picks its source and data.
+pub fn synthetic_request(ingest: SocketAddr, n: u64, partner_active: bool) -> (String, String, Option<(String, String)>) {
+    let mut rng = rand::rng();
+    let first = FIRST[rng.random_range(0..FIRST.len())];
+    let last = LAST[rng.random_range(0..LAST.len())];
+    let phone = if rng.random_bool(0.85) {
+        format!("+49151{:08}", rng.random_range(0..100_000_000u32))
+    } else {
+        format!("0151 {:04} {:04}", rng.random_range(0..10_000u32), rng.random_range(0..10_000u32))
+    };
+    let email = format!("{}.{}{}@example.com", first.to_lowercase(), last.to_lowercase(), n);
+    let pick = n % 4;
+    if pick == 0 {
+        let id = 900_000_000_000u64 + n;
+        let body = json!({"object": "page", "entry": [{"id": 1234567890, "time": chrono::Utc::now().timestamp(),
+            "changes": [{"field": "leadgen", "value": {"leadgen_id": id, "page_id": 1234567890, "form_id": 4242,
+            "ad_id": 777, "created_time": chrono::Utc::now().timestamp()}}]}]})
+        .to_string();
+        let sig = signature::sign(b"demo-meta-app-secret", body.as_bytes());
+        (format!("http://{ingest}/ingest/meta_ads"), body, Some(("X-Hub-Signature-256".into(), sig)))
+    } else if pick == 1 && partner_active {
+        let body = json!({"lead": {"ref": format!("P-{n}"), "name": format!("{first} {last}"), "phone": phone,
+            "email": email, "product": "solar-check"}})
+        .to_string();
+        (format!("http://{ingest}/ingest/partner_api"), body, None)
+    } else {
+        let body = json!({"id": format!("wf-{n}-{}", rng.random::<u32>()), "name": format!("{first} {last}"),
+            "email": email, "phone": phone, "form": "contact-us", "consent": true})
+        .to_string();
+        let sig = signature::sign(b"demo-webform-secret", body.as_bytes());
+        (format!("http://{ingest}/ingest/webform"), body, Some(("X-Signature-256".into(), sig)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_covers_every_fault_each_cycle() {
+        let phases: std::collections::BTreeSet<&str> =
+            (0..CYCLE.as_secs()).map(|s| behaviour_at(Duration::from_secs(s)).0).collect();
+        assert_eq!(phases.len(), 5, "{phases:?}");
+        assert_eq!(behaviour_at(Duration::from_secs(130)).1.fail_with, Some(503));
+        assert_eq!(behaviour_at(Duration::from_secs(430)).1.fail_with, Some(401));
+        assert!(behaviour_at(Duration::from_secs(350)).1.strict_phone);
+        assert_eq!(behaviour_at(Duration::from_secs(250)).1.rate_limit_per_sec, Some(1));
+        // The schedule repeats.
+        assert_eq!(behaviour_at(Duration::from_secs(130 + 600)).0, behaviour_at(Duration::from_secs(130)).0);
+    }
+
+    #[test]
+    fn demo_config_is_valid() {
+        let c = demo_config("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap(), None);
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,359 @@
+//! Ingest: receive events over HTTP, check them, and commit them before answering.
+//!
+//! `POST /ingest/{source}` takes a generic JSON event or a Meta Lead Ads notification (by the source's kind);
+//! `GET /ingest/{source}` answers Meta's subscription handshake. A request is answered 202 only after its
+//! events are committed; duplicates (same source and id) get 200 and store nothing. Concurrent requests are
+//! committed together by one writer task (group commit), so durability costs one disk sync per batch, not
+//! per request.
+
+pub mod meta;
+pub mod signature;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::Utc;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::config::{Config, SourceConfig, SourceKind};
+use crate::pipeline;
+use crate::store::{InsertOutcome, NewEvent, Store};
+
+/// Every way an ingest request can fail, each with its HTTP status. Serialised as `{code, message}`.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("unknown source `{0}`")]
+    UnknownSource(String),
+    #[error("missing signature header {0}")]
+    MissingSignature(String),
+    #[error("signature in {0} does not match the body")]
+    BadSignature(String),
+    #[error("body is not valid JSON: {0}")]
+    MalformedJson(String),
+    #[error("{0}")]
+    MissingId(String),
+    #[error("body is larger than the limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("the verify token does not match")]
+    VerifyTokenMismatch,
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the event could not be stored; nothing was accepted, send it again")]
+    Storage,
+}
+
+impl IngestError {
+    fn status(&self) -> StatusCode {
+        match self {
+            IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
+            IngestError::MissingSignature(_) | IngestError::BadSignature(_) => StatusCode::UNAUTHORIZED,
+            IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            IngestError::MissingId(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            IngestError::VerifyTokenMismatch => StatusCode::FORBIDDEN,
+            IngestError::Storage => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            IngestError::UnknownSource(_) => "unknown_source",
+            IngestError::MissingSignature(_) => "missing_signature",
+            IngestError::BadSignature(_) => "bad_signature",
+            IngestError::MalformedJson(_) => "malformed_json",
+            IngestError::MissingId(_) => "missing_id",
+            IngestError::TooLarge(_) => "too_large",
+            IngestError::VerifyTokenMismatch => "verify_token_mismatch",
+            IngestError::BadRequest(_) => "bad_request",
+            IngestError::Storage => "storage_unavailable",
+        }
+    }
+}
+
+impl IntoResponse for IngestError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = (status, Json(json!({"code": self.code(), "message": self.to_string()}))).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+        }
+        response
+    }
+}
+
+struct SourceRuntime {
+    config: SourceConfig,
+    /// HMAC secret (generic `signature.secret_env`, or Meta's app secret).
+    secret: Option<Vec<u8>>,
+    /// Header carrying the signature.
+    signature_header: Option<String>,
+    verify_token: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct IngestState {
+    sources: Arc<BTreeMap<String, SourceRuntime>>,
+    writer: mpsc::Sender<WriteRequest>,
+    max_body_bytes: usize,
+}
+
+struct WriteRequest {
+    events: Vec<NewEvent>,
+    reply: oneshot::Sender<anyhow::Result<Vec<InsertOutcome>>>,
+}
+
+impl IngestState {
+    /// Resolves secrets (failing with the config key when one is missing) and starts the group-commit writer.
+    /// `wake` is notified after every commit that stored something new, so the worker picks it up at once.
+    pub fn new(config: &Config, store: Store, wake: Arc<Notify>) -> anyhow::Result<IngestState> {
+        let mut sources = BTreeMap::new();
+        for (name, sc) in &config.sources {
+            let key = format!("sources.{name}");
+            let (secret, signature_header, verify_token) = match sc.kind {
+                SourceKind::Generic => match &sc.signature {
+                    Some(sig) => (
+                        Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
+                        Some(sig.header.clone()),
+                        None,
+                    ),
+                    None => (None, None, None),
+                },
+                SourceKind::Meta => {
+                    let app = sc.app_secret_env.as_deref().unwrap_or_default();
+                    let verify = sc.verify_token_env.as_deref().unwrap_or_default();
+                    (
+                        Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
+                        Some("X-Hub-Signature-256".to_string()),
+                        Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
+                    )
+                }
+            };
+            sources.insert(
+                name.clone(),
+                SourceRuntime { config: sc.clone(), secret, signature_header, verify_token },
+            );
+        }
+        let (writer, rx) = mpsc::channel(8192);
+        tokio::spawn(group_commit_writer(store, rx, wake));
+        Ok(IngestState {
+            sources: Arc::new(sources),
+            writer,
+            max_body_bytes: config.server.max_body_bytes,
+        })
+    }
+
+    async fn store(&self, events: Vec<NewEvent>) -> Result<Vec<InsertOutcome>, IngestError> {
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(WriteRequest { events, reply })
+            .await
+            .map_err(|_| IngestError::Storage)?;
+        match rx.await {
+            Ok(Ok(outcomes)) => Ok(outcomes),
+            Ok(Err(e)) => {
+                tracing::error!(error = %format!("{e:#}"), "ingest write failed");
+                Err(IngestError::Storage)
+            }
+            Err(_) => Err(IngestError::Storage),
+        }
+    }
+}
+
+/// Largest number of events committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+async fn group_commit_writer(store: Store, mut rx: mpsc::Receiver<WriteRequest>, wake: Arc<Notify>) {
+    let mut requests: Vec<WriteRequest> = Vec::with_capacity(64);
+    while rx.recv_many(&mut requests, 256).await > 0 {
+        // Commit in groups of at most MAX_GROUP events, never splitting one request.
+        while !requests.is_empty() {
+            let mut end = 0;
+            let mut n = 0;
+            while end < requests.len() && (n == 0 || n + requests[end].events.len() <= MAX_GROUP) {
+                n += requests[end].events.len();
+                end += 1;
+            }
+            let group: Vec<WriteRequest> = requests.drain(..end).collect();
+            let all: Vec<NewEvent> = group.iter().flat_map(|r| r.events.iter().cloned()).collect();
+            match store.insert_events(&all).await {
+                Ok(outcomes) => {
+                    if outcomes.iter().any(|o| matches!(o, InsertOutcome::Inserted(_))) {
+                        wake.notify_one();
+                    }
+                    let mut it = outcomes.into_iter();
+                    for r in group {
+                        let mine: Vec<InsertOutcome> = it.by_ref().take(r.events.len()).collect();
+                        let _ = r.reply.send(Ok(mine));
+                    }
+                }
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    for r in group {
+                        let _ = r.reply.send(Err(anyhow::anyhow!(msg.clone())));
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn router(state: IngestState) -> Router {
+    Router::new()
+        .route("/ingest/{source}", get(verify_subscription).post(receive))
+        .with_state(state)
+}
+
+#[derive(Serialize)]
+struct Accepted {
+    status: &'static str,
+    accepted: usize,
+    duplicates: usize,
+    events: Vec<EventRef>,
+}
+
+#[derive(Serialize)]
+struct EventRef {
+    event_id: i64,
+    source_ref: String,
+    duplicate: bool,
+}
+
+async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<axum::body::Bytes, IngestError> {
+    if let Some(len) = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if len > limit {
+            return Err(IngestError::TooLarge(limit));
+        }
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let inner = e.into_inner();
+        if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            IngestError::TooLarge(limit)
+        } else {
+            IngestError::BadRequest(format!("could not read the body: {inner}"))
+        }
+    })
+}
+
+async fn receive(
+    State(state): State<IngestState>,
+    Path(source): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, IngestError> {
+    let Some(src) = state.sources.get(&source) else {
+        tracing::warn!(source = %source, "rejected: unknown source");
+        return Err(IngestError::UnknownSource(source));
+    };
+    let raw = read_body(body, &headers, state.max_body_bytes).await?;
+    if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
+        let given = headers.get(header.as_str()).and_then(|v| v.to_str().ok());
+        if let Err(e) = signature::verify(secret, &raw, given) {
+            tracing::warn!(source = %source, reason = ?e, "rejected: signature check failed");
+            return Err(match e {
+                signature::SignatureError::Missing => IngestError::MissingSignature(header.clone()),
+                _ => IngestError::BadSignature(header.clone()),
+            });
+        }
+    }
+    let json: Value = serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
+    let now = Utc::now();
+    let events: Vec<NewEvent> = match src.config.kind {
+        SourceKind::Generic => {
+            if !json.is_object() {
+                return Err(IngestError::BadRequest("expected a JSON object".into()));
+            }
+            let source_ref = pipeline::event_id(&json, &src.config.id_field).ok_or_else(|| {
+                IngestError::MissingId(format!(
+                    "no event id: field `{}` is missing, empty or not a string/number",
+                    src.config.id_field
+                ))
+            })?;
+            vec![pipeline::new_event(&source, &src.config, source_ref, json, now)]
+        }
+        SourceKind::Meta => {
+            let leads = meta::leads(&json).map_err(|e| match e {
+                meta::MetaBodyError::NotAnObject => IngestError::BadRequest("expected a JSON object".into()),
+                meta::MetaBodyError::MissingLeadgenId { entry, change } => IngestError::MissingId(format!(
+                    "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
+                )),
+            })?;
+            leads
+                .into_iter()
+                .map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now))
+                .collect()
+        }
+    };
+    if events.is_empty() {
+        // A Meta notification with no lead in it (another field): acknowledge so Meta does not retry.
+        return Ok((
+            StatusCode::OK,
+            Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![] }),
+        )
+            .into_response());
+    }
+    let refs: Vec<String> = events.iter().map(|e| e.source_ref.clone()).collect();
+    let outcomes = state.store(events).await?;
+    let mut accepted = 0;
+    let mut duplicates = 0;
+    let events: Vec<EventRef> = outcomes
+        .iter()
+        .zip(refs)
+        .map(|(o, source_ref)| match *o {
+            InsertOutcome::Inserted(event_id) => {
+                accepted += 1;
+                EventRef { event_id, source_ref, duplicate: false }
+            }
+            InsertOutcome::Duplicate(event_id) => {
+                duplicates += 1;
+                EventRef { event_id, source_ref, duplicate: true }
+            }
+        })
+        .collect();
+    let (status, word) = if accepted > 0 {
+        (StatusCode::ACCEPTED, "accepted")
+    } else {
+        (StatusCode::OK, "duplicate")
+    };
+    Ok((status, Json(Accepted { status: word, accepted, duplicates, events })).into_response())
+}
+
+async fn verify_subscription(
+    State(state): State<IngestState>,
+    Path(source): Path<String>,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Result<Response, IngestError> {
+    let Some(src) = state.sources.get(&source) else {
+        return Err(IngestError::UnknownSource(source));
+    };
+    let Some(expected) = &src.verify_token else {
+        return Err(IngestError::BadRequest(format!(
+            "source `{source}` is not a Meta source: there is no subscription handshake"
+        )));
+    };
+    if params.get("hub.mode").map(String::as_str) != Some("subscribe") {
+        return Err(IngestError::BadRequest("hub.mode must be `subscribe`".into()));
+    }
+    let challenge = params
+        .get("hub.challenge")
+        .ok_or_else(|| IngestError::BadRequest("hub.challenge is missing".into()))?;
+    let given = params.get("hub.verify_token").map(String::as_bytes).unwrap_or_default();
+    if !bool::from(subtle::ConstantTimeEq::ct_eq(given, expected.as_bytes())) {
+        tracing::warn!(source = %source, "rejected: Meta verify token mismatch");
+        return Err(IngestError::VerifyTokenMismatch);
+    }
+    Ok((StatusCode::OK, challenge.clone()).into_response())
+}

@@ -1,0 +1,17 @@
+//! Leadline: durable lead ingest, classified idempotent delivery to CRMs, readable dead letters.
+//!
+//! See `DESIGN.md` of the project for the model. Modules are named for what they do:
+//! [`ingest`] receives events, [`pipeline`] turns them into steps, [`delivery`] runs them (worker,
+//! classification, backoff, breaker), [`targets`] talks to CRMs, [`store`] persists, [`dlq`] reads dead
+//! letters, [`api`] is the one surface the shells use, [`server`] assembles them, [`demo`] fakes a world.
+
+pub mod api;
+pub mod config;
+pub mod delivery;
+pub mod demo;
+pub mod dlq;
+pub mod ingest;
+pub mod pipeline;
+pub mod server;
+pub mod store;
+pub mod targets;

@@ -1,0 +1,126 @@
+//! The `leadline` binary: `leadline serve` runs the headless server; more shells come with the desktop app.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use leadline::config::{default_data_dir, Config};
+use leadline::demo;
+use leadline::server::Server;
+
+#[derive(Parser)]
+#[command(name = "leadline", version, about = "Lead delivery you can trust: durable ingest, classified retries, readable dead letters")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the ingest server and the delivery worker without a window.
+    Serve {
+        /// Configuration file (TOML). Without it (and without --demo) there is nothing to deliver.
+        #[arg(long, env = "LEADLINE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Run the built-in demo: a mock CRM that misbehaves on a schedule and synthetic traffic.
+        #[arg(long)]
+        demo: bool,
+        /// Override `server.listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Override `database.url` (an SQLite file path or `sqlite://` URL).
+        #[arg(long, env = "LEADLINE_DATABASE_URL")]
+        database: Option<String>,
+        /// Demo only: leads per minute at the daily peak.
+        #[arg(long, default_value_t = 60.0)]
+        demo_rate: f64,
+    },
+    /// Check a configuration file and exit: prints the first problem, naming its key.
+    CheckConfig {
+        #[arg(long)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,hyper=warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::CheckConfig { config }) => Config::load(&config).map(|c| {
+            println!("{}: ok ({} sources, {} targets)", config.display(), c.sources.len(), c.targets.len());
+        }).map_err(anyhow::Error::from),
+        Some(Command::Serve { config, demo, listen, database, demo_rate }) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+            .and_then(|rt| rt.block_on(serve(config, demo, listen, database, demo_rate))),
+        None => {
+            eprintln!("leadline: this build has no desktop window yet; run `leadline serve --demo` or `leadline --help`");
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("leadline: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(
+    config_path: Option<PathBuf>,
+    demo_mode: bool,
+    listen: Option<SocketAddr>,
+    database: Option<String>,
+    demo_rate: f64,
+) -> anyhow::Result<()> {
+    let mut crm = None;
+    let mut config = match (&config_path, demo_mode) {
+        (Some(path), false) => Config::load(path)?,
+        (None, true) => {
+            let (mock, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
+            tracing::info!(%addr, "demo: mock CRM started");
+            crm = Some(mock);
+            let db = format!("sqlite://{}", default_data_dir()?.join("leadline-demo.db").display());
+            demo::demo_config(addr, "127.0.0.1:8787".parse()?, Some(db))
+        }
+        (Some(_), true) => anyhow::bail!("--demo runs its own configuration; leave out --config"),
+        (None, false) => anyhow::bail!("nothing to run: pass --config FILE, or --demo to see Leadline on demo traffic"),
+    };
+    if let Some(l) = listen {
+        config.server.listen = l;
+    }
+    if let Some(db) = database {
+        config.database.url = Some(db);
+    }
+    let server = Server::start(config).await?;
+    if let Some(mock) = crm {
+        tokio::spawn(demo::run_schedule(mock));
+        tokio::spawn(demo::run_traffic(server.addr, demo_rate, Duration::from_secs(20 * 60)));
+        println!("Leadline demo running: health at http://{}/api/health — Ctrl-C to stop", server.addr);
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.shutdown().await
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,98 @@
+//! Queue health from the trigger-maintained `delivery_tally` and the `delivery_oldest` index:
+//! a handful of index lookups, whatever the number of stored jobs.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{ms, Store};
+
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct TargetHealth {
+    /// Target name, or `*` for the total over all targets.
+    pub target: String,
+    /// Age of the oldest undelivered due step (pending or running), in seconds; `null` when there is none.
+    pub oldest_pending_age_seconds: Option<f64>,
+    pub pending: i64,
+    pub running: i64,
+    /// Steps waiting for an earlier step of their route.
+    pub waiting: i64,
+    pub delivered: i64,
+    /// Open dead letters (not yet replayed, fixed or discarded).
+    pub dead_open: i64,
+    pub dead_open_by_class: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct QueueHealth {
+    pub generated_at: DateTime<Utc>,
+    pub overall: TargetHealth,
+    pub targets: Vec<TargetHealth>,
+}
+
+impl Store {
+    /// Queue health per target and overall. `known_targets` are listed even when they have no jobs yet.
+    pub async fn queue_health(&self, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
+        let tallies: Vec<(String, String, i64)> = sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
+            .fetch_all(self.read_pool())
+            .await
+            .context("cannot read delivery_tally")?;
+        let mut per_target: BTreeMap<String, TargetHealth> = known_targets
+            .iter()
+            .map(|t| (t.clone(), TargetHealth { target: t.clone(), ..Default::default() }))
+            .collect();
+        for (target, bucket, n) in tallies {
+            let h = per_target
+                .entry(target.clone())
+                .or_insert_with(|| TargetHealth { target, ..Default::default() });
+            match bucket.as_str() {
+                "pending" => h.pending += n,
+                "running" => h.running += n,
+                "waiting" => h.waiting += n,
+                "delivered" => h.delivered += n,
+                "dead_resolved" => {}
+                other => {
+                    if let Some(class) = other.strip_prefix("dead:") {
+                        if n != 0 {
+                            *h.dead_open_by_class.entry(class.to_string()).or_default() += n;
+                        }
+                        h.dead_open += n;
+                    }
+                }
+            }
+        }
+        let mut overall = TargetHealth { target: "*".into(), ..Default::default() };
+        let mut oldest_overall: Option<i64> = None;
+        for h in per_target.values_mut() {
+            if h.pending + h.running > 0 {
+                let (oldest,): (Option<i64>,) = sqlx::query_as(
+                    "SELECT MIN(pending_since) FROM delivery WHERE state IN ('pending', 'running') AND target = ?",
+                )
+                .bind(&h.target)
+                .fetch_one(self.read_pool())
+                .await
+                .context("cannot read oldest pending step")?;
+                if let Some(o) = oldest {
+                    h.oldest_pending_age_seconds = Some(((ms(now) - o).max(0)) as f64 / 1000.0);
+                    oldest_overall = Some(oldest_overall.map_or(o, |x| x.min(o)));
+                }
+            }
+            overall.pending += h.pending;
+            overall.running += h.running;
+            overall.waiting += h.waiting;
+            overall.delivered += h.delivered;
+            overall.dead_open += h.dead_open;
+            for (class, n) in &h.dead_open_by_class {
+                *overall.dead_open_by_class.entry(class.clone()).or_default() += n;
+            }
+        }
+        overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
+        Ok(QueueHealth {
+            generated_at: now,
+            overall,
+            targets: per_target.into_values().collect(),
+        })
+    }
+}

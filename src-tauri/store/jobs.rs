@@ -1,0 +1,359 @@
+//! `delivery` and `attempt`: claiming due jobs under a lease, recording outcomes, rescuing expired leases.
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+
+use super::{from_ms, ms, Store};
+use crate::delivery::classify::ErrorClass;
+
+/// A claimed delivery step with everything needed to perform it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: i64,
+    pub event_id: i64,
+    pub step_index: i64,
+    pub target: String,
+    /// Counted attempts before this one.
+    pub attempts: u32,
+    pub pending_since: DateTime<Utc>,
+    pub lease_token: i64,
+    /// The previous holder's lease expired mid-attempt: the CRM may already have this lead.
+    pub in_doubt: bool,
+    pub trigger: String,
+    pub replay_generation: i64,
+    pub source: String,
+    pub source_ref: String,
+    pub received_at: DateTime<Utc>,
+    pub payload: serde_json::Value,
+    /// Results of the earlier, delivered steps of the same event, by target name.
+    pub previous: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Job {
+    /// The external id the CRM knows this lead by: `source:source_ref`.
+    pub fn external_id(&self) -> String {
+        format!("{}:{}", self.source, self.source_ref)
+    }
+
+    /// Deterministic idempotency key: `source:source_ref:target`, suffixed by the replay generation after a
+    /// manual replay so that a CRM's stored answer to the earlier attempt (often an error) is not replayed.
+    pub fn idempotency_key(&self) -> String {
+        let base = format!("{}:{}:{}", self.source, self.source_ref, self.target);
+        if self.replay_generation == 0 {
+            base
+        } else {
+            format!("{base}:replay-{}", self.replay_generation)
+        }
+    }
+}
+
+/// One stored attempt.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i64,
+    pub http_status: Option<u16>,
+    pub class: Option<ErrorClass>,
+    pub reason: String,
+    pub response_excerpt: Option<String>,
+}
+
+/// What became of a job.
+#[derive(Debug, Clone)]
+pub enum JobOutcome {
+    Delivered {
+        result: serde_json::Value,
+        /// search_then_create: remember which CRM record holds this external id.
+        link: Option<(String, String)>,
+    },
+    Retry {
+        at: DateTime<Utc>,
+        counts: bool,
+        /// The CRM may have the lead: look it up before sending again.
+        in_doubt: bool,
+    },
+    Dead {
+        class: ErrorClass,
+        http_status: Option<u16>,
+        reason: String,
+        field: Option<String>,
+    },
+    /// Put back without using an attempt (shutdown, a deferred probe): due again at `at`.
+    Released {
+        at: DateTime<Utc>,
+    },
+}
+
+/// A finished job, ready to be written. `attempt` is `None` when no request was made.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub job_id: i64,
+    pub event_id: i64,
+    pub step_index: i64,
+    pub lease_token: i64,
+    pub trigger: String,
+    pub outcome: JobOutcome,
+    pub attempt: Option<AttemptRecord>,
+    pub now: DateTime<Utc>,
+}
+
+type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64);
+
+impl Store {
+    /// Claims up to `limit` due jobs of `target`, oldest due first, leasing them to `owner` until `lease_until`.
+    pub async fn claim(
+        &self,
+        target: &str,
+        limit: u32,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<Job>> {
+        let rows: Vec<ClaimRow> = sqlx::query_as(
+            "UPDATE delivery
+                SET state = 'running', lease_owner = ?, lease_until = ?, lease_token = lease_token + 1
+              WHERE id IN (SELECT id FROM delivery
+                            WHERE state = 'pending' AND target = ? AND next_attempt_at <= ?
+                            ORDER BY next_attempt_at LIMIT ?)
+          RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
+                    replay_generation",
+        )
+        .bind(owner)
+        .bind(ms(lease_until))
+        .bind(target)
+        .bind(ms(now))
+        .bind(limit as i64)
+        .fetch_all(&self.write)
+        .await
+        .context("cannot claim jobs")?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
+        let ids_json = serde_json::to_string(&event_ids)?;
+        let events: Vec<(i64, String, String, i64, String)> = sqlx::query_as(
+            "SELECT id, source, source_ref, received_at, payload FROM inbound_event
+              WHERE id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(&ids_json)
+        .fetch_all(&self.read)
+        .await
+        .context("cannot read claimed events")?;
+        let previous: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+            "SELECT event_id, target, result FROM delivery
+              WHERE event_id IN (SELECT value FROM json_each(?)) AND state = 'delivered'",
+        )
+        .bind(&ids_json)
+        .fetch_all(&self.read)
+        .await
+        .context("cannot read earlier steps")?;
+        let events: std::collections::HashMap<i64, (String, String, i64, String)> =
+            events.into_iter().map(|(id, s, r, at, p)| (id, (s, r, at, p))).collect();
+        let mut jobs = Vec::with_capacity(rows.len());
+        for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in
+            rows
+        {
+            let (source, source_ref, received_at, payload) = events
+                .get(&event_id)
+                .with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
+            let mut prev = serde_json::Map::new();
+            for (eid, t, result) in previous.iter().filter(|p| p.0 == event_id) {
+                let _ = eid;
+                let value = result
+                    .as_deref()
+                    .and_then(|r| serde_json::from_str(r).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                prev.insert(t.clone(), value);
+            }
+            jobs.push(Job {
+                id,
+                event_id,
+                step_index,
+                target,
+                attempts: attempts as u32,
+                pending_since: from_ms(pending_since),
+                lease_token,
+                in_doubt: in_doubt != 0,
+                trigger,
+                replay_generation: generation,
+                source: source.clone(),
+                source_ref: source_ref.clone(),
+                received_at: from_ms(*received_at),
+                payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
+                previous: prev,
+            });
+        }
+        Ok(jobs)
+    }
+
+    /// Writes a batch of finished jobs in one transaction. A completion whose lease token no longer matches
+    /// (the lease expired and someone else holds the job) changes no state, but its attempt is still recorded:
+    /// it happened. Returns how many completions were applied.
+    pub async fn complete(&self, batch: &[Completion]) -> anyhow::Result<usize> {
+        let mut tx = self.begin_write().await?;
+        let mut applied = 0;
+        for c in batch {
+            let now = ms(c.now);
+            let result = match &c.outcome {
+                JobOutcome::Delivered { result, link } => {
+                    if let Some((external_id, crm_id)) = link {
+                        sqlx::query(
+                            "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
+                             SELECT target, ?, ?, ? FROM delivery WHERE id = ?
+                             ON CONFLICT (target, external_id) DO NOTHING",
+                        )
+                        .bind(external_id)
+                        .bind(crm_id)
+                        .bind(now)
+                        .bind(c.job_id)
+                        .execute(&mut *tx)
+                        .await
+                        .context("cannot record crm_link")?;
+                    }
+                    let r = sqlx::query(
+                        "UPDATE delivery SET state = 'delivered', result = ?, delivered_at = ?, attempts = attempts + 1,
+                                lease_owner = NULL, lease_until = NULL, in_doubt = 0
+                          WHERE id = ? AND lease_token = ? AND state = 'running'",
+                    )
+                    .bind(result.to_string())
+                    .bind(now)
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot mark delivered")?;
+                    if r.rows_affected() == 1 {
+                        // The next step of the route becomes due now that its input exists.
+                        sqlx::query(
+                            "UPDATE delivery SET state = 'pending', pending_since = ?, next_attempt_at = ?
+                              WHERE event_id = ? AND step_index = ? AND state = 'waiting'",
+                        )
+                        .bind(now)
+                        .bind(now)
+                        .bind(c.event_id)
+                        .bind(c.step_index + 1)
+                        .execute(&mut *tx)
+                        .await
+                        .context("cannot activate next step")?;
+                    }
+                    r
+                }
+                JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
+                    "UPDATE delivery SET state = 'pending', next_attempt_at = ?, attempts = attempts + ?,
+                            lease_owner = NULL, lease_until = NULL, in_doubt = ?
+                      WHERE id = ? AND lease_token = ? AND state = 'running'",
+                )
+                .bind(ms(*at))
+                .bind(i64::from(*counts))
+                .bind(i64::from(*in_doubt))
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot schedule retry")?,
+                JobOutcome::Dead {
+                    class,
+                    http_status,
+                    reason,
+                    field,
+                } => sqlx::query(
+                    "UPDATE delivery SET state = 'dead', dead_at = ?, dead_class = ?, dead_status = ?, dead_reason = ?,
+                            dead_field = ?, resolution = 'open', attempts = attempts + ?,
+                            lease_owner = NULL, lease_until = NULL
+                      WHERE id = ? AND lease_token = ? AND state = 'running'",
+                )
+                .bind(now)
+                .bind(class.as_str())
+                .bind(http_status.map(i64::from))
+                .bind(reason)
+                .bind(field)
+                .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot dead-letter job")?,
+                JobOutcome::Released { at } => sqlx::query(
+                    "UPDATE delivery SET state = 'pending', next_attempt_at = ?, lease_owner = NULL, lease_until = NULL
+                      WHERE id = ? AND lease_token = ? AND state = 'running'",
+                )
+                .bind(ms(*at))
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot release job")?,
+            };
+            applied += result.rows_affected() as usize;
+            if let Some(a) = &c.attempt {
+                let outcome = match &c.outcome {
+                    JobOutcome::Delivered { .. } => "delivered",
+                    JobOutcome::Retry { .. } => "retry",
+                    JobOutcome::Dead { .. } => "dead",
+                    JobOutcome::Released { .. } => "released",
+                };
+                sqlx::query(
+                    "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
+                                          response_excerpt, trigger)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(c.job_id)
+                .bind(ms(a.started_at))
+                .bind(a.duration_ms)
+                .bind(a.http_status.map(i64::from))
+                .bind(outcome)
+                .bind(a.class.map(|c| c.as_str()))
+                .bind(&a.reason)
+                .bind(&a.response_excerpt)
+                .bind(&c.trigger)
+                .execute(&mut *tx)
+                .await
+                .context("cannot record attempt")?;
+            }
+        }
+        tx.commit().await.context("cannot commit completions")?;
+        Ok(applied)
+    }
+
+    /// Returns jobs whose lease expired (their worker died or hung) to `pending`, marked in doubt: the
+    /// attempt may have reached the CRM. Returns how many were rescued.
+    pub async fn rescue_expired(&self, now: DateTime<Utc>) -> anyhow::Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let rescued: Vec<(i64, String)> = sqlx::query_as(
+            "UPDATE delivery SET state = 'pending', next_attempt_at = ?, in_doubt = 1, lease_owner = NULL,
+                    lease_until = NULL
+              WHERE state = 'running' AND lease_until < ?
+          RETURNING id, trigger",
+        )
+        .bind(ms(now))
+        .bind(ms(now))
+        .fetch_all(&mut *tx)
+        .await
+        .context("cannot rescue expired leases")?;
+        for (id, trigger) in &rescued {
+            sqlx::query(
+                "INSERT INTO attempt (delivery_id, started_at, duration_ms, outcome, reason, trigger)
+                 VALUES (?, ?, 0, 'rescued', 'lease expired: the worker stopped mid-attempt; the lead will be checked before it is sent again', ?)",
+            )
+            .bind(id)
+            .bind(ms(now))
+            .bind(trigger)
+            .execute(&mut *tx)
+            .await
+            .context("cannot record rescue")?;
+        }
+        tx.commit().await.context("cannot commit rescue")?;
+        Ok(rescued.len() as u64)
+    }
+
+    /// The time at which the next pending job of `target` becomes due, if any.
+    pub async fn next_due(&self, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
+        let row: (Option<i64>,) =
+            sqlx::query_as("SELECT MIN(next_attempt_at) FROM delivery WHERE state = 'pending' AND target = ?")
+                .bind(target)
+                .fetch_one(&self.read)
+                .await
+                .context("cannot read next due time")?;
+        Ok(row.0.map(from_ms))
+    }
+}

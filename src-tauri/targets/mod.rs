@@ -1,0 +1,431 @@
+//! CRM targets. The generic HTTP target covers any CRM that takes a JSON request, with one of three
+//! idempotency strategies (DESIGN.md "Idempotency"):
+//!
+//! - `idempotency_key`: POST with `Idempotency-Key: source:source_ref:target`; the CRM replays its stored
+//!   answer to a repeat, so retrying after no answer is safe.
+//! - `upsert`: PUT/PATCH to a URL containing the external id; writing twice changes nothing.
+//! - `search_then_create`: the local `crm_link` table first, then GET `search_url`, and POST only when
+//!   nothing was found; the created id is linked locally in the same transaction that marks the step delivered.
+//! - `none`: a plain POST; after an ambiguous outcome the lead is looked up when `search_url` is set, and
+//!   otherwise parked in the DLQ as ambiguous — never retried blindly.
+//!
+//! Every request carries the same JSON envelope (`docs/configuration.md`, "What a target receives").
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::{AuthConfig, Config, Strategy, TargetConfig};
+use crate::delivery::backoff::parse_retry_after;
+use crate::delivery::classify::{classify, truncate_chars, ErrorClass, Failure, Observed, Verdict};
+use crate::store::Job;
+
+/// Longest response excerpt kept with an attempt, in characters.
+pub const EXCERPT_CHARS: usize = 2_000;
+
+pub struct HttpTarget {
+    pub name: String,
+    pub config: TargetConfig,
+    client: reqwest::Client,
+    headers: HeaderMap,
+}
+
+/// The result of one delivery attempt, ready for the worker's decision.
+#[derive(Debug, Clone)]
+pub struct AttemptReport {
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i64,
+    pub http_status: Option<u16>,
+    pub excerpt: Option<String>,
+    pub verdict: Verdict,
+    pub retry_after: Option<DateTime<Utc>>,
+    /// The CRM's record id, when delivered.
+    pub crm_id: Option<String>,
+    /// search_then_create: a new link to remember (external id, CRM id).
+    pub link: Option<(String, String)>,
+    /// What happened, in words, when it is not obvious from the status (found by look-up, safe to retry...).
+    pub note: Option<String>,
+    /// A retry must first check whether the CRM already has the lead.
+    pub in_doubt: bool,
+}
+
+enum Lookup {
+    Found(String),
+    NotFound,
+    Failed(String),
+}
+
+struct Response {
+    status: u16,
+    body: Vec<u8>,
+    retry_after: Option<DateTime<Utc>>,
+}
+
+enum Sent {
+    Answered(Response),
+    NotSent(String),
+    NoAnswer(String),
+}
+
+impl HttpTarget {
+    pub fn new(name: &str, config: &TargetConfig, secrets: &Config) -> anyhow::Result<HttpTarget> {
+        let key = format!("targets.{name}");
+        let mut headers = HeaderMap::new();
+        for (k, v) in &config.headers {
+            headers.insert(
+                HeaderName::from_bytes(k.as_bytes()).with_context(|| format!("{key}.headers.{k}: invalid name"))?,
+                HeaderValue::from_str(v).with_context(|| format!("{key}.headers.{k}: invalid value"))?,
+            );
+        }
+        match &config.auth {
+            Some(AuthConfig::BearerEnv(var)) => {
+                let token = secrets.secret(&format!("{key}.auth.bearer_env"), var)?;
+                let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .with_context(|| format!("{key}.auth: the token in {var} is not a valid header value"))?;
+                v.set_sensitive(true);
+                headers.insert(reqwest::header::AUTHORIZATION, v);
+            }
+            Some(AuthConfig::Header { name: header, value_env }) => {
+                let value = secrets.secret(&format!("{key}.auth.header.value_env"), value_env)?;
+                let mut v = HeaderValue::from_str(&value)
+                    .with_context(|| format!("{key}.auth: the value in {value_env} is not a valid header value"))?;
+                v.set_sensitive(true);
+                headers.insert(HeaderName::from_bytes(header.as_bytes())?, v);
+            }
+            None => {}
+        }
+        let timeout = Duration::from_millis(config.timeout_ms);
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(config.concurrency as usize)
+            .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("cannot build HTTP client")?;
+        Ok(HttpTarget {
+            name: name.to_string(),
+            config: config.clone(),
+            client,
+            headers,
+        })
+    }
+
+    /// The JSON body sent for a job.
+    pub fn envelope(job: &Job) -> serde_json::Value {
+        serde_json::json!({
+            "external_id": job.external_id(),
+            "idempotency_key": job.idempotency_key(),
+            "source": job.source,
+            "source_ref": job.source_ref,
+            "received_at": job.received_at,
+            "lead": job.payload,
+            "previous_steps": job.previous,
+        })
+    }
+
+    fn url(template: &str, external_id: &str) -> String {
+        template.replace("{external_id}", &urlencode(external_id))
+    }
+
+    /// Performs one attempt for `job`, resolving doubt first where the strategy allows.
+    /// `linked` is the CRM id already linked to this external id locally (search_then_create), if any.
+    pub async fn deliver(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
+        let started = Instant::now();
+        let external_id = job.external_id();
+        let mut report = AttemptReport {
+            started_at: now,
+            duration_ms: 0,
+            http_status: None,
+            excerpt: None,
+            verdict: Verdict::Delivered,
+            retry_after: None,
+            crm_id: None,
+            link: None,
+            note: None,
+            in_doubt: false,
+        };
+        let strategy = self.config.strategy;
+
+        // 1. Does the CRM already have this lead? (search_then_create always; others only when in doubt.)
+        let must_look = strategy == Strategy::SearchThenCreate || (job.in_doubt && strategy == Strategy::None);
+        if let Some(crm_id) = linked.filter(|_| strategy == Strategy::SearchThenCreate) {
+            report.crm_id = Some(crm_id);
+            report.note = Some("already linked to a CRM record: not sent again".into());
+            report.duration_ms = started.elapsed().as_millis() as i64;
+            return report;
+        }
+        if must_look {
+            match self.lookup(&external_id).await {
+                Lookup::Found(crm_id) => {
+                    report.note = Some(if job.in_doubt {
+                        "the earlier attempt did reach the CRM: record found by look-up".into()
+                    } else {
+                        "found by search: not created again".into()
+                    });
+                    if strategy == Strategy::SearchThenCreate {
+                        report.link = Some((external_id, crm_id.clone()));
+                    }
+                    report.crm_id = Some(crm_id);
+                    report.duration_ms = started.elapsed().as_millis() as i64;
+                    return report;
+                }
+                Lookup::NotFound => {}
+                Lookup::Failed(why) => {
+                    // Searching is harmless to repeat; the doubt (if any) stays until a look-up answers.
+                    report.verdict = Verdict::Failed(Failure {
+                        class: ErrorClass::Transient,
+                        reason: format!("could not check whether the CRM already has the lead: {why}"),
+                        field: None,
+                    });
+                    report.in_doubt = job.in_doubt;
+                    report.duration_ms = started.elapsed().as_millis() as i64;
+                    return report;
+                }
+            }
+        } else if job.in_doubt && strategy == Strategy::None && self.config.search_url.is_none() {
+            report.verdict = Verdict::Failed(Failure {
+                class: ErrorClass::Ambiguous,
+                reason: "the previous attempt was interrupted after sending and this target cannot look leads up: \
+                         check the CRM, then mark as fixed or replay"
+                    .into(),
+                field: None,
+            });
+            return report;
+        }
+
+        // 2. Send.
+        let url = Self::url(&self.config.url, &external_id);
+        let mut request = self
+            .client
+            .request(self.config.method(), &url)
+            .headers(self.headers.clone())
+            .timeout(Duration::from_millis(self.config.timeout_ms))
+            .json(&Self::envelope(job));
+        if strategy == Strategy::IdempotencyKey {
+            request = request.header("Idempotency-Key", job.idempotency_key());
+        }
+        let sent = send(request).await;
+        report.duration_ms = started.elapsed().as_millis() as i64;
+        match sent {
+            Sent::NotSent(why) => {
+                report.verdict = Verdict::Failed(Failure {
+                    class: ErrorClass::Transient,
+                    reason: format!("could not connect to the target: {why}"),
+                    field: None,
+                });
+            }
+            Sent::NoAnswer(why) => self.after_no_answer(&mut report, &external_id, why, strategy).await,
+            Sent::Answered(resp) => {
+                report.http_status = Some(resp.status);
+                report.excerpt = excerpt(&resp.body);
+                report.retry_after = resp.retry_after;
+                report.verdict = classify(
+                    &Observed::Response { status: resp.status, body: &resp.body },
+                    &self.config.classify,
+                );
+                if report.verdict == Verdict::Delivered {
+                    report.crm_id = crm_id_in(&resp.body, &self.config.id_pointer);
+                    if strategy == Strategy::SearchThenCreate {
+                        match &report.crm_id {
+                            Some(id) => report.link = Some((external_id, id.clone())),
+                            None => {
+                                report.note = Some(format!(
+                                    "created, but the answer has no id at {}: not linked",
+                                    self.config.id_pointer
+                                ))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        report.duration_ms = started.elapsed().as_millis() as i64;
+        report
+    }
+
+    /// The request went out and no answer came. Decide, per strategy, whether a retry is safe.
+    async fn after_no_answer(&self, report: &mut AttemptReport, external_id: &str, why: String, strategy: Strategy) {
+        match strategy {
+            Strategy::IdempotencyKey | Strategy::Upsert => {
+                report.verdict = Verdict::Failed(Failure {
+                    class: ErrorClass::Transient,
+                    reason: format!("no answer ({why}); safe to retry: the request is idempotent"),
+                    field: None,
+                });
+            }
+            Strategy::SearchThenCreate | Strategy::None => {
+                if self.config.search_url.is_none() {
+                    report.verdict = Verdict::Failed(Failure {
+                        class: ErrorClass::Ambiguous,
+                        reason: format!(
+                            "no answer after sending ({why}); the CRM may have the lead and this target cannot \
+                             look it up: check the CRM, then mark as fixed or replay"
+                        ),
+                        field: None,
+                    });
+                    return;
+                }
+                match self.lookup(external_id).await {
+                    Lookup::Found(crm_id) => {
+                        report.verdict = Verdict::Delivered;
+                        report.note = Some(format!("no answer ({why}), but the look-up found the record"));
+                        if strategy == Strategy::SearchThenCreate {
+                            report.link = Some((external_id.to_string(), crm_id.clone()));
+                        }
+                        report.crm_id = Some(crm_id);
+                    }
+                    Lookup::NotFound => {
+                        report.verdict = Verdict::Failed(Failure {
+                            class: ErrorClass::Transient,
+                            reason: format!("no answer ({why}); the look-up found no record, so it is safe to retry"),
+                            field: None,
+                        });
+                    }
+                    Lookup::Failed(lookup_why) => {
+                        report.verdict = Verdict::Failed(Failure {
+                            class: ErrorClass::Transient,
+                            reason: format!(
+                                "no answer ({why}) and the look-up failed ({lookup_why}); it will be looked up again before any resend"
+                            ),
+                            field: None,
+                        });
+                        report.in_doubt = true;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn lookup(&self, external_id: &str) -> Lookup {
+        let Some(template) = &self.config.search_url else {
+            return Lookup::NotFound;
+        };
+        let request = self
+            .client
+            .get(Self::url(template, external_id))
+            .headers(self.headers.clone())
+            .timeout(Duration::from_millis(self.config.timeout_ms));
+        match send(request).await {
+            Sent::Answered(resp) if resp.status == 404 => Lookup::NotFound,
+            Sent::Answered(resp) if (200..300).contains(&resp.status) => {
+                match search_hit(&resp.body, &self.config.id_pointer) {
+                    Some(id) => Lookup::Found(id),
+                    None => Lookup::NotFound,
+                }
+            }
+            Sent::Answered(resp) => Lookup::Failed(format!("search answered HTTP {}", resp.status)),
+            Sent::NotSent(why) | Sent::NoAnswer(why) => Lookup::Failed(why),
+        }
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Sent {
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) if e.is_connect() || e.is_builder() => return Sent::NotSent(error_chain(&e)),
+        Err(e) => return Sent::NoAnswer(error_chain(&e)),
+    };
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, Utc::now()));
+    match response.bytes().await {
+        Ok(body) => Sent::Answered(Response {
+            status,
+            body: body.to_vec(),
+            retry_after,
+        }),
+        // The status arrived, so the CRM processed the request; only the body was lost.
+        Err(e) => Sent::Answered(Response {
+            status,
+            body: format!("(body lost: {})", error_chain(&e)).into_bytes(),
+            retry_after,
+        }),
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn excerpt(body: &[u8]) -> Option<String> {
+    if body.is_empty() {
+        return None;
+    }
+    Some(truncate_chars(&String::from_utf8_lossy(body), EXCERPT_CHARS))
+}
+
+fn json_id(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn crm_id_in(body: &[u8], pointer: &str) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    json.pointer(pointer).and_then(json_id)
+}
+
+/// A search answer holds a record when the id is at `pointer`, or in the first element of a list
+/// (a bare array, or `results`/`data`/`records` as HubSpot, Pipedrive and Salesforce answer).
+fn search_hit(body: &[u8], pointer: &str) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if let Some(id) = json.pointer(pointer).and_then(json_id) {
+        return Some(id);
+    }
+    let first = match &json {
+        serde_json::Value::Array(items) => items.first(),
+        serde_json::Value::Object(map) => ["results", "data", "records", "items"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(|v| v.as_array()).and_then(|a| a.first())),
+        _ => None,
+    }?;
+    first.pointer(pointer).and_then(json_id)
+}
+
+/// Percent-encodes everything but unreserved characters, so an external id is always one path segment.
+fn urlencode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_hits_in_the_shapes_crms_answer() {
+        assert_eq!(search_hit(br#"{"id":"c-1"}"#, "/id").as_deref(), Some("c-1"));
+        assert_eq!(search_hit(br#"[{"id":7}]"#, "/id").as_deref(), Some("7"));
+        assert_eq!(search_hit(br#"{"results":[{"id":"h"}],"total":1}"#, "/id").as_deref(), Some("h"));
+        assert_eq!(search_hit(br#"{"results":[],"total":0}"#, "/id"), None);
+        assert_eq!(search_hit(br#"[]"#, "/id"), None);
+        assert_eq!(search_hit(b"not json", "/id"), None);
+    }
+
+    #[test]
+    fn external_ids_are_one_path_segment() {
+        assert_eq!(urlencode("meta:123/4 5"), "meta%3A123%2F4%205");
+        assert_eq!(HttpTarget::url("http://x/leads/{external_id}", "a:b"), "http://x/leads/a%3Ab");
+    }
+}
