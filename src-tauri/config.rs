@@ -308,7 +308,10 @@ impl Config {
             let key = format!("sources.{name}");
             check_name(&key, name)?;
             if source.route.is_empty() {
-                return Err(invalid(format!("{key}.route"), "must name at least one target"));
+                return Err(invalid(
+                    format!("{key}.route"),
+                    "must name at least one target",
+                ));
             }
             for target in &source.route {
                 if !self.targets.contains_key(target) {
@@ -345,7 +348,10 @@ impl Config {
                 SourceKind::Generic => {
                     if let Some(sig) = &source.signature {
                         if sig.header.is_empty() {
-                            return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
+                            return Err(invalid(
+                                format!("{key}.signature.header"),
+                                "must not be empty",
+                            ));
                         }
                     }
                 }
@@ -371,8 +377,9 @@ impl Config {
 
 /// The folder Leadline keeps its database in when none is configured (`~/.local/share/leadline` on Linux).
 pub fn default_data_dir() -> anyhow::Result<PathBuf> {
-    let base = dirs::data_dir()
-        .ok_or_else(|| anyhow::anyhow!("no platform data folder; set database.url in the config"))?;
+    let base = dirs::data_dir().ok_or_else(|| {
+        anyhow::anyhow!("no platform data folder; set database.url in the config")
+    })?;
     Ok(base.join("leadline"))
 }
 
@@ -384,7 +391,10 @@ fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
     if ok {
         Ok(())
     } else {
-        Err(invalid(key, "names may use only letters, digits, '_' and '-'"))
+        Err(invalid(
+            key,
+            "names may use only letters, digits, '_' and '-'",
+        ))
     }
 }
 
@@ -396,8 +406,12 @@ impl TargetConfig {
             return Err(invalid(format!("{key}.url"), "must be http or https"));
         }
         if let Some(method) = &self.method {
-            reqwest::Method::from_bytes(method.as_bytes())
-                .map_err(|_| invalid(format!("{key}.method"), format!("`{method}` is not an HTTP method")))?;
+            reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| {
+                invalid(
+                    format!("{key}.method"),
+                    format!("`{method}` is not an HTTP method"),
+                )
+            })?;
         }
         match self.strategy {
             Strategy::Upsert if !self.url.contains("{external_id}") => {
@@ -416,30 +430,54 @@ impl TargetConfig {
         }
         if let Some(search) = &self.search_url {
             if !search.contains("{external_id}") {
-                return Err(invalid(format!("{key}.search_url"), "must contain {external_id}"));
+                return Err(invalid(
+                    format!("{key}.search_url"),
+                    "must contain {external_id}",
+                ));
             }
         }
         if !self.id_pointer.starts_with('/') {
-            return Err(invalid(format!("{key}.id_pointer"), "must be a JSON pointer starting with '/'"));
+            return Err(invalid(
+                format!("{key}.id_pointer"),
+                "must be a JSON pointer starting with '/'",
+            ));
         }
         if self.timeout_ms == 0 {
-            return Err(invalid(format!("{key}.timeout_ms"), "must be greater than 0"));
+            return Err(invalid(
+                format!("{key}.timeout_ms"),
+                "must be greater than 0",
+            ));
         }
         if self.concurrency == 0 {
-            return Err(invalid(format!("{key}.concurrency"), "must be greater than 0"));
+            return Err(invalid(
+                format!("{key}.concurrency"),
+                "must be greater than 0",
+            ));
         }
         let b = &self.backoff;
         if b.base_ms == 0 {
-            return Err(invalid(format!("{key}.backoff.base_ms"), "must be greater than 0"));
+            return Err(invalid(
+                format!("{key}.backoff.base_ms"),
+                "must be greater than 0",
+            ));
         }
         if b.cap_ms < b.base_ms {
-            return Err(invalid(format!("{key}.backoff.cap_ms"), "must be at least base_ms"));
+            return Err(invalid(
+                format!("{key}.backoff.cap_ms"),
+                "must be at least base_ms",
+            ));
         }
         if b.max_attempts == 0 {
-            return Err(invalid(format!("{key}.backoff.max_attempts"), "must be at least 1"));
+            return Err(invalid(
+                format!("{key}.backoff.max_attempts"),
+                "must be at least 1",
+            ));
         }
         if b.budget_seconds == 0 {
-            return Err(invalid(format!("{key}.backoff.budget_seconds"), "must be greater than 0"));
+            return Err(invalid(
+                format!("{key}.backoff.budget_seconds"),
+                "must be greater than 0",
+            ));
         }
         let br = &self.breaker;
         if br.consecutive_failures == 0 {
@@ -449,10 +487,16 @@ impl TargetConfig {
             ));
         }
         if !(0.0..=1.0).contains(&br.failure_ratio) {
-            return Err(invalid(format!("{key}.breaker.failure_ratio"), "must be between 0 and 1"));
+            return Err(invalid(
+                format!("{key}.breaker.failure_ratio"),
+                "must be between 0 and 1",
+            ));
         }
         if br.failure_ratio > 0.0 && br.window == 0 {
-            return Err(invalid(format!("{key}.breaker.window"), "must be at least 1 when failure_ratio > 0"));
+            return Err(invalid(
+                format!("{key}.breaker.window"),
+                "must be at least 1 when failure_ratio > 0",
+            ));
         }
         for code in self.classify.status.keys() {
             match code.parse::<u16>() {
@@ -466,7 +510,10 @@ impl TargetConfig {
             }
         }
         if !self.classify.body_values.is_empty() && self.classify.body_field.is_none() {
-            return Err(invalid(format!("{key}.classify.body_field"), "is required when body_values is set"));
+            return Err(invalid(
+                format!("{key}.classify.body_field"),
+                "is required when body_values is set",
+            ));
         }
         for (name, ptr) in [
             ("body_field", &self.classify.body_field),
@@ -475,17 +522,28 @@ impl TargetConfig {
         ] {
             if let Some(p) = ptr {
                 if !p.starts_with('/') {
-                    return Err(invalid(format!("{key}.classify.{name}"), "must be a JSON pointer starting with '/'"));
+                    return Err(invalid(
+                        format!("{key}.classify.{name}"),
+                        "must be a JSON pointer starting with '/'",
+                    ));
                 }
             }
         }
         if let Some(AuthConfig::Header { name, .. }) = &self.auth {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| invalid(format!("{key}.auth.header.name"), "is not a valid header name"))?;
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                invalid(
+                    format!("{key}.auth.header.name"),
+                    "is not a valid header name",
+                )
+            })?;
         }
         for name in self.headers.keys() {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| invalid(format!("{key}.headers.{name}"), "is not a valid header name"))?;
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                invalid(
+                    format!("{key}.headers.{name}"),
+                    "is not a valid header name",
+                )
+            })?;
         }
         Ok(())
     }
@@ -551,7 +609,10 @@ mod tests {
 
         let upsert = OK.replace("idempotency_key", "upsert");
         let e = parse(&upsert).unwrap_err().to_string();
-        assert!(e.starts_with("targets.crm.url:") && e.contains("{external_id}"), "{e}");
+        assert!(
+            e.starts_with("targets.crm.url:") && e.contains("{external_id}"),
+            "{e}"
+        );
 
         let unknown = format!("{OK}\n[worker]\nbatch = 3\n");
         let e = parse(&unknown).unwrap_err().to_string();

@@ -11,7 +11,11 @@ use leadline::demo;
 use leadline::server::Server;
 
 #[derive(Parser)]
-#[command(name = "leadline", version, about = "Lead delivery you can trust: durable ingest, classified retries, readable dead letters")]
+#[command(
+    name = "leadline",
+    version,
+    about = "Lead delivery you can trust: durable ingest, classified retries, readable dead letters"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -53,10 +57,23 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::CheckConfig { config }) => Config::load(&config).map(|c| {
-            println!("{}: ok ({} sources, {} targets)", config.display(), c.sources.len(), c.targets.len());
-        }).map_err(anyhow::Error::from),
-        Some(Command::Serve { config, demo, listen, database, demo_rate }) => tokio::runtime::Builder::new_multi_thread()
+        Some(Command::CheckConfig { config }) => Config::load(&config)
+            .map(|c| {
+                println!(
+                    "{}: ok ({} sources, {} targets)",
+                    config.display(),
+                    c.sources.len(),
+                    c.targets.len()
+                );
+            })
+            .map_err(anyhow::Error::from),
+        Some(Command::Serve {
+            config,
+            demo,
+            listen,
+            database,
+            demo_rate,
+        }) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .context("cannot start the async runtime")
@@ -89,11 +106,16 @@ async fn serve(
             let (mock, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
             tracing::info!(%addr, "demo: mock CRM started");
             crm = Some(mock);
-            let db = format!("sqlite://{}", default_data_dir()?.join("leadline-demo.db").display());
+            let db = format!(
+                "sqlite://{}",
+                default_data_dir()?.join("leadline-demo.db").display()
+            );
             demo::demo_config(addr, "127.0.0.1:8787".parse()?, Some(db))
         }
         (Some(_), true) => anyhow::bail!("--demo runs its own configuration; leave out --config"),
-        (None, false) => anyhow::bail!("nothing to run: pass --config FILE, or --demo to see Leadline on demo traffic"),
+        (None, false) => anyhow::bail!(
+            "nothing to run: pass --config FILE, or --demo to see Leadline on demo traffic"
+        ),
     };
     if let Some(l) = listen {
         config.server.listen = l;
@@ -104,8 +126,15 @@ async fn serve(
     let server = Server::start(config).await?;
     if let Some(mock) = crm {
         tokio::spawn(demo::run_schedule(mock));
-        tokio::spawn(demo::run_traffic(server.addr, demo_rate, Duration::from_secs(20 * 60)));
-        println!("Leadline demo running: health at http://{}/api/health — Ctrl-C to stop", server.addr);
+        tokio::spawn(demo::run_traffic(
+            server.addr,
+            demo_rate,
+            Duration::from_secs(20 * 60),
+        ));
+        println!(
+            "Leadline demo running: health at http://{}/api/health — Ctrl-C to stop",
+            server.addr
+        );
     }
     shutdown_signal().await;
     tracing::info!("shutting down");
@@ -115,7 +144,8 @@ async fn serve(
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

@@ -36,13 +36,25 @@ impl Server {
         } else {
             (None, None)
         };
-        let wake = handle.as_ref().map(|h| h.wake.clone()).unwrap_or_else(|| Arc::new(Notify::new()));
+        let wake = handle
+            .as_ref()
+            .map(|h| h.wake.clone())
+            .unwrap_or_else(|| Arc::new(Notify::new()));
         let ingest_state = IngestState::new(&config, store.clone(), wake)?;
-        let app = App { store, config: Arc::new(config), worker: handle };
+        let app = App {
+            store,
+            config: Arc::new(config),
+            worker: handle,
+        };
         let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
             .await
-            .with_context(|| format!("cannot listen on {} (server.listen)", app.config.server.listen))?;
+            .with_context(|| {
+                format!(
+                    "cannot listen on {} (server.listen)",
+                    app.config.server.listen
+                )
+            })?;
         let addr = listener.local_addr()?;
         let (stop_http, mut stop_rx) = watch::channel(false);
         let http = tokio::spawn(async move {
@@ -53,7 +65,13 @@ impl Server {
                 .await
         });
         tracing::info!(%addr, database = %url, "leadline listening");
-        Ok(Server { addr, app, http, worker, stop_http })
+        Ok(Server {
+            addr,
+            app,
+            http,
+            worker,
+            stop_http,
+        })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.

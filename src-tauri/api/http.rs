@@ -17,7 +17,11 @@ impl IntoResponse for ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Internal(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
-        (status, Json(json!({"code": self.code(), "message": self.to_string()}))).into_response()
+        (
+            status,
+            Json(json!({"code": self.code(), "message": self.to_string()})),
+        )
+            .into_response()
     }
 }
 
@@ -33,7 +37,10 @@ async fn health(State(app): State<App>) -> Result<Response, ApiError> {
     Ok(Json(super::health(&app).await?).into_response())
 }
 
-async fn dead_letters(State(app): State<App>, Query(filter): Query<DeadLetterFilter>) -> Result<Response, ApiError> {
+async fn dead_letters(
+    State(app): State<App>,
+    Query(filter): Query<DeadLetterFilter>,
+) -> Result<Response, ApiError> {
     Ok(Json(super::dead_letters(&app, &filter).await?).into_response())
 }
 

@@ -77,7 +77,11 @@ pub async fn health(app: &App) -> Result<HealthView, ApiError> {
                 .iter()
                 .map(|(name, t)| {
                     let (state, opened_at) = t.breaker_state();
-                    BreakerView { target: name.clone(), state, opened_at }
+                    BreakerView {
+                        target: name.clone(),
+                        state,
+                        opened_at,
+                    }
                 })
                 .collect()
         })
@@ -92,7 +96,10 @@ pub struct DeadLetterList {
     pub open_by_class: BTreeMap<String, i64>,
 }
 
-pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<DeadLetterList, ApiError> {
+pub async fn dead_letters(
+    app: &App,
+    filter: &DeadLetterFilter,
+) -> Result<DeadLetterList, ApiError> {
     if let Some(c) = &filter.class {
         if crate::delivery::classify::ErrorClass::parse(c).is_none() {
             return Err(ApiError::BadRequest(format!(
@@ -102,8 +109,16 @@ pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<DeadLe
     }
     let items = dlq::list(&app.store, filter).await?;
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
-    let open_by_class = app.store.queue_health(Utc::now(), &targets).await?.overall.dead_open_by_class;
-    Ok(DeadLetterList { items, open_by_class })
+    let open_by_class = app
+        .store
+        .queue_health(Utc::now(), &targets)
+        .await?
+        .overall
+        .dead_open_by_class;
+    Ok(DeadLetterList {
+        items,
+        open_by_class,
+    })
 }
 
 pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterDetail, ApiError> {

@@ -57,11 +57,17 @@ pub enum RetryDecision {
 
 /// Decides what happens after a failed attempt. Ambiguous failures must have been resolved (looked up) by the
 /// caller first; one that reaches this function is parked, never retried blindly.
-pub fn decide_retry(input: &RetryInput<'_>, cfg: &BackoffConfig, rng: &mut impl Rng) -> RetryDecision {
+pub fn decide_retry(
+    input: &RetryInput<'_>,
+    cfg: &BackoffConfig,
+    rng: &mut impl Rng,
+) -> RetryDecision {
     let class = input.failure.class;
     match class {
         ErrorClass::PermanentData | ErrorClass::PermanentConfig => {
-            return RetryDecision::Dead { why: format!("{class}: not retried") };
+            return RetryDecision::Dead {
+                why: format!("{class}: not retried"),
+            };
         }
         ErrorClass::Ambiguous => {
             return RetryDecision::Dead {
@@ -77,7 +83,8 @@ pub fn decide_retry(input: &RetryInput<'_>, cfg: &BackoffConfig, rng: &mut impl 
             why: format!("gave up after {attempts} attempts"),
         };
     }
-    let backoff = chrono::Duration::milliseconds(full_jitter_ms(cfg, attempts.saturating_sub(1), rng) as i64);
+    let backoff =
+        chrono::Duration::milliseconds(full_jitter_ms(cfg, attempts.saturating_sub(1), rng) as i64);
     let mut at = input.now + backoff;
     if let Some(after) = input.retry_after {
         // The target's instruction is a floor: never earlier than it asked.
@@ -133,7 +140,9 @@ mod tests {
     }
 
     fn t0() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z").unwrap().to_utc()
+        DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
+            .unwrap()
+            .to_utc()
     }
 
     #[test]
@@ -160,12 +169,18 @@ mod tests {
     #[test]
     fn retry_after_both_forms() {
         let now = t0();
-        assert_eq!(parse_retry_after("120", now), Some(now + chrono::Duration::seconds(120)));
+        assert_eq!(
+            parse_retry_after("120", now),
+            Some(now + chrono::Duration::seconds(120))
+        );
         assert_eq!(parse_retry_after(" 0 ", now), Some(now));
         let date = parse_retry_after("Mon, 30 Nov 2026 10:05:00 GMT", now).unwrap();
         assert_eq!(date, now + chrono::Duration::minutes(5));
         // A date in the past means "now", not "never".
-        assert_eq!(parse_retry_after("Fri, 31 Dec 1999 23:59:59 GMT", now), Some(now));
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 1999 23:59:59 GMT", now),
+            Some(now)
+        );
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert!(parse_retry_after("99999999999999999999", now).is_none());
@@ -174,10 +189,20 @@ mod tests {
     #[test]
     fn permanent_and_ambiguous_are_never_retried() {
         let mut rng = StdRng::seed_from_u64(1);
-        for class in [ErrorClass::PermanentData, ErrorClass::PermanentConfig, ErrorClass::Ambiguous] {
+        for class in [
+            ErrorClass::PermanentData,
+            ErrorClass::PermanentConfig,
+            ErrorClass::Ambiguous,
+        ] {
             let f = failure(class);
             let d = decide_retry(
-                &RetryInput { failure: &f, attempts_before: 0, pending_since: t0(), retry_after: None, now: t0() },
+                &RetryInput {
+                    failure: &f,
+                    attempts_before: 0,
+                    pending_since: t0(),
+                    retry_after: None,
+                    now: t0(),
+                },
                 &cfg(),
                 &mut rng,
             );
@@ -191,7 +216,13 @@ mod tests {
         let f = failure(ErrorClass::Transient);
         for before in 0..4 {
             let d = decide_retry(
-                &RetryInput { failure: &f, attempts_before: before, pending_since: t0(), retry_after: None, now: t0() },
+                &RetryInput {
+                    failure: &f,
+                    attempts_before: before,
+                    pending_since: t0(),
+                    retry_after: None,
+                    now: t0(),
+                },
                 &cfg(),
                 &mut rng,
             );
@@ -205,11 +236,22 @@ mod tests {
             }
         }
         let d = decide_retry(
-            &RetryInput { failure: &f, attempts_before: 4, pending_since: t0(), retry_after: None, now: t0() },
+            &RetryInput {
+                failure: &f,
+                attempts_before: 4,
+                pending_since: t0(),
+                retry_after: None,
+                now: t0(),
+            },
             &cfg(),
             &mut rng,
         );
-        assert_eq!(d, RetryDecision::Dead { why: "gave up after 5 attempts".into() });
+        assert_eq!(
+            d,
+            RetryDecision::Dead {
+                why: "gave up after 5 attempts".into()
+            }
+        );
     }
 
     #[test]
@@ -219,11 +261,23 @@ mod tests {
         let after = t0() + chrono::Duration::seconds(30);
         // Even at the attempt limit, a rate limit is not a wasted attempt.
         let d = decide_retry(
-            &RetryInput { failure: &f, attempts_before: 4, pending_since: t0(), retry_after: Some(after), now: t0() },
+            &RetryInput {
+                failure: &f,
+                attempts_before: 4,
+                pending_since: t0(),
+                retry_after: Some(after),
+                now: t0(),
+            },
             &cfg(),
             &mut rng,
         );
-        assert_eq!(d, RetryDecision::Retry { at: after, counts: false });
+        assert_eq!(
+            d,
+            RetryDecision::Retry {
+                at: after,
+                counts: false
+            }
+        );
     }
 
     #[test]
@@ -233,7 +287,13 @@ mod tests {
         let after = t0() + chrono::Duration::seconds(60);
         for _ in 0..100 {
             let d = decide_retry(
-                &RetryInput { failure: &f, attempts_before: 0, pending_since: t0(), retry_after: Some(after), now: t0() },
+                &RetryInput {
+                    failure: &f,
+                    attempts_before: 0,
+                    pending_since: t0(),
+                    retry_after: Some(after),
+                    now: t0(),
+                },
                 &cfg(),
                 &mut rng,
             );

@@ -65,7 +65,22 @@ pub struct DeadLetterDetail {
     pub attempts_timeline: Vec<Attempt>,
 }
 
-type Row = (i64, i64, String, String, String, i64, Option<String>, Option<i64>, Option<String>, Option<String>, i64, i64, Option<i64>, Option<String>);
+type Row = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
 
 const SELECT: &str = "SELECT d.id, d.event_id, e.source, e.source_ref, d.target, d.step_index, d.dead_class, d.dead_status,
         d.dead_reason, d.dead_field, d.attempts, e.received_at, d.dead_at, d.resolution
@@ -116,7 +131,13 @@ pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Ve
         q.push(" AND d.dead_at < ").push_bind(ms(until));
     }
     if let Some(text) = filter.text.as_deref().filter(|t| !t.trim().is_empty()) {
-        let like = format!("%{}%", text.trim().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let like = format!(
+            "%{}%",
+            text.trim()
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
         q.push(" AND (d.dead_reason LIKE ")
             .push_bind(like.clone())
             .push(" ESCAPE '\\' OR e.source_ref LIKE ")
@@ -128,8 +149,13 @@ pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Ve
     if let Some(before) = filter.before_id {
         q.push(" AND d.id < ").push_bind(before);
     }
-    q.push(" ORDER BY d.id DESC LIMIT ").push_bind(i64::from(filter.limit.unwrap_or(100).min(1000)));
-    let rows: Vec<Row> = q.build_query_as().fetch_all(store.read_pool()).await.context("cannot list dead letters")?;
+    q.push(" ORDER BY d.id DESC LIMIT ")
+        .push_bind(i64::from(filter.limit.unwrap_or(100).min(1000)));
+    let rows: Vec<Row> = q
+        .build_query_as()
+        .fetch_all(store.read_pool())
+        .await
+        .context("cannot list dead letters")?;
     Ok(rows.into_iter().map(to_letter).collect())
 }
 
@@ -158,7 +184,16 @@ pub async fn detail(store: &Store, delivery_id: i64) -> anyhow::Result<Option<De
 
 /// The attempts of one delivery, oldest first.
 pub async fn attempts(store: &Store, delivery_id: i64) -> anyhow::Result<Vec<Attempt>> {
-    type A = (i64, i64, Option<i64>, String, Option<String>, String, Option<String>, String);
+    type A = (
+        i64,
+        i64,
+        Option<i64>,
+        String,
+        Option<String>,
+        String,
+        Option<String>,
+        String,
+    );
     let rows: Vec<A> = sqlx::query_as(
         "SELECT started_at, duration_ms, http_status, outcome, class, reason, response_excerpt, trigger
            FROM attempt WHERE delivery_id = ? ORDER BY id",

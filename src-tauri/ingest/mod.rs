@@ -54,7 +54,9 @@ impl IngestError {
     fn status(&self) -> StatusCode {
         match self {
             IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
-            IngestError::MissingSignature(_) | IngestError::BadSignature(_) => StatusCode::UNAUTHORIZED,
+            IngestError::MissingSignature(_) | IngestError::BadSignature(_) => {
+                StatusCode::UNAUTHORIZED
+            }
             IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
             IngestError::MissingId(_) => StatusCode::UNPROCESSABLE_ENTITY,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -81,11 +83,16 @@ impl IngestError {
 impl IntoResponse for IngestError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let mut response = (status, Json(json!({"code": self.code(), "message": self.to_string()}))).into_response();
+        let mut response = (
+            status,
+            Json(json!({"code": self.code(), "message": self.to_string()})),
+        )
+            .into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("5"),
+            );
         }
         response
     }
@@ -122,7 +129,11 @@ impl IngestState {
             let (secret, signature_header, verify_token) = match sc.kind {
                 SourceKind::Generic => match &sc.signature {
                     Some(sig) => (
-                        Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
+                        Some(
+                            config
+                                .secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?
+                                .into_bytes(),
+                        ),
                         Some(sig.header.clone()),
                         None,
                     ),
@@ -132,7 +143,11 @@ impl IngestState {
                     let app = sc.app_secret_env.as_deref().unwrap_or_default();
                     let verify = sc.verify_token_env.as_deref().unwrap_or_default();
                     (
-                        Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
+                        Some(
+                            config
+                                .secret(&format!("{key}.app_secret_env"), app)?
+                                .into_bytes(),
+                        ),
                         Some("X-Hub-Signature-256".to_string()),
                         Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
                     )
@@ -140,7 +155,12 @@ impl IngestState {
             };
             sources.insert(
                 name.clone(),
-                SourceRuntime { config: sc.clone(), secret, signature_header, verify_token },
+                SourceRuntime {
+                    config: sc.clone(),
+                    secret,
+                    signature_header,
+                    verify_token,
+                },
             );
         }
         let (writer, rx) = mpsc::channel(8192);
@@ -172,7 +192,11 @@ impl IngestState {
 /// Largest number of events committed in one transaction.
 const MAX_GROUP: usize = 512;
 
-async fn group_commit_writer(store: Store, mut rx: mpsc::Receiver<WriteRequest>, wake: Arc<Notify>) {
+async fn group_commit_writer(
+    store: Store,
+    mut rx: mpsc::Receiver<WriteRequest>,
+    wake: Arc<Notify>,
+) {
     let mut requests: Vec<WriteRequest> = Vec::with_capacity(64);
     while rx.recv_many(&mut requests, 256).await > 0 {
         // Commit in groups of at most MAX_GROUP events, never splitting one request.
@@ -184,10 +208,16 @@ async fn group_commit_writer(store: Store, mut rx: mpsc::Receiver<WriteRequest>,
                 end += 1;
             }
             let group: Vec<WriteRequest> = requests.drain(..end).collect();
-            let all: Vec<NewEvent> = group.iter().flat_map(|r| r.events.iter().cloned()).collect();
+            let all: Vec<NewEvent> = group
+                .iter()
+                .flat_map(|r| r.events.iter().cloned())
+                .collect();
             match store.insert_events(&all).await {
                 Ok(outcomes) => {
-                    if outcomes.iter().any(|o| matches!(o, InsertOutcome::Inserted(_))) {
+                    if outcomes
+                        .iter()
+                        .any(|o| matches!(o, InsertOutcome::Inserted(_)))
+                    {
                         wake.notify_one();
                     }
                     let mut it = outcomes.into_iter();
@@ -228,7 +258,11 @@ struct EventRef {
     duplicate: bool,
 }
 
-async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<axum::body::Bytes, IngestError> {
+async fn read_body(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<axum::body::Bytes, IngestError> {
     if let Some(len) = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -240,7 +274,10 @@ async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<axum
     }
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         let inner = e.into_inner();
-        if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+        if inner
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some()
+        {
             IngestError::TooLarge(limit)
         } else {
             IngestError::BadRequest(format!("could not read the body: {inner}"))
@@ -269,7 +306,8 @@ async fn receive(
             });
         }
     }
-    let json: Value = serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
+    let json: Value =
+        serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
     let now = Utc::now();
     let events: Vec<NewEvent> = match src.config.kind {
         SourceKind::Generic => {
@@ -282,14 +320,24 @@ async fn receive(
                     src.config.id_field
                 ))
             })?;
-            vec![pipeline::new_event(&source, &src.config, source_ref, json, now)]
+            vec![pipeline::new_event(
+                &source,
+                &src.config,
+                source_ref,
+                json,
+                now,
+            )]
         }
         SourceKind::Meta => {
             let leads = meta::leads(&json).map_err(|e| match e {
-                meta::MetaBodyError::NotAnObject => IngestError::BadRequest("expected a JSON object".into()),
-                meta::MetaBodyError::MissingLeadgenId { entry, change } => IngestError::MissingId(format!(
-                    "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
-                )),
+                meta::MetaBodyError::NotAnObject => {
+                    IngestError::BadRequest("expected a JSON object".into())
+                }
+                meta::MetaBodyError::MissingLeadgenId { entry, change } => {
+                    IngestError::MissingId(format!(
+                        "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
+                    ))
+                }
             })?;
             leads
                 .into_iter()
@@ -301,7 +349,12 @@ async fn receive(
         // A Meta notification with no lead in it (another field): acknowledge so Meta does not retry.
         return Ok((
             StatusCode::OK,
-            Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![] }),
+            Json(Accepted {
+                status: "ignored",
+                accepted: 0,
+                duplicates: 0,
+                events: vec![],
+            }),
         )
             .into_response());
     }
@@ -315,11 +368,19 @@ async fn receive(
         .map(|(o, source_ref)| match *o {
             InsertOutcome::Inserted(event_id) => {
                 accepted += 1;
-                EventRef { event_id, source_ref, duplicate: false }
+                EventRef {
+                    event_id,
+                    source_ref,
+                    duplicate: false,
+                }
             }
             InsertOutcome::Duplicate(event_id) => {
                 duplicates += 1;
-                EventRef { event_id, source_ref, duplicate: true }
+                EventRef {
+                    event_id,
+                    source_ref,
+                    duplicate: true,
+                }
             }
         })
         .collect();
@@ -328,7 +389,16 @@ async fn receive(
     } else {
         (StatusCode::OK, "duplicate")
     };
-    Ok((status, Json(Accepted { status: word, accepted, duplicates, events })).into_response())
+    Ok((
+        status,
+        Json(Accepted {
+            status: word,
+            accepted,
+            duplicates,
+            events,
+        }),
+    )
+        .into_response())
 }
 
 async fn verify_subscription(
@@ -345,12 +415,17 @@ async fn verify_subscription(
         )));
     };
     if params.get("hub.mode").map(String::as_str) != Some("subscribe") {
-        return Err(IngestError::BadRequest("hub.mode must be `subscribe`".into()));
+        return Err(IngestError::BadRequest(
+            "hub.mode must be `subscribe`".into(),
+        ));
     }
     let challenge = params
         .get("hub.challenge")
         .ok_or_else(|| IngestError::BadRequest("hub.challenge is missing".into()))?;
-    let given = params.get("hub.verify_token").map(String::as_bytes).unwrap_or_default();
+    let given = params
+        .get("hub.verify_token")
+        .map(String::as_bytes)
+        .unwrap_or_default();
     if !bool::from(subtle::ConstantTimeEq::ct_eq(given, expected.as_bytes())) {
         tracing::warn!(source = %source, "rejected: Meta verify token mismatch");
         return Err(IngestError::VerifyTokenMismatch);

@@ -34,19 +34,35 @@ pub struct QueueHealth {
 
 impl Store {
     /// Queue health per target and overall. `known_targets` are listed even when they have no jobs yet.
-    pub async fn queue_health(&self, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
-        let tallies: Vec<(String, String, i64)> = sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
-            .fetch_all(self.read_pool())
-            .await
-            .context("cannot read delivery_tally")?;
+    pub async fn queue_health(
+        &self,
+        now: DateTime<Utc>,
+        known_targets: &[String],
+    ) -> anyhow::Result<QueueHealth> {
+        let tallies: Vec<(String, String, i64)> =
+            sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
+                .fetch_all(self.read_pool())
+                .await
+                .context("cannot read delivery_tally")?;
         let mut per_target: BTreeMap<String, TargetHealth> = known_targets
             .iter()
-            .map(|t| (t.clone(), TargetHealth { target: t.clone(), ..Default::default() }))
+            .map(|t| {
+                (
+                    t.clone(),
+                    TargetHealth {
+                        target: t.clone(),
+                        ..Default::default()
+                    },
+                )
+            })
             .collect();
         for (target, bucket, n) in tallies {
             let h = per_target
                 .entry(target.clone())
-                .or_insert_with(|| TargetHealth { target, ..Default::default() });
+                .or_insert_with(|| TargetHealth {
+                    target,
+                    ..Default::default()
+                });
             match bucket.as_str() {
                 "pending" => h.pending += n,
                 "running" => h.running += n,
@@ -63,7 +79,10 @@ impl Store {
                 }
             }
         }
-        let mut overall = TargetHealth { target: "*".into(), ..Default::default() };
+        let mut overall = TargetHealth {
+            target: "*".into(),
+            ..Default::default()
+        };
         let mut oldest_overall: Option<i64> = None;
         for h in per_target.values_mut() {
             if h.pending + h.running > 0 {
@@ -88,7 +107,8 @@ impl Store {
                 *overall.dead_open_by_class.entry(class.clone()).or_default() += n;
             }
         }
-        overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
+        overall.oldest_pending_age_seconds =
+            oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
         Ok(QueueHealth {
             generated_at: now,
             overall,

@@ -58,10 +58,17 @@ impl Store {
             .foreign_keys(true)
             .pragma("temp_store", "memory")
             .pragma("cache_size", "-65536");
-        if let Some(path) = url.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')) {
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .filter(|p| !p.is_empty() && !p.starts_with(':'))
+        {
             let path = path.split('?').next().unwrap_or(path);
-            if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| format!("cannot create database folder {}", dir.display()))?;
+            if let Some(dir) = std::path::Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create database folder {}", dir.display()))?;
             }
         }
         let write = SqlitePoolOptions::new()
@@ -84,11 +91,19 @@ impl Store {
         Ok(Store { write, read })
     }
 
-    pub(crate) async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         self.write
             .begin_with("BEGIN IMMEDIATE")
             .await
             .context("cannot start a write transaction")
+    }
+
+    /// The write pool, for benchmarks that fill a database in bulk. Not for application code.
+    #[doc(hidden)]
+    pub fn write_pool_for_bench(&self) -> &SqlitePool {
+        &self.write
     }
 
     pub fn read_pool(&self) -> &SqlitePool {
@@ -119,13 +134,18 @@ impl Store {
     }
 
     /// The CRM record id linked to an external id (strategy `search_then_create`).
-    pub async fn crm_link(&self, target: &str, external_id: &str) -> anyhow::Result<Option<String>> {
-        let row: Option<(String,)> = sqlx::query_as("SELECT crm_id FROM crm_link WHERE target = ? AND external_id = ?")
-            .bind(target)
-            .bind(external_id)
-            .fetch_optional(&self.read)
-            .await
-            .context("cannot read crm_link")?;
+    pub async fn crm_link(
+        &self,
+        target: &str,
+        external_id: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT crm_id FROM crm_link WHERE target = ? AND external_id = ?")
+                .bind(target)
+                .bind(external_id)
+                .fetch_optional(&self.read)
+                .await
+                .context("cannot read crm_link")?;
         Ok(row.map(|r| r.0))
     }
 }

@@ -1,0 +1,247 @@
+//! Leadline's engine benchmark: prints figures, asserts nothing.
+//!
+//!     cargo bench --no-default-features --bench engine
+//!     cargo bench --no-default-features --bench engine -- --health-jobs 200000   # smaller, faster
+//!
+//! 1. Ingest: concurrent clients POST signed-off generic webhooks over loopback HTTP to `leadline`'s ingest
+//!    (worker off); accepted per second, p50 and p99 latency. Every 202 is a durable commit (synchronous=FULL).
+//! 2. Delivery: jobs already queued are delivered to a loopback sink that answers at once; jobs per second.
+//! 3. Queue health: `api::health` latency with 1,000,000 stored jobs (mostly delivered, some pending and dead).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use leadline::config::Config;
+use leadline::server::Server;
+use leadline::store::{NewEvent, Store};
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn config(db: &Path, sink: std::net::SocketAddr, worker: bool) -> Config {
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[database]
+url = "sqlite://{db}"
+[worker]
+enabled = {worker}
+batch_size = 256
+poll_interval_ms = 5
+[sources.bench]
+route = ["sink"]
+[targets.sink]
+url = "http://{sink}/crm/leads/{{external_id}}"
+strategy = "upsert"
+concurrency = 64
+timeout_ms = 5000
+"#,
+        db = db.display()
+    );
+    Config::parse(&text, Path::new("bench.toml")).expect("bench config")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+async fn bench_ingest(clients: usize, per_client: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(config(
+        &dir.path().join("ingest.db"),
+        "127.0.0.1:9".parse().unwrap(),
+        false,
+    ))
+    .await
+    .unwrap();
+    let url = format!("http://{}/ingest/bench", server.addr);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .build()
+        .unwrap();
+    // Warm up connections.
+    for i in 0..clients {
+        http.post(&url)
+            .json(&serde_json::json!({"id": format!("warm-{i}")}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let http = http.clone();
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(per_client);
+            for i in 0..per_client {
+                let body = serde_json::json!({"id": format!("c{c}-{i}"), "name": "Ada Lovelace",
+                    "email": "ada@example.com", "phone": "+4915112345678", "form": "contact-us"});
+                let t = Instant::now();
+                let r = http.post(&url).json(&body).send().await.unwrap();
+                assert_eq!(r.status(), 202);
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let elapsed = start.elapsed();
+    all.sort();
+    let n = all.len();
+    println!(
+        "ingest:   {n} webhooks, {clients} concurrent clients: {:.0} accepted/s, p50 {}, p99 {}, max {}",
+        n as f64 / elapsed.as_secs_f64(),
+        ms(percentile(&all, 0.50)),
+        ms(percentile(&all, 0.99)),
+        ms(*all.last().unwrap())
+    );
+    server.shutdown().await.unwrap();
+}
+
+async fn bench_delivery(jobs: usize) {
+    let (_sink, sink_addr) =
+        leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("delivery.db");
+    {
+        let store = Store::open(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        let now = chrono::Utc::now();
+        for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
+            let events: Vec<NewEvent> = chunk
+                .iter()
+                .map(|i| NewEvent {
+                    source: "bench".into(),
+                    source_ref: format!("d-{i}"),
+                    payload: serde_json::json!({"id": format!("d-{i}"), "name": "Ada"}),
+                    route: vec!["sink".into()],
+                    received_at: now,
+                })
+                .collect();
+            store.insert_events(&events).await.unwrap();
+        }
+        store.close().await;
+    }
+    let start = Instant::now();
+    let server = Server::start(config(&db, sink_addr, true)).await.unwrap();
+    loop {
+        let h = leadline::api::health(&server.app)
+            .await
+            .unwrap()
+            .queue
+            .overall;
+        if h.delivered as usize == jobs {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = start.elapsed();
+    println!(
+        "delivery: {jobs} jobs to a loopback sink (concurrency 64): {:.0} delivered/s ({:.2} s)",
+        jobs as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64()
+    );
+    server.shutdown().await.unwrap();
+}
+
+async fn bench_health(total: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("health.db");
+    let store = Store::open(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let fill = Instant::now();
+    // Fill with SQL: 1 event and 1 delivery per job; 1% pending, 0.5% dead (by class), the rest delivered.
+    {
+        let mut tx = store.write_pool_for_bench().begin().await.unwrap();
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+             INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
+             SELECT i, 'bench', 'r-' || i, 1764460800000 + i, '{\"id\":1}' FROM n",
+        )
+        .bind(total as i64)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at,
+                                   dead_at, dead_class, dead_reason, resolution)
+             SELECT id, 0, CASE id % 3 WHEN 0 THEN 'crm' WHEN 1 THEN 'notify' ELSE 'erp' END,
+                    CASE WHEN id % 100 = 0 THEN 'pending' WHEN id % 200 = 1 THEN 'dead' ELSE 'delivered' END,
+                    received_at, received_at, received_at,
+                    CASE WHEN id % 200 = 1 THEN received_at END,
+                    CASE WHEN id % 200 = 1 THEN CASE id % 3 WHEN 0 THEN 'transient' WHEN 1 THEN 'permanent_data' ELSE 'permanent_config' END END,
+                    CASE WHEN id % 200 = 1 THEN 'bench' END,
+                    CASE WHEN id % 200 = 1 THEN 'open' END
+               FROM inbound_event",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let fill_time = fill.elapsed();
+    let targets = vec!["crm".to_string(), "notify".to_string(), "erp".to_string()];
+    let mut lat = Vec::new();
+    let mut last = None;
+    for _ in 0..200 {
+        let t = Instant::now();
+        last = Some(
+            store
+                .queue_health(chrono::Utc::now(), &targets)
+                .await
+                .unwrap(),
+        );
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    let h = last.unwrap();
+    println!(
+        "health:   {total} stored jobs ({} pending, {} dead, {} delivered; filled in {:.1} s): p50 {}, p99 {}",
+        h.overall.pending,
+        h.overall.dead_open,
+        h.overall.delivered,
+        fill_time.as_secs_f64(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
+    store.close().await;
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "leadline engine benchmark ({} cores, SQLite, synchronous=FULL)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    rt.block_on(async {
+        bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
+        bench_delivery(arg("--delivery-jobs", 20_000)).await;
+        bench_health(arg("--health-jobs", 1_000_000)).await;
+    });
+}

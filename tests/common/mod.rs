@@ -1,0 +1,171 @@
+//! Shared set-up for integration tests: a mock CRM on port 0, a fresh database per test, a server on port 0.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use leadline::config::Config;
+use leadline::demo::mock_crm::MockCrm;
+use leadline::server::Server;
+use leadline::store::QueueHealth;
+
+pub const SECRET: &str = "test-secret";
+
+pub struct TestApp {
+    pub server: Server,
+    pub crm: MockCrm,
+    pub crm_addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub dir: tempfile::TempDir,
+}
+
+/// Config text for a test: a signed `webform` source routed to `crm` then `notify`, an unsigned `plain`
+/// source, fast retries. `{crm}` is the mock CRM's address, `{db}` the database path.
+pub fn config_text(crm: SocketAddr, db: &Path, crm_target: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+max_body_bytes = 4096
+
+[database]
+url = "sqlite://{db}"
+
+[worker]
+lease_seconds = 5
+poll_interval_ms = 20
+rescue_interval_seconds = 1
+shutdown_grace_seconds = 5
+
+[sources.webform]
+route = ["crm", "notify"]
+signature = {{ header = "X-Signature-256", secret_env = "TEST_WEBFORM_SECRET" }}
+
+[sources.plain]
+route = ["crm"]
+
+[sources.meta]
+kind = "meta"
+route = ["crm"]
+app_secret_env = "TEST_META_SECRET"
+verify_token_env = "TEST_META_VERIFY"
+
+{crm_target}
+
+[targets.notify]
+url = "http://{crm}/notify/{{external_id}}"
+strategy = "upsert"
+timeout_ms = 1000
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+"#,
+        db = db.display(),
+    )
+}
+
+/// The default `crm` target: Idempotency-Key on create, with a search URL.
+pub fn idempotent_crm(crm: SocketAddr) -> String {
+    format!(
+        r#"
+[targets.crm]
+url = "http://{crm}/crm/leads"
+strategy = "idempotency_key"
+search_url = "http://{crm}/crm/leads/search/{{external_id}}"
+timeout_ms = 500
+concurrency = 8
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
+"#
+    )
+}
+
+pub fn parse_config(text: &str) -> Config {
+    let mut c = Config::parse(text, Path::new("test.toml")).expect("test config is valid");
+    c.inline_secrets
+        .insert("TEST_WEBFORM_SECRET".into(), SECRET.into());
+    c.inline_secrets
+        .insert("TEST_META_SECRET".into(), SECRET.into());
+    c.inline_secrets
+        .insert("TEST_META_VERIFY".into(), "verify-me".into());
+    c
+}
+
+pub async fn spawn_with(crm_target: impl Fn(SocketAddr) -> String) -> TestApp {
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        crm_addr,
+        &dir.path().join("leadline.db"),
+        &crm_target(crm_addr),
+    );
+    let server = Server::start(parse_config(&text)).await.unwrap();
+    TestApp {
+        server,
+        crm,
+        crm_addr,
+        http: reqwest::Client::new(),
+        dir,
+    }
+}
+
+pub async fn spawn() -> TestApp {
+    spawn_with(idempotent_crm).await
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.server.addr, path)
+    }
+
+    /// Posts a signed webform lead; returns the status.
+    pub async fn post_webform(&self, body: &serde_json::Value) -> reqwest::StatusCode {
+        let raw = body.to_string();
+        let sig = leadline::ingest::signature::sign(SECRET.as_bytes(), raw.as_bytes());
+        self.http
+            .post(self.url("/ingest/webform"))
+            .header("X-Signature-256", sig)
+            .header("content-type", "application/json")
+            .body(raw)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    pub async fn post_plain(&self, body: &serde_json::Value) -> reqwest::StatusCode {
+        self.http
+            .post(self.url("/ingest/plain"))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    pub async fn health(&self) -> QueueHealth {
+        leadline::api::health(&self.server.app).await.unwrap().queue
+    }
+
+    /// Waits until no step is pending or running, or panics. Steps still `waiting` then sit behind a dead
+    /// letter: a step becomes pending in the same transaction that delivers its predecessor.
+    pub async fn wait_settled(&self, within: Duration) -> QueueHealth {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let h = self.health().await;
+            let o = &h.overall;
+            if o.pending + o.running == 0 {
+                return h;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("queue did not settle within {within:?}: {o:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+pub fn lead(id: &str) -> serde_json::Value {
+    serde_json::json!({"id": id, "name": "Ada Lovelace", "email": format!("{id}@example.com"), "phone": "+4915112345678"})
+}

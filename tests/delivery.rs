@@ -1,0 +1,427 @@
+//! The worker against the mock CRM: every accepted lead ends delivered exactly once or in the DLQ with a
+//! reason; counted at the CRM.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::*;
+use leadline::delivery::worker::WorkerEvent;
+use leadline::demo::mock_crm::Behaviour;
+use leadline::dlq::{self, DeadLetterFilter};
+use reqwest::StatusCode;
+use serde_json::json;
+
+fn plain_crm(crm: SocketAddr) -> String {
+    // No idempotency at all: a second send makes a second record, so duplicates are visible.
+    format!(
+        r#"
+[targets.crm]
+url = "http://{crm}/crm/plain"
+strategy = "none"
+timeout_ms = 300
+concurrency = 8
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 50, failure_ratio = 0.0 }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_faults_every_lead_is_delivered_once_or_dead_with_a_reason() {
+    let app = spawn().await;
+    // Blips, timeouts after the write, and the field-format change all at once.
+    app.crm.set_behaviour(Behaviour {
+        blip_ratio: 0.15,
+        hang_after_write_ratio: 0.1,
+        hang_ms: 700,
+        strict_phone: true,
+        ..Default::default()
+    });
+    let n = 150;
+    let mut bad_phone = 0;
+    for i in 0..n {
+        let mut body = lead(&format!("F-{i}"));
+        if i % 10 == 0 {
+            body["phone"] = json!("0151 1234 5678");
+            bad_phone += 1;
+        }
+        assert_eq!(app.post_webform(&body).await, StatusCode::ACCEPTED);
+    }
+    let h = app.wait_settled(Duration::from_secs(60)).await;
+    let stats = app.crm.stats();
+    // Nothing lost: every lead is in the CRM or in the DLQ.
+    let dead = dlq::list(
+        &app.server.app.store,
+        &DeadLetterFilter {
+            limit: Some(1000),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let dead_crm: Vec<_> = dead.iter().filter(|d| d.target == "crm").collect();
+    assert_eq!(
+        stats.records + dead_crm.len(),
+        n,
+        "records {} + dead {}",
+        stats.records,
+        dead_crm.len()
+    );
+    // Nothing duplicated, despite retries after timeouts that happened after the write.
+    assert_eq!(stats.duplicated_external_ids, 0);
+    // The bad phones, and only they, are dead as permanent_data with the CRM's message and field.
+    assert_eq!(dead_crm.len(), bad_phone, "{dead_crm:#?}");
+    for d in &dead_crm {
+        assert_eq!(d.class, "permanent_data");
+        assert_eq!(d.http_status, Some(422));
+        assert!(d.reason.contains("E.164"), "{}", d.reason);
+        assert_eq!(d.field.as_deref(), Some("phone"));
+    }
+    // Every lead in the CRM got its follow-up step, which needed the CRM id.
+    assert_eq!(stats.notifications, stats.records);
+    assert_eq!(h.overall.delivered as usize, stats.records * 2);
+    // The follow-up steps of dead leads wait behind them (they run if the lead is fixed and replayed).
+    assert_eq!(h.overall.waiting as usize, bad_phone);
+    assert_eq!(
+        h.overall.dead_open_by_class.get("permanent_data"),
+        Some(&(bad_phone as i64))
+    );
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_expired_token_dead_letters_at_once_with_the_crm_message() {
+    let app = spawn().await;
+    app.crm.set_behaviour(Behaviour {
+        fail_with: Some(401),
+        ..Default::default()
+    });
+    assert_eq!(
+        app.post_plain(&json!({"id": "T-1", "phone": "+4912345678"}))
+            .await,
+        StatusCode::ACCEPTED
+    );
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        h.overall.dead_open_by_class.get("permanent_config"),
+        Some(&1)
+    );
+    let api = leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default())
+        .await
+        .unwrap();
+    let d = &api.items[0];
+    assert_eq!(d.class, "permanent_config");
+    assert_eq!(d.http_status, Some(401));
+    assert_eq!(d.attempts, 1, "a permanent failure is not retried");
+    assert!(
+        d.reason
+            .contains("Authentication credentials not found or expired"),
+        "{}",
+        d.reason
+    );
+    let detail = leadline::api::dead_letter(&app.server.app, d.delivery_id)
+        .await
+        .unwrap();
+    assert_eq!(detail.attempts_timeline.len(), 1);
+    assert_eq!(detail.attempts_timeline[0].http_status, Some(401));
+    assert!(detail.attempts_timeline[0]
+        .response_excerpt
+        .as_deref()
+        .unwrap()
+        .contains("INVALID_AUTHENTICATION"));
+    assert_eq!(detail.payload["id"], "T-1");
+    // Over HTTP too.
+    let r = app
+        .http
+        .get(app.url("/api/dead-letters?class=permanent_config"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["items"][0]["source_ref"], "T-1");
+    let r = app
+        .http
+        .get(app.url("/api/dead-letters?class=bogus"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_a_rate_limit_is_not_a_wasted_attempt() {
+    let app = spawn().await;
+    app.crm.set_behaviour(Behaviour {
+        fail_with: Some(429),
+        retry_after_secs: Some(1),
+        ..Default::default()
+    });
+    assert_eq!(
+        app.post_plain(&json!({"id": "R-1"})).await,
+        StatusCode::ACCEPTED
+    );
+    // Wait for the first (rate-limited) attempt, then let the CRM recover at once.
+    let store = app.server.app.store.clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while dlq::attempts(&store, 1).await.unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no first attempt");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    app.crm.set_behaviour(Behaviour::default());
+    app.wait_settled(Duration::from_secs(10)).await;
+    let attempts = dlq::attempts(&store, 1).await.unwrap();
+    assert_eq!(attempts.len(), 2, "{attempts:#?}");
+    assert_eq!(attempts[0].class.as_deref(), Some("rate_limited"));
+    assert_eq!(attempts[1].outcome, "delivered");
+    let gap = attempts[1].started_at - attempts[0].started_at;
+    assert!(
+        gap >= chrono::Duration::milliseconds(1000),
+        "retried after {gap} despite Retry-After: 1"
+    );
+    let d = dlq::detail(&store, 1).await.unwrap().unwrap();
+    assert_eq!(d.letter.attempts, 1, "the 429 did not count as an attempt");
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_ambiguous_outcome_without_a_lookup_is_parked_never_blind_retried() {
+    let app = spawn_with(plain_crm).await;
+    app.crm.set_behaviour(Behaviour {
+        hang_after_write_ratio: 1.0,
+        hang_ms: 1_000,
+        ..Default::default()
+    });
+    assert_eq!(
+        app.post_plain(&json!({"id": "A-1"})).await,
+        StatusCode::ACCEPTED
+    );
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(h.overall.dead_open_by_class.get("ambiguous"), Some(&1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        app.crm.records_for("plain:A-1"),
+        1,
+        "written once, and never sent again"
+    );
+    let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default())
+        .await
+        .unwrap()
+        .items[0];
+    assert!(d.reason.contains("may have the lead"), "{}", d.reason);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn search_then_create_resolves_a_timeout_by_looking_the_lead_up() {
+    let app = spawn_with(|crm| {
+        format!(
+            r#"
+[targets.crm]
+url = "http://{crm}/crm/plain"
+strategy = "search_then_create"
+search_url = "http://{crm}/crm/leads/search/{{external_id}}"
+timeout_ms = 300
+backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600 }}
+"#
+        )
+    })
+    .await;
+    // Every create is stored and then not answered in time.
+    app.crm.set_behaviour(Behaviour {
+        hang_after_write_ratio: 1.0,
+        hang_ms: 600,
+        ..Default::default()
+    });
+    for i in 0..5 {
+        assert_eq!(
+            app.post_plain(&json!({"id": format!("S-{i}")})).await,
+            StatusCode::ACCEPTED
+        );
+    }
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(h.overall.delivered, 5);
+    assert_eq!(h.overall.dead_open, 0);
+    let stats = app.crm.stats();
+    assert_eq!((stats.records, stats.duplicated_external_ids), (5, 0));
+    // The link is remembered: a look-up is never needed again for these leads.
+    let linked = app
+        .server
+        .app
+        .store
+        .crm_link("crm", "plain:S-0")
+        .await
+        .unwrap();
+    assert_eq!(
+        linked.as_deref(),
+        Some("crm-1").filter(|_| true).or(linked.as_deref())
+    );
+    assert!(linked.is_some());
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn exhausted_attempts_dead_letter_as_transient_with_the_last_error() {
+    let app = spawn_with(|crm| {
+        format!(
+            r#"
+[targets.crm]
+url = "http://{crm}/crm/leads"
+strategy = "idempotency_key"
+timeout_ms = 300
+backoff = {{ base_ms = 5, cap_ms = 20, max_attempts = 3, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 100, failure_ratio = 0.0 }}
+"#
+        )
+    })
+    .await;
+    app.crm.set_behaviour(Behaviour {
+        fail_with: Some(500),
+        ..Default::default()
+    });
+    assert_eq!(
+        app.post_plain(&json!({"id": "X-1"})).await,
+        StatusCode::ACCEPTED
+    );
+    app.wait_settled(Duration::from_secs(10)).await;
+    let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default())
+        .await
+        .unwrap()
+        .items[0];
+    assert_eq!(d.class, "transient");
+    assert_eq!(d.attempts, 3);
+    assert!(
+        d.reason
+            .starts_with("gave up after 3 attempts; last error: HTTP 500"),
+        "{}",
+        d.reason
+    );
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_stops_traffic_to_a_down_target_then_recovers() {
+    let app = spawn().await;
+    let mut events = app.server.app.worker.as_ref().unwrap().events.subscribe();
+    app.crm.set_behaviour(Behaviour {
+        fail_with: Some(503),
+        ..Default::default()
+    });
+    for i in 0..40 {
+        assert_eq!(
+            app.post_plain(&json!({"id": format!("B-{i}")})).await,
+            StatusCode::ACCEPTED
+        );
+    }
+    // Wait for the breaker to open.
+    let opened = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Ok(WorkerEvent::Breaker { to, .. }) = events.recv().await {
+                if to == leadline::delivery::breaker::BreakerState::Open {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(opened.is_ok(), "breaker never opened");
+    let health = leadline::api::health(&app.server.app).await.unwrap();
+    let crm = health.breakers.iter().find(|b| b.target == "crm").unwrap();
+    assert_ne!(crm.state, leadline::delivery::breaker::BreakerState::Closed);
+
+    // While open, only probes reach the CRM: one per 300 ms cooldown, not 40 leads' worth of retries.
+    let before = app.crm.stats().requests;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let during = app.crm.stats().requests - before;
+    assert!(
+        during <= 7,
+        "{during} requests reached a target whose breaker is open"
+    );
+    // Deferred jobs did not use attempts: nobody is dead yet.
+    assert_eq!(app.health().await.overall.dead_open, 0);
+
+    app.crm.set_behaviour(Behaviour::default());
+    let h = app.wait_settled(Duration::from_secs(20)).await;
+    assert_eq!(h.overall.delivered, 40);
+    assert_eq!(app.crm.stats().duplicated_external_ids, 0);
+    let transitions: Vec<(String,)> =
+        sqlx::query_as("SELECT to_state FROM breaker_transition WHERE target = 'crm' ORDER BY id")
+            .fetch_all(app.server.app.store.read_pool())
+            .await
+            .unwrap();
+    let states: Vec<&str> = transitions.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(states.first(), Some(&"open"));
+    assert_eq!(states.last(), Some(&"closed"), "{states:?}");
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_on_one_database_never_deliver_a_job_twice() {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    crm.set_behaviour(Behaviour {
+        latency_ms: 3,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(
+        crm_addr,
+        &dir.path().join("shared.db"),
+        &plain_crm(crm_addr),
+    );
+    let a = leadline::server::Server::start(parse_config(&text))
+        .await
+        .unwrap();
+    let b = leadline::server::Server::start(parse_config(&text))
+        .await
+        .unwrap();
+    let count = |s: &leadline::server::Server| {
+        let mut rx = s.app.worker.as_ref().unwrap().events.subscribe();
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while let Ok(e) = rx.recv().await {
+                if matches!(e, WorkerEvent::Delivered { .. }) {
+                    n += 1;
+                }
+            }
+            n
+        })
+    };
+    let (count_a, count_b) = (count(&a), count(&b));
+    let http = reqwest::Client::new();
+    let n = 300;
+    for i in 0..n {
+        let target = if i % 2 == 0 { a.addr } else { b.addr };
+        let r = http
+            .post(format!("http://{target}/ingest/plain"))
+            .json(&json!({"id": format!("W-{i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let h = leadline::api::health(&a.app).await.unwrap().queue.overall;
+        if h.delivered == n {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not all delivered: {h:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats = crm.stats();
+    assert_eq!(stats.records, n as usize);
+    assert_eq!(stats.duplicated_external_ids, 0);
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    let (na, nb) = (count_a.await.unwrap(), count_b.await.unwrap());
+    assert_eq!(na + nb, n as u32);
+    assert!(na > 0 && nb > 0, "both workers took part: {na} and {nb}");
+}
