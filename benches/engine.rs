@@ -17,11 +17,7 @@ use leadline::store::{NewEvent, Store};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn config(db: &Path, sink: std::net::SocketAddr, worker: bool) -> Config {
@@ -62,25 +58,13 @@ fn ms(d: Duration) -> String {
 
 async fn bench_ingest(clients: usize, per_client: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(config(
-        &dir.path().join("ingest.db"),
-        "127.0.0.1:9".parse().unwrap(),
-        false,
-    ))
-    .await
-    .unwrap();
+    let server =
+        Server::start(config(&dir.path().join("ingest.db"), "127.0.0.1:9".parse().unwrap(), false)).await.unwrap();
     let url = format!("http://{}/ingest/bench", server.addr);
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(clients)
-        .build()
-        .unwrap();
+    let http = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap();
     // Warm up connections.
     for i in 0..clients {
-        http.post(&url)
-            .json(&serde_json::json!({"id": format!("warm-{i}")}))
-            .send()
-            .await
-            .unwrap();
+        http.post(&url).json(&serde_json::json!({"id": format!("warm-{i}")})).send().await.unwrap();
     }
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -118,16 +102,11 @@ async fn bench_ingest(clients: usize, per_client: usize) {
 }
 
 async fn bench_delivery(jobs: usize) {
-    let (_sink, sink_addr) =
-        leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+    let (_sink, sink_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("delivery.db");
     {
-        let store = Store::open(&format!("sqlite://{}", db.display()))
-            .await
-            .unwrap();
+        let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
         let now = chrono::Utc::now();
         for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
             let events: Vec<NewEvent> = chunk
@@ -147,11 +126,7 @@ async fn bench_delivery(jobs: usize) {
     let start = Instant::now();
     let server = Server::start(config(&db, sink_addr, true)).await.unwrap();
     loop {
-        let h = leadline::api::health(&server.app)
-            .await
-            .unwrap()
-            .queue
-            .overall;
+        let h = leadline::api::health(&server.app).await.unwrap().queue.overall;
         if h.delivered as usize == jobs {
             break;
         }
@@ -169,13 +144,11 @@ async fn bench_delivery(jobs: usize) {
 async fn bench_health(total: usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("health.db");
-    let store = Store::open(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
+    let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
     let fill = Instant::now();
     // Fill with SQL: 1 event and 1 delivery per job; 1% pending, 0.5% dead (by class), the rest delivered.
     {
-        let mut tx = store.write_pool_for_bench().begin().await.unwrap();
+        let mut tx = store.write_pool().begin().await.unwrap();
         sqlx::query(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
              INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
@@ -208,12 +181,7 @@ async fn bench_health(total: usize) {
     let mut last = None;
     for _ in 0..200 {
         let t = Instant::now();
-        last = Some(
-            store
-                .queue_health(chrono::Utc::now(), &targets)
-                .await
-                .unwrap(),
-        );
+        last = Some(store.queue_health(chrono::Utc::now(), &targets).await.unwrap());
         lat.push(t.elapsed());
     }
     lat.sort();
@@ -231,10 +199,7 @@ async fn bench_health(total: usize) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
         "leadline engine benchmark ({} cores, SQLite, synchronous=FULL)",
         std::thread::available_parallelism().map_or(0, |n| n.get())

@@ -15,10 +15,7 @@ use crate::delivery::classify::ErrorClass;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{key}: {message}")]
@@ -26,10 +23,7 @@ pub enum ConfigError {
 }
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.into(),
-        message: message.into(),
-    }
+    ConfigError::Invalid { key: key.into(), message: message.into() }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -41,6 +35,8 @@ pub struct Config {
     pub database: DatabaseConfig,
     #[serde(default)]
     pub worker: WorkerConfig,
+    #[serde(default)]
+    pub monitor: MonitorConfig,
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,
     #[serde(default)]
@@ -62,10 +58,7 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self {
-            listen: "127.0.0.1:8787".parse().expect("valid default address"),
-            max_body_bytes: 1024 * 1024,
-        }
+        Self { listen: "127.0.0.1:8787".parse().expect("valid default address"), max_body_bytes: 1024 * 1024 }
     }
 }
 
@@ -103,6 +96,19 @@ impl Default for WorkerConfig {
             rescue_interval_seconds: 10,
             shutdown_grace_seconds: 15,
         }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MonitorConfig {
+    /// Raise an `oldest_pending` alert when a lead has waited longer than this for delivery.
+    pub oldest_pending_alert_seconds: u64,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        Self { oldest_pending_alert_seconds: 900 }
     }
 }
 
@@ -152,7 +158,7 @@ fn default_signature_header() -> String {
     "X-Signature-256".to_string()
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// POST with an `Idempotency-Key` header derived from the job; the CRM replays its stored answer.
@@ -227,12 +233,7 @@ pub struct BackoffConfig {
 
 impl Default for BackoffConfig {
     fn default() -> Self {
-        Self {
-            base_ms: 1_000,
-            cap_ms: 5 * 60_000,
-            max_attempts: 12,
-            budget_seconds: 6 * 3600,
-        }
+        Self { base_ms: 1_000, cap_ms: 5 * 60_000, max_attempts: 12, budget_seconds: 6 * 3600 }
     }
 }
 
@@ -250,12 +251,7 @@ pub struct BreakerConfig {
 
 impl Default for BreakerConfig {
     fn default() -> Self {
-        Self {
-            consecutive_failures: 5,
-            failure_ratio: 0.5,
-            window: 20,
-            cooldown_ms: 30_000,
-        }
+        Self { consecutive_failures: 5, failure_ratio: 0.5, window: 20, cooldown_ms: 30_000 }
     }
 }
 
@@ -276,18 +272,14 @@ pub struct ClassifyConfig {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::parse(&text, path)
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
+        let config: Config =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
         config.validate()?;
         Ok(config)
     }
@@ -304,14 +296,14 @@ impl Config {
         if w.lease_seconds == 0 {
             return Err(invalid("worker.lease_seconds", "must be greater than 0"));
         }
+        if self.monitor.oldest_pending_alert_seconds == 0 {
+            return Err(invalid("monitor.oldest_pending_alert_seconds", "must be greater than 0"));
+        }
         for (name, source) in &self.sources {
             let key = format!("sources.{name}");
             check_name(&key, name)?;
             if source.route.is_empty() {
-                return Err(invalid(
-                    format!("{key}.route"),
-                    "must name at least one target",
-                ));
+                return Err(invalid(format!("{key}.route"), "must name at least one target"));
             }
             for target in &source.route {
                 if !self.targets.contains_key(target) {
@@ -348,10 +340,7 @@ impl Config {
                 SourceKind::Generic => {
                     if let Some(sig) = &source.signature {
                         if sig.header.is_empty() {
-                            return Err(invalid(
-                                format!("{key}.signature.header"),
-                                "must not be empty",
-                            ));
+                            return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
                         }
                     }
                 }
@@ -377,24 +366,17 @@ impl Config {
 
 /// The folder Leadline keeps its database in when none is configured (`~/.local/share/leadline` on Linux).
 pub fn default_data_dir() -> anyhow::Result<PathBuf> {
-    let base = dirs::data_dir().ok_or_else(|| {
-        anyhow::anyhow!("no platform data folder; set database.url in the config")
-    })?;
+    let base =
+        dirs::data_dir().ok_or_else(|| anyhow::anyhow!("no platform data folder; set database.url in the config"))?;
     Ok(base.join("leadline"))
 }
 
 fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    let ok = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if ok {
         Ok(())
     } else {
-        Err(invalid(
-            key,
-            "names may use only letters, digits, '_' and '-'",
-        ))
+        Err(invalid(key, "names may use only letters, digits, '_' and '-'"))
     }
 }
 
@@ -406,97 +388,54 @@ impl TargetConfig {
             return Err(invalid(format!("{key}.url"), "must be http or https"));
         }
         if let Some(method) = &self.method {
-            reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| {
-                invalid(
-                    format!("{key}.method"),
-                    format!("`{method}` is not an HTTP method"),
-                )
-            })?;
+            reqwest::Method::from_bytes(method.as_bytes())
+                .map_err(|_| invalid(format!("{key}.method"), format!("`{method}` is not an HTTP method")))?;
         }
         match self.strategy {
             Strategy::Upsert if !self.url.contains("{external_id}") => {
-                return Err(invalid(
-                    format!("{key}.url"),
-                    "must contain {external_id} for strategy = \"upsert\"",
-                ));
+                return Err(invalid(format!("{key}.url"), "must contain {external_id} for strategy = \"upsert\""));
             }
             Strategy::SearchThenCreate if self.search_url.is_none() => {
-                return Err(invalid(
-                    format!("{key}.search_url"),
-                    "is required for strategy = \"search_then_create\"",
-                ));
+                return Err(invalid(format!("{key}.search_url"), "is required for strategy = \"search_then_create\""));
             }
             _ => {}
         }
         if let Some(search) = &self.search_url {
             if !search.contains("{external_id}") {
-                return Err(invalid(
-                    format!("{key}.search_url"),
-                    "must contain {external_id}",
-                ));
+                return Err(invalid(format!("{key}.search_url"), "must contain {external_id}"));
             }
         }
         if !self.id_pointer.starts_with('/') {
-            return Err(invalid(
-                format!("{key}.id_pointer"),
-                "must be a JSON pointer starting with '/'",
-            ));
+            return Err(invalid(format!("{key}.id_pointer"), "must be a JSON pointer starting with '/'"));
         }
         if self.timeout_ms == 0 {
-            return Err(invalid(
-                format!("{key}.timeout_ms"),
-                "must be greater than 0",
-            ));
+            return Err(invalid(format!("{key}.timeout_ms"), "must be greater than 0"));
         }
         if self.concurrency == 0 {
-            return Err(invalid(
-                format!("{key}.concurrency"),
-                "must be greater than 0",
-            ));
+            return Err(invalid(format!("{key}.concurrency"), "must be greater than 0"));
         }
         let b = &self.backoff;
         if b.base_ms == 0 {
-            return Err(invalid(
-                format!("{key}.backoff.base_ms"),
-                "must be greater than 0",
-            ));
+            return Err(invalid(format!("{key}.backoff.base_ms"), "must be greater than 0"));
         }
         if b.cap_ms < b.base_ms {
-            return Err(invalid(
-                format!("{key}.backoff.cap_ms"),
-                "must be at least base_ms",
-            ));
+            return Err(invalid(format!("{key}.backoff.cap_ms"), "must be at least base_ms"));
         }
         if b.max_attempts == 0 {
-            return Err(invalid(
-                format!("{key}.backoff.max_attempts"),
-                "must be at least 1",
-            ));
+            return Err(invalid(format!("{key}.backoff.max_attempts"), "must be at least 1"));
         }
         if b.budget_seconds == 0 {
-            return Err(invalid(
-                format!("{key}.backoff.budget_seconds"),
-                "must be greater than 0",
-            ));
+            return Err(invalid(format!("{key}.backoff.budget_seconds"), "must be greater than 0"));
         }
         let br = &self.breaker;
         if br.consecutive_failures == 0 {
-            return Err(invalid(
-                format!("{key}.breaker.consecutive_failures"),
-                "must be at least 1",
-            ));
+            return Err(invalid(format!("{key}.breaker.consecutive_failures"), "must be at least 1"));
         }
         if !(0.0..=1.0).contains(&br.failure_ratio) {
-            return Err(invalid(
-                format!("{key}.breaker.failure_ratio"),
-                "must be between 0 and 1",
-            ));
+            return Err(invalid(format!("{key}.breaker.failure_ratio"), "must be between 0 and 1"));
         }
         if br.failure_ratio > 0.0 && br.window == 0 {
-            return Err(invalid(
-                format!("{key}.breaker.window"),
-                "must be at least 1 when failure_ratio > 0",
-            ));
+            return Err(invalid(format!("{key}.breaker.window"), "must be at least 1 when failure_ratio > 0"));
         }
         for code in self.classify.status.keys() {
             match code.parse::<u16>() {
@@ -510,10 +449,7 @@ impl TargetConfig {
             }
         }
         if !self.classify.body_values.is_empty() && self.classify.body_field.is_none() {
-            return Err(invalid(
-                format!("{key}.classify.body_field"),
-                "is required when body_values is set",
-            ));
+            return Err(invalid(format!("{key}.classify.body_field"), "is required when body_values is set"));
         }
         for (name, ptr) in [
             ("body_field", &self.classify.body_field),
@@ -522,28 +458,17 @@ impl TargetConfig {
         ] {
             if let Some(p) = ptr {
                 if !p.starts_with('/') {
-                    return Err(invalid(
-                        format!("{key}.classify.{name}"),
-                        "must be a JSON pointer starting with '/'",
-                    ));
+                    return Err(invalid(format!("{key}.classify.{name}"), "must be a JSON pointer starting with '/'"));
                 }
             }
         }
         if let Some(AuthConfig::Header { name, .. }) = &self.auth {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                invalid(
-                    format!("{key}.auth.header.name"),
-                    "is not a valid header name",
-                )
-            })?;
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid(format!("{key}.auth.header.name"), "is not a valid header name"))?;
         }
         for name in self.headers.keys() {
-            reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                invalid(
-                    format!("{key}.headers.{name}"),
-                    "is not a valid header name",
-                )
-            })?;
+            reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| invalid(format!("{key}.headers.{name}"), "is not a valid header name"))?;
         }
         Ok(())
     }
@@ -564,10 +489,7 @@ impl Config {
             return Ok(v.clone());
         }
         std::env::var(var).map_err(|_| {
-            invalid(
-                key,
-                format!("environment variable {var} is not set (secrets are never stored in the config file)"),
-            )
+            invalid(key, format!("environment variable {var} is not set (secrets are never stored in the config file)"))
         })
     }
 }
@@ -609,10 +531,7 @@ mod tests {
 
         let upsert = OK.replace("idempotency_key", "upsert");
         let e = parse(&upsert).unwrap_err().to_string();
-        assert!(
-            e.starts_with("targets.crm.url:") && e.contains("{external_id}"),
-            "{e}"
-        );
+        assert!(e.starts_with("targets.crm.url:") && e.contains("{external_id}"), "{e}");
 
         let unknown = format!("{OK}\n[worker]\nbatch = 3\n");
         let e = parse(&unknown).unwrap_err().to_string();

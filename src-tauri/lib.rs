@@ -9,9 +9,13 @@ pub mod api;
 pub mod config;
 pub mod delivery;
 pub mod demo;
+#[cfg(feature = "desktop")]
+pub mod desktop;
 pub mod dlq;
 pub mod ingest;
+pub mod monitor;
 pub mod pipeline;
+pub mod replay;
 pub mod server;
 pub mod store;
 pub mod targets;

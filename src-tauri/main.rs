@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use leadline::config::{default_data_dir, Config};
 use leadline::demo;
-use leadline::server::Server;
+use leadline::server::{Server, StartOptions};
 
 #[derive(Parser)]
 #[command(
@@ -17,6 +17,9 @@ use leadline::server::Server;
     about = "Lead delivery you can trust: durable ingest, classified retries, readable dead letters"
 )]
 struct Cli {
+    /// Desktop app: configuration file (TOML). Without one, the app runs the demo.
+    #[arg(long, env = "LEADLINE_CONFIG", global = false)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -41,6 +44,13 @@ enum Command {
         #[arg(long, default_value_t = 60.0)]
         demo_rate: f64,
     },
+    /// Replace the browser-mode API token and print the new one.
+    ResetToken {
+        #[arg(long, env = "LEADLINE_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "LEADLINE_DATABASE_URL")]
+        database: Option<String>,
+    },
     /// Check a configuration file and exit: prints the first problem, naming its key.
     CheckConfig {
         #[arg(long)]
@@ -59,27 +69,27 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Some(Command::CheckConfig { config }) => Config::load(&config)
             .map(|c| {
-                println!(
-                    "{}: ok ({} sources, {} targets)",
-                    config.display(),
-                    c.sources.len(),
-                    c.targets.len()
-                );
+                println!("{}: ok ({} sources, {} targets)", config.display(), c.sources.len(), c.targets.len());
             })
             .map_err(anyhow::Error::from),
-        Some(Command::Serve {
-            config,
-            demo,
-            listen,
-            database,
-            demo_rate,
-        }) => tokio::runtime::Builder::new_multi_thread()
+        Some(Command::ResetToken { config, database }) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("cannot start the async runtime")
-            .and_then(|rt| rt.block_on(serve(config, demo, listen, database, demo_rate))),
+            .and_then(|rt| rt.block_on(reset_token(config, database))),
+        Some(Command::Serve { config, demo, listen, database, demo_rate }) => {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")
+                .and_then(|rt| rt.block_on(serve(config, demo, listen, database, demo_rate)))
+        }
+        #[cfg(feature = "desktop")]
+        None => leadline::desktop::run(cli.config),
+        #[cfg(not(feature = "desktop"))]
         None => {
-            eprintln!("leadline: this build has no desktop window yet; run `leadline serve --demo` or `leadline --help`");
+            let _ = cli.config;
+            eprintln!("leadline: built without the desktop window (feature `desktop`); run `leadline serve --demo`");
             Ok(())
         }
     };
@@ -106,16 +116,11 @@ async fn serve(
             let (mock, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
             tracing::info!(%addr, "demo: mock CRM started");
             crm = Some(mock);
-            let db = format!(
-                "sqlite://{}",
-                default_data_dir()?.join("leadline-demo.db").display()
-            );
+            let db = format!("sqlite://{}", default_data_dir()?.join("leadline-demo.db").display());
             demo::demo_config(addr, "127.0.0.1:8787".parse()?, Some(db))
         }
         (Some(_), true) => anyhow::bail!("--demo runs its own configuration; leave out --config"),
-        (None, false) => anyhow::bail!(
-            "nothing to run: pass --config FILE, or --demo to see Leadline on demo traffic"
-        ),
+        (None, false) => anyhow::bail!("nothing to run: pass --config FILE, or --demo to see Leadline on demo traffic"),
     };
     if let Some(l) = listen {
         config.server.listen = l;
@@ -123,29 +128,43 @@ async fn serve(
     if let Some(db) = database {
         config.database.url = Some(db);
     }
-    let server = Server::start(config).await?;
-    if let Some(mock) = crm {
-        tokio::spawn(demo::run_schedule(mock));
-        tokio::spawn(demo::run_traffic(
-            server.addr,
-            demo_rate,
-            Duration::from_secs(20 * 60),
-        ));
+    let demo_running = crm.is_some();
+    let server = Server::start_with(config, StartOptions { demo: demo_running, ..Default::default() }).await?;
+    if let Some(token) = &server.new_token {
         println!(
-            "Leadline demo running: health at http://{}/api/health — Ctrl-C to stop",
+            "Browser access (shown once; `leadline reset-token` makes a new one): http://{}/?token={token}",
             server.addr
         );
+    }
+    if let Some(mock) = crm {
+        tokio::spawn(demo::run_schedule(mock));
+        tokio::spawn(demo::run_traffic(server.addr, demo_rate, Duration::from_secs(20 * 60)));
+        println!("Leadline demo running: health at http://{}/api/health — Ctrl-C to stop", server.addr);
     }
     shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await
 }
 
+async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyhow::Result<()> {
+    let mut c = match config {
+        Some(p) => Config::load(&p)?,
+        None => Config::default(),
+    };
+    if database.is_some() {
+        c.database.url = database;
+    }
+    let store = leadline::store::Store::open(&c.database_url()?).await?;
+    let token = leadline::api::http::reset_token(&store).await?;
+    println!("New browser token (the old one no longer works): {token}");
+    Ok(())
+}
+
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

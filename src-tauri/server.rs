@@ -5,27 +5,47 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::api::App;
 use crate::config::Config;
 use crate::delivery::worker::Worker;
 use crate::ingest::{self, IngestState};
+use crate::monitor::{LogNotifier, Notifier};
 use crate::store::Store;
+
+/// How to start: whether the demo runs (the UI says so) and where alerts are announced.
+pub struct StartOptions {
+    pub demo: bool,
+    pub notifier: Arc<dyn Notifier>,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        Self { demo: false, notifier: Arc::new(LogNotifier) }
+    }
+}
 
 pub struct Server {
     /// The address the HTTP server listens on (the real port when the config said 0).
     pub addr: SocketAddr,
     pub app: App,
+    /// The browser token, when this start created it (first run): to be shown once.
+    pub new_token: Option<String>,
     http: JoinHandle<std::io::Result<()>>,
     worker: Option<JoinHandle<anyhow::Result<()>>>,
+    monitor: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
 }
 
 impl Server {
     /// Opens the database, starts the worker (unless `worker.enabled = false`) and binds the HTTP listener.
     pub async fn start(config: Config) -> anyhow::Result<Server> {
+        Self::start_with(config, StartOptions::default()).await
+    }
+
+    pub async fn start_with(config: Config, options: StartOptions) -> anyhow::Result<Server> {
         config.validate()?;
         let url = config.database_url()?;
         let store = Store::open(&url).await?;
@@ -36,25 +56,17 @@ impl Server {
         } else {
             (None, None)
         };
-        let wake = handle
-            .as_ref()
-            .map(|h| h.wake.clone())
-            .unwrap_or_else(|| Arc::new(Notify::new()));
+        let wake = handle.as_ref().map(|h| h.wake.clone()).unwrap_or_else(|| Arc::new(Notify::new()));
         let ingest_state = IngestState::new(&config, store.clone(), wake)?;
-        let app = App {
-            store,
-            config: Arc::new(config),
-            worker: handle,
-        };
+        let (live, _) = broadcast::channel(256);
+        let app = App { store, config: Arc::new(config), worker: handle, live, demo: options.demo };
+        crate::api::load_pauses(&app).await?;
+        let new_token = crate::api::http::ensure_token(&app.store).await?;
+        let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier));
         let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
             .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on {} (server.listen)",
-                    app.config.server.listen
-                )
-            })?;
+            .with_context(|| format!("cannot listen on {} (server.listen)", app.config.server.listen))?;
         let addr = listener.local_addr()?;
         let (stop_http, mut stop_rx) = watch::channel(false);
         let http = tokio::spawn(async move {
@@ -65,19 +77,14 @@ impl Server {
                 .await
         });
         tracing::info!(%addr, database = %url, "leadline listening");
-        Ok(Server {
-            addr,
-            app,
-            http,
-            worker,
-            stop_http,
-        })
+        Ok(Server { addr, app, new_token, http, worker, monitor, stop_http })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let _ = self.stop_http.send(true);
         let _ = self.http.await;
+        self.monitor.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
             handle.shutdown();
             task.await.context("worker task panicked")??;

@@ -33,20 +33,11 @@ async fn wait_up(http: &reqwest::Client, base: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_batch_loses_and_duplicates_nothing() {
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     // Slow enough that many requests are in flight when the process dies.
-    crm.set_behaviour(Behaviour {
-        latency_ms: 40,
-        ..Default::default()
-    });
+    crm.set_behaviour(Behaviour { latency_ms: 40, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     // A plain POST (a repeat makes a second record), with a look-up for leads left in doubt by the crash.
     let target = format!(
         r#"
@@ -73,81 +64,46 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
     wait_up(&http, &base).await;
     let n = 400;
     for i in 0..n {
-        let r = http
-            .post(format!("{base}/ingest/plain"))
-            .json(&json!({"id": format!("K-{i}")}))
-            .send()
-            .await
-            .unwrap();
+        let r = http.post(format!("{base}/ingest/plain")).json(&json!({"id": format!("K-{i}")})).send().await.unwrap();
         assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
     }
     // Kill it while it is busy delivering.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while crm.stats().records < 80 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "deliveries did not start"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "deliveries did not start");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let at_kill = crm.stats().records;
-    assert!(
-        at_kill < n,
-        "killed too late to prove anything ({at_kill} delivered)"
-    );
+    assert!(at_kill < n, "killed too late to prove anything ({at_kill} delivered)");
 
     let mut child = start(&config);
     wait_up(&http, &base).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
-        let h: serde_json::Value = http
-            .get(format!("{base}/api/health"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let h: serde_json::Value = http.get(format!("{base}/api/health")).send().await.unwrap().json().await.unwrap();
         let o = &h["overall"];
         if o["pending"] == 0 && o["running"] == 0 {
             assert_eq!(o["delivered"], n, "{h}");
             assert_eq!(o["dead_open"], 0, "{h}");
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "did not finish after restart: {h}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "did not finish after restart: {h}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     child.kill().unwrap();
     child.wait().unwrap();
     // The jobs in flight at the kill were rescued after their lease expired and checked before any resend.
-    let store = leadline::store::Store::open(&format!(
-        "sqlite://{}",
-        dir.path().join("leadline.db").display()
-    ))
-    .await
-    .unwrap();
-    let (rescued,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM attempt WHERE outcome = 'rescued'")
-            .fetch_one(store.read_pool())
-            .await
-            .unwrap();
-    assert!(
-        rescued > 0,
-        "no job was in flight at the kill: the test proved nothing"
-    );
+    let store =
+        leadline::store::Store::open(&format!("sqlite://{}", dir.path().join("leadline.db").display())).await.unwrap();
+    let (rescued,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attempt WHERE outcome = 'rescued'")
+        .fetch_one(store.read_pool())
+        .await
+        .unwrap();
+    assert!(rescued > 0, "no job was in flight at the kill: the test proved nothing");
     let stats = crm.stats();
-    assert_eq!(
-        stats.records, n as usize,
-        "every accepted lead reached the CRM"
-    );
-    assert_eq!(
-        stats.duplicated_external_ids, 0,
-        "no lead was written twice"
-    );
+    assert_eq!(stats.records, n as usize, "every accepted lead reached the CRM");
+    assert_eq!(stats.duplicated_external_ids, 0, "no lead was written twice");
     assert_eq!(crm.distinct_leads(), n as usize);
 }

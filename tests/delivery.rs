@@ -52,23 +52,10 @@ async fn under_faults_every_lead_is_delivered_once_or_dead_with_a_reason() {
     let h = app.wait_settled(Duration::from_secs(60)).await;
     let stats = app.crm.stats();
     // Nothing lost: every lead is in the CRM or in the DLQ.
-    let dead = dlq::list(
-        &app.server.app.store,
-        &DeadLetterFilter {
-            limit: Some(1000),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let dead =
+        dlq::list(&app.server.app.store, &DeadLetterFilter { limit: Some(1000), ..Default::default() }).await.unwrap();
     let dead_crm: Vec<_> = dead.iter().filter(|d| d.target == "crm").collect();
-    assert_eq!(
-        stats.records + dead_crm.len(),
-        n,
-        "records {} + dead {}",
-        stats.records,
-        dead_crm.len()
-    );
+    assert_eq!(stats.records + dead_crm.len(), n, "records {} + dead {}", stats.records, dead_crm.len());
     // Nothing duplicated, despite retries after timeouts that happened after the write.
     assert_eq!(stats.duplicated_external_ids, 0);
     // The bad phones, and only they, are dead as permanent_data with the CRM's message and field.
@@ -84,70 +71,34 @@ async fn under_faults_every_lead_is_delivered_once_or_dead_with_a_reason() {
     assert_eq!(h.overall.delivered as usize, stats.records * 2);
     // The follow-up steps of dead leads wait behind them (they run if the lead is fixed and replayed).
     assert_eq!(h.overall.waiting as usize, bad_phone);
-    assert_eq!(
-        h.overall.dead_open_by_class.get("permanent_data"),
-        Some(&(bad_phone as i64))
-    );
+    assert_eq!(h.overall.dead_open_by_class.get("permanent_data"), Some(&(bad_phone as i64)));
     app.server.shutdown().await.unwrap();
 }
 
 #[tokio::test]
 async fn an_expired_token_dead_letters_at_once_with_the_crm_message() {
     let app = spawn().await;
-    app.crm.set_behaviour(Behaviour {
-        fail_with: Some(401),
-        ..Default::default()
-    });
-    assert_eq!(
-        app.post_plain(&json!({"id": "T-1", "phone": "+4912345678"}))
-            .await,
-        StatusCode::ACCEPTED
-    );
+    app.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "T-1", "phone": "+4912345678"})).await, StatusCode::ACCEPTED);
     let h = app.wait_settled(Duration::from_secs(10)).await;
-    assert_eq!(
-        h.overall.dead_open_by_class.get("permanent_config"),
-        Some(&1)
-    );
-    let api = leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default())
-        .await
-        .unwrap();
+    assert_eq!(h.overall.dead_open_by_class.get("permanent_config"), Some(&1));
+    let api = leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap();
     let d = &api.items[0];
     assert_eq!(d.class, "permanent_config");
     assert_eq!(d.http_status, Some(401));
     assert_eq!(d.attempts, 1, "a permanent failure is not retried");
-    assert!(
-        d.reason
-            .contains("Authentication credentials not found or expired"),
-        "{}",
-        d.reason
-    );
-    let detail = leadline::api::dead_letter(&app.server.app, d.delivery_id)
-        .await
-        .unwrap();
-    assert_eq!(detail.attempts_timeline.len(), 1);
-    assert_eq!(detail.attempts_timeline[0].http_status, Some(401));
-    assert!(detail.attempts_timeline[0]
-        .response_excerpt
-        .as_deref()
-        .unwrap()
-        .contains("INVALID_AUTHENTICATION"));
-    assert_eq!(detail.payload["id"], "T-1");
+    assert!(d.reason.contains("Authentication credentials not found or expired"), "{}", d.reason);
+    let detail = leadline::api::dead_letter(&app.server.app, d.delivery_id).await.unwrap();
+    assert_eq!(detail.detail.attempts_timeline.len(), 1);
+    assert_eq!(detail.detail.attempts_timeline[0].http_status, Some(401));
+    assert!(detail.detail.attempts_timeline[0].response_excerpt.as_deref().unwrap().contains("INVALID_AUTHENTICATION"));
+    assert_eq!(detail.detail.payload["id"], "T-1");
     // Over HTTP too.
-    let r = app
-        .http
-        .get(app.url("/api/dead-letters?class=permanent_config"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.http.get(app.url("/api/dead-letters?class=permanent_config")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["items"][0]["source_ref"], "T-1");
-    let r = app
-        .http
-        .get(app.url("/api/dead-letters?class=bogus"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.http.get(app.url("/api/dead-letters?class=bogus")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     app.server.shutdown().await.unwrap();
 }
@@ -155,15 +106,8 @@ async fn an_expired_token_dead_letters_at_once_with_the_crm_message() {
 #[tokio::test]
 async fn retry_after_is_honoured_and_a_rate_limit_is_not_a_wasted_attempt() {
     let app = spawn().await;
-    app.crm.set_behaviour(Behaviour {
-        fail_with: Some(429),
-        retry_after_secs: Some(1),
-        ..Default::default()
-    });
-    assert_eq!(
-        app.post_plain(&json!({"id": "R-1"})).await,
-        StatusCode::ACCEPTED
-    );
+    app.crm.set_behaviour(Behaviour { fail_with: Some(429), retry_after_secs: Some(1), ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "R-1"})).await, StatusCode::ACCEPTED);
     // Wait for the first (rate-limited) attempt, then let the CRM recover at once.
     let store = app.server.app.store.clone();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -178,10 +122,7 @@ async fn retry_after_is_honoured_and_a_rate_limit_is_not_a_wasted_attempt() {
     assert_eq!(attempts[0].class.as_deref(), Some("rate_limited"));
     assert_eq!(attempts[1].outcome, "delivered");
     let gap = attempts[1].started_at - attempts[0].started_at;
-    assert!(
-        gap >= chrono::Duration::milliseconds(1000),
-        "retried after {gap} despite Retry-After: 1"
-    );
+    assert!(gap >= chrono::Duration::milliseconds(1000), "retried after {gap} despite Retry-After: 1");
     let d = dlq::detail(&store, 1).await.unwrap().unwrap();
     assert_eq!(d.letter.attempts, 1, "the 429 did not count as an attempt");
     app.server.shutdown().await.unwrap();
@@ -190,27 +131,13 @@ async fn retry_after_is_honoured_and_a_rate_limit_is_not_a_wasted_attempt() {
 #[tokio::test]
 async fn an_ambiguous_outcome_without_a_lookup_is_parked_never_blind_retried() {
     let app = spawn_with(plain_crm).await;
-    app.crm.set_behaviour(Behaviour {
-        hang_after_write_ratio: 1.0,
-        hang_ms: 1_000,
-        ..Default::default()
-    });
-    assert_eq!(
-        app.post_plain(&json!({"id": "A-1"})).await,
-        StatusCode::ACCEPTED
-    );
+    app.crm.set_behaviour(Behaviour { hang_after_write_ratio: 1.0, hang_ms: 1_000, ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "A-1"})).await, StatusCode::ACCEPTED);
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open_by_class.get("ambiguous"), Some(&1));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        app.crm.records_for("plain:A-1"),
-        1,
-        "written once, and never sent again"
-    );
-    let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default())
-        .await
-        .unwrap()
-        .items[0];
+    assert_eq!(app.crm.records_for("plain:A-1"), 1, "written once, and never sent again");
+    let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap().items[0];
     assert!(d.reason.contains("may have the lead"), "{}", d.reason);
     app.server.shutdown().await.unwrap();
 }
@@ -231,16 +158,9 @@ backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600
     })
     .await;
     // Every create is stored and then not answered in time.
-    app.crm.set_behaviour(Behaviour {
-        hang_after_write_ratio: 1.0,
-        hang_ms: 600,
-        ..Default::default()
-    });
+    app.crm.set_behaviour(Behaviour { hang_after_write_ratio: 1.0, hang_ms: 600, ..Default::default() });
     for i in 0..5 {
-        assert_eq!(
-            app.post_plain(&json!({"id": format!("S-{i}")})).await,
-            StatusCode::ACCEPTED
-        );
+        assert_eq!(app.post_plain(&json!({"id": format!("S-{i}")})).await, StatusCode::ACCEPTED);
     }
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.delivered, 5);
@@ -248,17 +168,8 @@ backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600
     let stats = app.crm.stats();
     assert_eq!((stats.records, stats.duplicated_external_ids), (5, 0));
     // The link is remembered: a look-up is never needed again for these leads.
-    let linked = app
-        .server
-        .app
-        .store
-        .crm_link("crm", "plain:S-0")
-        .await
-        .unwrap();
-    assert_eq!(
-        linked.as_deref(),
-        Some("crm-1").filter(|_| true).or(linked.as_deref())
-    );
+    let linked = app.server.app.store.crm_link("crm", "plain:S-0").await.unwrap();
+    assert_eq!(linked.as_deref(), Some("crm-1").filter(|_| true).or(linked.as_deref()));
     assert!(linked.is_some());
     app.server.shutdown().await.unwrap();
 }
@@ -278,27 +189,13 @@ breaker = {{ consecutive_failures = 100, failure_ratio = 0.0 }}
         )
     })
     .await;
-    app.crm.set_behaviour(Behaviour {
-        fail_with: Some(500),
-        ..Default::default()
-    });
-    assert_eq!(
-        app.post_plain(&json!({"id": "X-1"})).await,
-        StatusCode::ACCEPTED
-    );
+    app.crm.set_behaviour(Behaviour { fail_with: Some(500), ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "X-1"})).await, StatusCode::ACCEPTED);
     app.wait_settled(Duration::from_secs(10)).await;
-    let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default())
-        .await
-        .unwrap()
-        .items[0];
+    let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap().items[0];
     assert_eq!(d.class, "transient");
     assert_eq!(d.attempts, 3);
-    assert!(
-        d.reason
-            .starts_with("gave up after 3 attempts; last error: HTTP 500"),
-        "{}",
-        d.reason
-    );
+    assert!(d.reason.starts_with("gave up after 3 attempts; last error: HTTP 500"), "{}", d.reason);
     app.server.shutdown().await.unwrap();
 }
 
@@ -306,15 +203,9 @@ breaker = {{ consecutive_failures = 100, failure_ratio = 0.0 }}
 async fn an_open_breaker_stops_traffic_to_a_down_target_then_recovers() {
     let app = spawn().await;
     let mut events = app.server.app.worker.as_ref().unwrap().events.subscribe();
-    app.crm.set_behaviour(Behaviour {
-        fail_with: Some(503),
-        ..Default::default()
-    });
+    app.crm.set_behaviour(Behaviour { fail_with: Some(503), ..Default::default() });
     for i in 0..40 {
-        assert_eq!(
-            app.post_plain(&json!({"id": format!("B-{i}")})).await,
-            StatusCode::ACCEPTED
-        );
+        assert_eq!(app.post_plain(&json!({"id": format!("B-{i}")})).await, StatusCode::ACCEPTED);
     }
     // Wait for the breaker to open.
     let opened = tokio::time::timeout(Duration::from_secs(5), async {
@@ -336,10 +227,7 @@ async fn an_open_breaker_stops_traffic_to_a_down_target_then_recovers() {
     let before = app.crm.stats().requests;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let during = app.crm.stats().requests - before;
-    assert!(
-        during <= 7,
-        "{during} requests reached a target whose breaker is open"
-    );
+    assert!(during <= 7, "{during} requests reached a target whose breaker is open");
     // Deferred jobs did not use attempts: nobody is dead yet.
     assert_eq!(app.health().await.overall.dead_open, 0);
 
@@ -360,25 +248,12 @@ async fn an_open_breaker_stops_traffic_to_a_down_target_then_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_on_one_database_never_deliver_a_job_twice() {
-    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    crm.set_behaviour(Behaviour {
-        latency_ms: 3,
-        ..Default::default()
-    });
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    crm.set_behaviour(Behaviour { latency_ms: 3, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
-    let text = config_text(
-        crm_addr,
-        &dir.path().join("shared.db"),
-        &plain_crm(crm_addr),
-    );
-    let a = leadline::server::Server::start(parse_config(&text))
-        .await
-        .unwrap();
-    let b = leadline::server::Server::start(parse_config(&text))
-        .await
-        .unwrap();
+    let text = config_text(crm_addr, &dir.path().join("shared.db"), &plain_crm(crm_addr));
+    let a = leadline::server::Server::start(parse_config(&text)).await.unwrap();
+    let b = leadline::server::Server::start(parse_config(&text)).await.unwrap();
     let count = |s: &leadline::server::Server| {
         let mut rx = s.app.worker.as_ref().unwrap().events.subscribe();
         tokio::spawn(async move {
@@ -410,10 +285,7 @@ async fn two_workers_on_one_database_never_deliver_a_job_twice() {
         if h.delivered == n {
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not all delivered: {h:?}"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "not all delivered: {h:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let stats = crm.stats();

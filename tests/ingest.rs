@@ -63,17 +63,13 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
         ),
         (
             "missing id",
-            app.http
-                .post(app.url("/ingest/plain"))
-                .json(&json!({"name": "x"})),
+            app.http.post(app.url("/ingest/plain")).json(&json!({"name": "x"})),
             StatusCode::UNPROCESSABLE_ENTITY,
             "missing_id",
         ),
         (
             "empty id",
-            app.http
-                .post(app.url("/ingest/plain"))
-                .json(&json!({"id": " "})),
+            app.http.post(app.url("/ingest/plain")).json(&json!({"id": " "})),
             StatusCode::UNPROCESSABLE_ENTITY,
             "missing_id",
         ),
@@ -85,9 +81,7 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
         ),
         (
             "too large",
-            app.http
-                .post(app.url("/ingest/plain"))
-                .json(&json!({"id": "big", "blob": "x".repeat(5000)})),
+            app.http.post(app.url("/ingest/plain")).json(&json!({"id": "big", "blob": "x".repeat(5000)})),
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
         ),
@@ -95,44 +89,21 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
     for (what, request, status, code) in cases {
         let r = request.send().await.unwrap();
         assert_eq!(r.status(), status, "{what}");
-        let body: Value = r
-            .json()
-            .await
-            .unwrap_or_else(|e| panic!("{what}: body is not JSON: {e}"));
+        let body: Value = r.json().await.unwrap_or_else(|e| panic!("{what}: body is not JSON: {e}"));
         assert_eq!(body["code"], code, "{what}");
-        assert!(
-            body["message"].as_str().is_some_and(|m| !m.is_empty()),
-            "{what}"
-        );
+        assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}");
     }
-    assert_eq!(
-        store.count_events().await.unwrap(),
-        1,
-        "no rejected request stored anything"
-    );
+    assert_eq!(store.count_events().await.unwrap(), 1, "no rejected request stored anything");
 
     // A chunked body over the limit (no Content-Length) is also refused.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
-        (0..10).map(|_| Ok(vec![b' '; 1000])).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..10).map(|_| Ok(vec![b' '; 1000])).collect();
     let stream = futures_util::stream::iter(chunks);
-    let r = app
-        .http
-        .post(app.url("/ingest/plain"))
-        .body(reqwest::Body::wrap_stream(stream))
-        .send()
-        .await
-        .unwrap();
+    let r = app.http.post(app.url("/ingest/plain")).body(reqwest::Body::wrap_stream(stream)).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
 
     // Numeric ids are accepted and deduplicated as strings.
-    assert_eq!(
-        app.post_plain(&json!({"id": 12345})).await,
-        StatusCode::ACCEPTED
-    );
-    assert_eq!(
-        app.post_plain(&json!({"id": "12345"})).await,
-        StatusCode::OK
-    );
+    assert_eq!(app.post_plain(&json!({"id": 12345})).await, StatusCode::ACCEPTED);
+    assert_eq!(app.post_plain(&json!({"id": "12345"})).await, StatusCode::OK);
     app.server.shutdown().await.unwrap();
 }
 
@@ -143,9 +114,7 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
 
     let ok = app
         .http
-        .get(app.url(
-            "/ingest/meta?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=verify-me",
-        ))
+        .get(app.url("/ingest/meta?hub.mode=subscribe&hub.challenge=1158201444&hub.verify_token=verify-me"))
         .send()
         .await
         .unwrap();
@@ -165,21 +134,12 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
         {"field": "feed", "value": {}}
     ]}]})
     .to_string();
-    let unsigned = app
-        .http
-        .post(app.url("/ingest/meta"))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
+    let unsigned = app.http.post(app.url("/ingest/meta")).body(body.clone()).send().await.unwrap();
     assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
     let forged = app
         .http
         .post(app.url("/ingest/meta"))
-        .header(
-            "X-Hub-Signature-256",
-            sign(b"not-the-app-secret", body.as_bytes()),
-        )
+        .header("X-Hub-Signature-256", sign(b"not-the-app-secret", body.as_bytes()))
         .body(body.clone())
         .send()
         .await
@@ -190,10 +150,7 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
     let signed = || {
         app.http
             .post(app.url("/ingest/meta"))
-            .header(
-                "X-Hub-Signature-256",
-                sign(SECRET.as_bytes(), body.as_bytes()),
-            )
+            .header("X-Hub-Signature-256", sign(SECRET.as_bytes(), body.as_bytes()))
             .body(body.clone())
     };
     let r = signed().send().await.unwrap();
@@ -218,10 +175,7 @@ async fn the_same_webhook_sent_concurrently_is_stored_and_delivered_once() {
     let body = lead("dup-1");
     let sends = (0..25).map(|_| app.post_webform(&body));
     let statuses = futures_util::future::join_all(sends).await;
-    let accepted = statuses
-        .iter()
-        .filter(|s| **s == StatusCode::ACCEPTED)
-        .count();
+    let accepted = statuses.iter().filter(|s| **s == StatusCode::ACCEPTED).count();
     let duplicate = statuses.iter().filter(|s| **s == StatusCode::OK).count();
     assert_eq!((accepted, duplicate), (1, 24), "{statuses:?}");
     app.wait_settled(std::time::Duration::from_secs(10)).await;

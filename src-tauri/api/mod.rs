@@ -1,5 +1,5 @@
-//! The single surface the outside world uses: plain async functions with serde DTOs. The HTTP routes (and,
-//! later, the desktop commands) are thin adapters over these.
+//! The single surface the outside world uses: plain async functions with serde DTOs. The HTTP routes
+//! ([`http`]) and the desktop commands are thin adapters over these; tests call them directly.
 
 pub mod http;
 
@@ -7,20 +7,39 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
 
 use crate::config::Config;
 use crate::delivery::breaker::BreakerState;
 use crate::delivery::worker::WorkerHandle;
 use crate::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter};
-use crate::store::{QueueHealth, Store};
+use crate::monitor::alerts::{self, Alert};
+use crate::monitor::metrics::{self, MetricSeries, Range};
+use crate::replay::{
+    self, ReplayError, ReplayHistoryEntry, ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection,
+};
+use crate::store::{ms, QueueHealth, Store};
 
-/// What the API needs: the store, the configuration, and the running worker (if this process runs one).
+/// What the API needs: the store, the configuration, the running worker (if this process runs one), and the
+/// live feed the UI listens to.
 #[derive(Clone)]
 pub struct App {
     pub store: Store,
     pub config: Arc<Config>,
     pub worker: Option<WorkerHandle>,
+    pub live: broadcast::Sender<LiveEvent>,
+    /// The built-in demo is running (mock CRM and synthetic traffic): the UI says so.
+    pub demo: bool,
+}
+
+/// Pushed to the UI when something changed, so it does not poll in a tight loop.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum LiveEvent {
+    Health(Box<HealthView>),
+    AlertsChanged,
+    ReplayChanged { replay_id: i64 },
 }
 
 /// Errors at the API boundary, serialised as `{code, message}`; the UI branches on `code`.
@@ -30,8 +49,24 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    /// The world changed under the request (a replay's selection since its preview).
+    #[error("{0}")]
+    Conflict(String),
+    /// The operator said no in the confirmation dialog.
+    #[error("cancelled: nothing was changed")]
+    Cancelled,
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// The JSON body of every API error: `{code, message}`.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct ErrorBody {
+    #[ts(type = "'not_found' | 'bad_request' | 'conflict' | 'cancelled' | 'unauthorized' | 'internal'")]
+    pub code: String,
+    pub message: String,
 }
 
 impl ApiError {
@@ -39,6 +74,9 @@ impl ApiError {
         match self {
             ApiError::NotFound(_) => "not_found",
             ApiError::BadRequest(_) => "bad_request",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Cancelled => "cancelled",
+            ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -51,19 +89,58 @@ impl From<anyhow::Error> for ApiError {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+impl From<ReplayError> for ApiError {
+    fn from(e: ReplayError) -> Self {
+        match e {
+            ReplayError::EmptySelection | ReplayError::NothingEligible => ApiError::BadRequest(e.to_string()),
+            ReplayError::SelectionChanged { .. } => ApiError::Conflict(e.to_string()),
+            ReplayError::Storage(e) => e.into(),
+        }
+    }
+}
+
+impl Serialize for ApiError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ApiError", 2)?;
+        st.serialize_field("code", self.code())?;
+        st.serialize_field("message", &self.to_string())?;
+        st.end()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct BreakerView {
     pub target: String,
     pub state: BreakerState,
     pub opened_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct HealthView {
     #[serde(flatten)]
     pub queue: QueueHealth,
     /// Breaker state per target, as this process's worker sees it (empty when no worker runs here).
     pub breakers: Vec<BreakerView>,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct Session {
+    pub version: String,
+    pub demo: bool,
+    pub worker: bool,
+    pub sources: Vec<String>,
+    pub targets: Vec<String>,
+}
+
+pub fn session(app: &App) -> Session {
+    Session {
+        version: env!("CARGO_PKG_VERSION").into(),
+        demo: app.demo,
+        worker: app.worker.is_some(),
+        sources: app.config.sources.keys().cloned().collect(),
+        targets: app.config.targets.keys().cloned().collect(),
+    }
 }
 
 pub async fn health(app: &App) -> Result<HealthView, ApiError> {
@@ -77,11 +154,7 @@ pub async fn health(app: &App) -> Result<HealthView, ApiError> {
                 .iter()
                 .map(|(name, t)| {
                     let (state, opened_at) = t.breaker_state();
-                    BreakerView {
-                        target: name.clone(),
-                        state,
-                        opened_at,
-                    }
+                    BreakerView { target: name.clone(), state, opened_at }
                 })
                 .collect()
         })
@@ -89,17 +162,20 @@ pub async fn health(app: &App) -> Result<HealthView, ApiError> {
     Ok(HealthView { queue, breakers })
 }
 
-#[derive(Debug, Clone, Serialize)]
+pub async fn metrics(app: &App, range: &str) -> Result<MetricSeries, ApiError> {
+    let range = Range::parse(range)
+        .ok_or_else(|| ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d")))?;
+    Ok(metrics::series(&app.store, range, Utc::now()).await?)
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct DeadLetterList {
     pub items: Vec<DeadLetter>,
     /// Open dead letters by class, over everything (not only this page).
     pub open_by_class: BTreeMap<String, i64>,
 }
 
-pub async fn dead_letters(
-    app: &App,
-    filter: &DeadLetterFilter,
-) -> Result<DeadLetterList, ApiError> {
+fn check_filter(filter: &DeadLetterFilter) -> Result<(), ApiError> {
     if let Some(c) = &filter.class {
         if crate::delivery::classify::ErrorClass::parse(c).is_none() {
             return Err(ApiError::BadRequest(format!(
@@ -107,22 +183,250 @@ pub async fn dead_letters(
             )));
         }
     }
-    let items = dlq::list(&app.store, filter).await?;
-    let targets: Vec<String> = app.config.targets.keys().cloned().collect();
-    let open_by_class = app
-        .store
-        .queue_health(Utc::now(), &targets)
-        .await?
-        .overall
-        .dead_open_by_class;
-    Ok(DeadLetterList {
-        items,
-        open_by_class,
-    })
+    if let (Some(a), Some(b)) = (filter.since, filter.until) {
+        if a >= b {
+            return Err(ApiError::BadRequest("`since` must be before `until`".into()));
+        }
+    }
+    Ok(())
 }
 
-pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterDetail, ApiError> {
-    dlq::detail(&app.store, delivery_id)
+pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<DeadLetterList, ApiError> {
+    check_filter(filter)?;
+    let items = dlq::list(&app.store, filter).await?;
+    let targets: Vec<String> = app.config.targets.keys().cloned().collect();
+    let open_by_class = app.store.queue_health(Utc::now(), &targets).await?.overall.dead_open_by_class;
+    Ok(DeadLetterList { items, open_by_class })
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct DeadLetterView {
+    #[serde(flatten)]
+    pub detail: DeadLetterDetail,
+    /// The CRM record, when a step of this lead was delivered (e.g. after a replay).
+    #[ts(type = "unknown")]
+    pub crm_record: Option<serde_json::Value>,
+    pub replays: Vec<ReplayHistoryEntry>,
+}
+
+pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterView, ApiError> {
+    let detail = dlq::detail(&app.store, delivery_id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no delivery with id {delivery_id}")))
+        .ok_or_else(|| ApiError::NotFound(format!("no delivery with id {delivery_id}")))?;
+    let replays = replay::history(&app.store, delivery_id).await?;
+    let crm_record: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT result FROM delivery WHERE id = ? AND state = 'delivered'")
+            .bind(delivery_id)
+            .fetch_optional(app.store.read_pool())
+            .await
+            .map_err(anyhow::Error::from)?;
+    let crm_record = crm_record.and_then(|r| r.0).and_then(|r| serde_json::from_str(&r).ok());
+    Ok(DeadLetterView { detail, crm_record, replays })
+}
+
+pub async fn replay_preview(app: &App, selection: &ReplaySelection) -> Result<ReplayPreview, ApiError> {
+    if let Some(f) = &selection.filter {
+        check_filter(f)?;
+    }
+    Ok(replay::preview(&app.store, selection, Utc::now()).await?)
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ReplayRequest {
+    pub selection: ReplaySelection,
+    /// The preview's `eligible`: the replay runs only if the selection still matches it.
+    pub expected: i64,
+    /// Why (kept in the audit).
+    pub reason: String,
+}
+
+pub async fn replay(app: &App, request: &ReplayRequest, actor: &str) -> Result<ReplayReceipt, ApiError> {
+    let reason = request.reason.trim();
+    let reason = if reason.is_empty() { "no reason given" } else { reason };
+    let receipt = replay::replay(&app.store, &request.selection, request.expected, actor, reason, Utc::now()).await?;
+    if let Some(w) = &app.worker {
+        w.wake.notify_one();
+    }
+    let _ = app.live.send(LiveEvent::ReplayChanged { replay_id: receipt.replay_id });
+    Ok(receipt)
+}
+
+/// Asks a person to confirm something: a native dialog in the desktop app, a script in tests.
+pub trait Confirm: Send + Sync + 'static {
+    /// Blocks until answered; `true` means go ahead.
+    fn confirm(&self, title: &str, message: &str) -> bool;
+}
+
+/// A confirmation that answers from a script: for tests, and for the desktop smoke test
+/// (`LEADLINE_CONFIRM=yes|no`), since native dialogs cannot be clicked by WebDriver.
+pub struct ScriptedConfirm {
+    answers: std::sync::Mutex<std::collections::VecDeque<bool>>,
+    otherwise: bool,
+    /// Every message asked, in order.
+    pub asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl ScriptedConfirm {
+    pub fn always(answer: bool) -> Self {
+        Self::answers(&[], answer)
+    }
+
+    /// Answers `answers` in turn, then `otherwise`.
+    pub fn answers(answers: &[bool], otherwise: bool) -> Self {
+        Self { answers: std::sync::Mutex::new(answers.iter().copied().collect()), otherwise, asked: Default::default() }
+    }
+}
+
+impl Confirm for ScriptedConfirm {
+    fn confirm(&self, _title: &str, message: &str) -> bool {
+        self.asked.lock().expect("asked lock").push(message.to_string());
+        self.answers.lock().expect("answers lock").pop_front().unwrap_or(self.otherwise)
+    }
+}
+
+/// Previews, asks for confirmation with the preview's sentence, and replays only on "yes".
+pub async fn replay_confirmed(
+    app: &App,
+    selection: &ReplaySelection,
+    reason: &str,
+    actor: &str,
+    confirm: Arc<dyn Confirm>,
+) -> Result<ReplayReceipt, ApiError> {
+    let preview = replay_preview(app, selection).await?;
+    if preview.eligible == 0 {
+        return Err(ApiError::BadRequest(preview.summary));
+    }
+    let message = format!(
+        "{}\n\nThey go through normal delivery again, with fresh attempts. Reason: {}",
+        preview.summary,
+        if reason.trim().is_empty() { "none given" } else { reason.trim() }
+    );
+    let asked = confirm.clone();
+    let yes = tokio::task::spawn_blocking(move || asked.confirm("Replay dead letters", &message))
+        .await
+        .map_err(|e| ApiError::Internal(format!("confirmation dialog failed: {e}")))?;
+    if !yes {
+        return Err(ApiError::Cancelled);
+    }
+    replay(
+        app,
+        &ReplayRequest { selection: selection.clone(), expected: preview.eligible, reason: reason.into() },
+        actor,
+    )
+    .await
+}
+
+pub async fn replay_progress(app: &App, replay_id: i64) -> Result<ReplayProgress, ApiError> {
+    replay::progress(&app.store, replay_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no replay with id {replay_id}")))
+}
+
+pub async fn alerts(app: &App) -> Result<Vec<Alert>, ApiError> {
+    Ok(alerts::list(&app.store, 200).await?)
+}
+
+pub async fn acknowledge_alert(app: &App, id: i64, by: &str) -> Result<Alert, ApiError> {
+    let alert = alerts::acknowledge(&app.store, id, by, Utc::now())
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no alert with id {id}")))?;
+    let _ = app.live.send(LiveEvent::AlertsChanged);
+    Ok(alert)
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct TargetView {
+    pub name: String,
+    /// Scheme, host and port of the target's URL (never credentials or paths with ids).
+    pub endpoint: String,
+    pub strategy: String,
+    pub breaker: Option<BreakerState>,
+    pub breaker_opened_at: Option<DateTime<Utc>>,
+    pub paused: bool,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+}
+
+pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
+    let paused: Vec<(String, i64, String)> = sqlx::query_as("SELECT target, paused_at, paused_by FROM target_pause")
+        .fetch_all(app.store.read_pool())
+        .await
+        .map_err(anyhow::Error::from)?;
+    Ok(app
+        .config
+        .targets
+        .iter()
+        .map(|(name, t)| {
+            let endpoint = reqwest::Url::parse(&t.url.replace("{external_id}", "x"))
+                .map(|u| {
+                    format!("{}://{}", u.scheme(), u.host_str().unwrap_or("?"))
+                        + &u.port().map(|p| format!(":{p}")).unwrap_or_default()
+                })
+                .unwrap_or_default();
+            let runtime = app.worker.as_ref().and_then(|w| w.targets.get(name));
+            let (breaker, opened) = runtime.map(|r| r.breaker_state()).map_or((None, None), |(s, o)| (Some(s), o));
+            let p = paused.iter().find(|p| &p.0 == name);
+            TargetView {
+                name: name.clone(),
+                endpoint,
+                strategy: serde_json::to_value(t.strategy)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+                breaker,
+                breaker_opened_at: opened,
+                paused: p.is_some(),
+                paused_by: p.map(|p| p.2.clone()),
+                paused_at: p.map(|p| crate::store::from_ms(p.1)),
+            }
+        })
+        .collect())
+}
+
+/// Pauses or resumes a target: while paused, nothing is sent to it; its leads queue safely.
+pub async fn set_target_paused(app: &App, name: &str, paused: bool, by: &str) -> Result<TargetView, ApiError> {
+    if !app.config.targets.contains_key(name) {
+        return Err(ApiError::NotFound(format!("no target named `{name}`")));
+    }
+    let mut tx = app.store.begin_write().await?;
+    if paused {
+        sqlx::query(
+            "INSERT INTO target_pause (target, paused_at, paused_by) VALUES (?, ?, ?) ON CONFLICT (target) DO NOTHING",
+        )
+        .bind(name)
+        .bind(ms(Utc::now()))
+        .bind(by)
+        .execute(&mut *tx)
+        .await
+        .map_err(anyhow::Error::from)?;
+    } else {
+        sqlx::query("DELETE FROM target_pause WHERE target = ?")
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .map_err(anyhow::Error::from)?;
+    }
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    if let Some(r) = app.worker.as_ref().and_then(|w| w.targets.get(name)) {
+        r.set_paused(paused);
+        if !paused {
+            app.worker.as_ref().map(|w| w.wake.notify_one());
+        }
+    }
+    tracing::info!(target = name, paused, by, "target pause changed");
+    targets(app).await?.into_iter().find(|t| t.name == name).ok_or_else(|| ApiError::NotFound(name.to_string()))
+}
+
+/// Applies the stored pauses to the worker (at start).
+pub async fn load_pauses(app: &App) -> anyhow::Result<()> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT target FROM target_pause").fetch_all(app.store.read_pool()).await?;
+    if let Some(w) = &app.worker {
+        for (t,) in rows {
+            if let Some(r) = w.targets.get(&t) {
+                r.set_paused(true);
+            }
+        }
+    }
+    Ok(())
 }

@@ -57,21 +57,16 @@ pub enum RetryDecision {
 
 /// Decides what happens after a failed attempt. Ambiguous failures must have been resolved (looked up) by the
 /// caller first; one that reaches this function is parked, never retried blindly.
-pub fn decide_retry(
-    input: &RetryInput<'_>,
-    cfg: &BackoffConfig,
-    rng: &mut impl Rng,
-) -> RetryDecision {
+pub fn decide_retry(input: &RetryInput<'_>, cfg: &BackoffConfig, rng: &mut impl Rng) -> RetryDecision {
     let class = input.failure.class;
     match class {
         ErrorClass::PermanentData | ErrorClass::PermanentConfig => {
-            return RetryDecision::Dead {
-                why: format!("{class}: not retried"),
-            };
+            return RetryDecision::Dead { why: format!("{class}: not retried") };
         }
         ErrorClass::Ambiguous => {
             return RetryDecision::Dead {
-                why: "ambiguous: the CRM may have the lead; it cannot be looked up, so it is not retried blindly".into(),
+                why: "ambiguous: the CRM may have the lead; it cannot be looked up, so it is not retried blindly"
+                    .into(),
             };
         }
         ErrorClass::Transient | ErrorClass::RateLimited => {}
@@ -79,12 +74,9 @@ pub fn decide_retry(
     let counts = class != ErrorClass::RateLimited;
     let attempts = input.attempts_before + u32::from(counts);
     if counts && attempts >= cfg.max_attempts {
-        return RetryDecision::Dead {
-            why: format!("gave up after {attempts} attempts"),
-        };
+        return RetryDecision::Dead { why: format!("gave up after {attempts} attempts") };
     }
-    let backoff =
-        chrono::Duration::milliseconds(full_jitter_ms(cfg, attempts.saturating_sub(1), rng) as i64);
+    let backoff = chrono::Duration::milliseconds(full_jitter_ms(cfg, attempts.saturating_sub(1), rng) as i64);
     let mut at = input.now + backoff;
     if let Some(after) = input.retry_after {
         // The target's instruction is a floor: never earlier than it asked.
@@ -123,26 +115,15 @@ mod tests {
     use rand::SeedableRng;
 
     fn cfg() -> BackoffConfig {
-        BackoffConfig {
-            base_ms: 100,
-            cap_ms: 10_000,
-            max_attempts: 5,
-            budget_seconds: 3600,
-        }
+        BackoffConfig { base_ms: 100, cap_ms: 10_000, max_attempts: 5, budget_seconds: 3600 }
     }
 
     fn failure(class: ErrorClass) -> Failure {
-        Failure {
-            class,
-            reason: "x".into(),
-            field: None,
-        }
+        Failure { class, reason: "x".into(), field: None }
     }
 
     fn t0() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z")
-            .unwrap()
-            .to_utc()
+        DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z").unwrap().to_utc()
     }
 
     #[test]
@@ -169,18 +150,12 @@ mod tests {
     #[test]
     fn retry_after_both_forms() {
         let now = t0();
-        assert_eq!(
-            parse_retry_after("120", now),
-            Some(now + chrono::Duration::seconds(120))
-        );
+        assert_eq!(parse_retry_after("120", now), Some(now + chrono::Duration::seconds(120)));
         assert_eq!(parse_retry_after(" 0 ", now), Some(now));
         let date = parse_retry_after("Mon, 30 Nov 2026 10:05:00 GMT", now).unwrap();
         assert_eq!(date, now + chrono::Duration::minutes(5));
         // A date in the past means "now", not "never".
-        assert_eq!(
-            parse_retry_after("Fri, 31 Dec 1999 23:59:59 GMT", now),
-            Some(now)
-        );
+        assert_eq!(parse_retry_after("Fri, 31 Dec 1999 23:59:59 GMT", now), Some(now));
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-5", now), None);
         assert!(parse_retry_after("99999999999999999999", now).is_none());
@@ -189,20 +164,10 @@ mod tests {
     #[test]
     fn permanent_and_ambiguous_are_never_retried() {
         let mut rng = StdRng::seed_from_u64(1);
-        for class in [
-            ErrorClass::PermanentData,
-            ErrorClass::PermanentConfig,
-            ErrorClass::Ambiguous,
-        ] {
+        for class in [ErrorClass::PermanentData, ErrorClass::PermanentConfig, ErrorClass::Ambiguous] {
             let f = failure(class);
             let d = decide_retry(
-                &RetryInput {
-                    failure: &f,
-                    attempts_before: 0,
-                    pending_since: t0(),
-                    retry_after: None,
-                    now: t0(),
-                },
+                &RetryInput { failure: &f, attempts_before: 0, pending_since: t0(), retry_after: None, now: t0() },
                 &cfg(),
                 &mut rng,
             );
@@ -216,13 +181,7 @@ mod tests {
         let f = failure(ErrorClass::Transient);
         for before in 0..4 {
             let d = decide_retry(
-                &RetryInput {
-                    failure: &f,
-                    attempts_before: before,
-                    pending_since: t0(),
-                    retry_after: None,
-                    now: t0(),
-                },
+                &RetryInput { failure: &f, attempts_before: before, pending_since: t0(), retry_after: None, now: t0() },
                 &cfg(),
                 &mut rng,
             );
@@ -236,22 +195,11 @@ mod tests {
             }
         }
         let d = decide_retry(
-            &RetryInput {
-                failure: &f,
-                attempts_before: 4,
-                pending_since: t0(),
-                retry_after: None,
-                now: t0(),
-            },
+            &RetryInput { failure: &f, attempts_before: 4, pending_since: t0(), retry_after: None, now: t0() },
             &cfg(),
             &mut rng,
         );
-        assert_eq!(
-            d,
-            RetryDecision::Dead {
-                why: "gave up after 5 attempts".into()
-            }
-        );
+        assert_eq!(d, RetryDecision::Dead { why: "gave up after 5 attempts".into() });
     }
 
     #[test]
@@ -261,23 +209,11 @@ mod tests {
         let after = t0() + chrono::Duration::seconds(30);
         // Even at the attempt limit, a rate limit is not a wasted attempt.
         let d = decide_retry(
-            &RetryInput {
-                failure: &f,
-                attempts_before: 4,
-                pending_since: t0(),
-                retry_after: Some(after),
-                now: t0(),
-            },
+            &RetryInput { failure: &f, attempts_before: 4, pending_since: t0(), retry_after: Some(after), now: t0() },
             &cfg(),
             &mut rng,
         );
-        assert_eq!(
-            d,
-            RetryDecision::Retry {
-                at: after,
-                counts: false
-            }
-        );
+        assert_eq!(d, RetryDecision::Retry { at: after, counts: false });
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::config::BreakerConfig;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {
     Closed,
@@ -90,11 +90,7 @@ impl Breaker {
     }
 
     /// Asks whether work may go to the target now; moves open → half-open when the cooldown is over.
-    pub fn admit(
-        &mut self,
-        now: DateTime<Utc>,
-        cfg: &BreakerConfig,
-    ) -> (Admission, Option<Transition>) {
+    pub fn admit(&mut self, now: DateTime<Utc>, cfg: &BreakerConfig) -> (Admission, Option<Transition>) {
         match self.state {
             BreakerState::Closed => (Admission::Allow, None),
             BreakerState::Open => {
@@ -132,12 +128,7 @@ impl Breaker {
     }
 
     /// Records one attempt's result and returns the transition it caused, if any.
-    pub fn record(
-        &mut self,
-        health: Health,
-        now: DateTime<Utc>,
-        cfg: &BreakerConfig,
-    ) -> Option<Transition> {
+    pub fn record(&mut self, health: Health, now: DateTime<Utc>, cfg: &BreakerConfig) -> Option<Transition> {
         let failed = match health {
             Health::Neutral => {
                 self.probe_unused();
@@ -167,11 +158,7 @@ impl Breaker {
             // Results of jobs that were in flight when the breaker opened change nothing.
             BreakerState::Open => None,
             BreakerState::Closed => {
-                self.consecutive_failures = if failed {
-                    self.consecutive_failures + 1
-                } else {
-                    0
-                };
+                self.consecutive_failures = if failed { self.consecutive_failures + 1 } else { 0 };
                 if cfg.window > 0 {
                     self.recent.push_back(failed);
                     while self.recent.len() > cfg.window as usize {
@@ -186,13 +173,7 @@ impl Breaker {
                     let failures = self.recent.iter().filter(|f| **f).count();
                     let ratio = failures as f64 / self.recent.len() as f64;
                     if ratio >= cfg.failure_ratio {
-                        return self.open(
-                            now,
-                            format!(
-                                "{failures} of the last {} attempts failed",
-                                self.recent.len()
-                            ),
-                        );
+                        return self.open(now, format!("{failures} of the last {} attempts failed", self.recent.len()));
                     }
                 }
                 None
@@ -206,12 +187,7 @@ impl Breaker {
         self.opened_at = Some(now);
         self.consecutive_failures = 0;
         self.recent.clear();
-        Some(Transition {
-            from,
-            to: BreakerState::Open,
-            at: now,
-            reason,
-        })
+        Some(Transition { from, to: BreakerState::Open, at: now, reason })
     }
 }
 
@@ -220,12 +196,7 @@ mod tests {
     use super::*;
 
     fn cfg() -> BreakerConfig {
-        BreakerConfig {
-            consecutive_failures: 3,
-            failure_ratio: 0.5,
-            window: 10,
-            cooldown_ms: 1_000,
-        }
+        BreakerConfig { consecutive_failures: 3, failure_ratio: 0.5, window: 10, cooldown_ms: 1_000 }
     }
 
     fn t(ms: i64) -> DateTime<Utc> {
@@ -247,10 +218,7 @@ mod tests {
     #[test]
     fn a_success_resets_the_consecutive_count() {
         let mut b = Breaker::default();
-        let c = BreakerConfig {
-            failure_ratio: 0.0,
-            ..cfg()
-        };
+        let c = BreakerConfig { failure_ratio: 0.0, ..cfg() };
         for i in 0..10 {
             b.record(Health::Unhealthy, t(i * 3), &c);
             b.record(Health::Unhealthy, t(i * 3 + 1), &c);
@@ -262,17 +230,10 @@ mod tests {
     #[test]
     fn opens_on_failure_ratio_over_the_window() {
         let mut b = Breaker::default();
-        let c = BreakerConfig {
-            consecutive_failures: 100,
-            ..cfg()
-        };
+        let c = BreakerConfig { consecutive_failures: 100, ..cfg() };
         let mut opened = None;
         for i in 0..10 {
-            let h = if i % 2 == 0 {
-                Health::Unhealthy
-            } else {
-                Health::Healthy
-            };
+            let h = if i % 2 == 0 { Health::Unhealthy } else { Health::Healthy };
             if let Some(tr) = b.record(h, t(i), &c) {
                 opened = Some((i, tr));
             }
@@ -298,10 +259,7 @@ mod tests {
         assert_eq!(b.admit(t(1_003), &c).0, Admission::Deny);
         // The probe fails: open again, and a new cooldown starts from now.
         let tr = b.record(Health::Unhealthy, t(1_010), &c).unwrap();
-        assert_eq!(
-            (tr.from, tr.to),
-            (BreakerState::HalfOpen, BreakerState::Open)
-        );
+        assert_eq!((tr.from, tr.to), (BreakerState::HalfOpen, BreakerState::Open));
         assert_eq!(b.admit(t(2_000), &c).0, Admission::Deny);
         assert_eq!(b.admit(t(2_011), &c).0, Admission::Probe);
         let tr = b.record(Health::Healthy, t(2_020), &c).unwrap();

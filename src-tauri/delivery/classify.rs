@@ -50,10 +50,7 @@ impl ErrorClass {
 
     /// Classes that go straight to the dead-letter queue without a retry.
     pub fn is_permanent(self) -> bool {
-        matches!(
-            self,
-            ErrorClass::PermanentData | ErrorClass::PermanentConfig
-        )
+        matches!(self, ErrorClass::PermanentData | ErrorClass::PermanentConfig)
     }
 }
 
@@ -133,50 +130,27 @@ pub fn classify(observed: &Observed<'_>, rules: &ClassifyConfig) -> Verdict {
             let class = body_class
                 .or_else(|| rules.status.get(&status.to_string()).copied())
                 .unwrap_or_else(|| default_class_for_status(*status));
-            let message = json
-                .as_ref()
-                .and_then(|j| crm_message(j, rules.message_pointer.as_deref()));
-            let field = json
-                .as_ref()
-                .and_then(|j| crm_field(j, rules.field_pointer.as_deref()));
+            let message = json.as_ref().and_then(|j| crm_message(j, rules.message_pointer.as_deref()));
+            let field = json.as_ref().and_then(|j| crm_field(j, rules.field_pointer.as_deref()));
             let reason = match message {
                 Some(m) => format!("HTTP {status}: {m}"),
                 None => format!("HTTP {status} {}", status_text(*status)),
             };
-            Verdict::Failed(Failure {
-                class,
-                reason,
-                field,
-            })
+            Verdict::Failed(Failure { class, reason, field })
         }
     }
 }
 
 fn status_text(status: u16) -> &'static str {
-    reqwest::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("")
+    reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("")
 }
 
 /// Where CRMs put their human message: HubSpot `/message`, Graph `/error/message`, Salesforce `/0/message`,
 /// Pipedrive `/error`, and lists of errors.
-const MESSAGE_POINTERS: &[&str] = &[
-    "/message",
-    "/error/message",
-    "/0/message",
-    "/errors/0/message",
-    "/error",
-    "/detail",
-];
+const MESSAGE_POINTERS: &[&str] =
+    &["/message", "/error/message", "/0/message", "/errors/0/message", "/error", "/detail"];
 /// Where CRMs name the offending field: HubSpot `/errors/0/in`, Salesforce `/0/fields/0`, others.
-const FIELD_POINTERS: &[&str] = &[
-    "/errors/0/in",
-    "/0/fields/0",
-    "/errors/0/field",
-    "/field",
-    "/error/field",
-];
+const FIELD_POINTERS: &[&str] = &["/errors/0/in", "/0/fields/0", "/errors/0/field", "/field", "/error/field"];
 
 fn crm_message(json: &serde_json::Value, configured: Option<&str>) -> Option<String> {
     first_string(json, configured, MESSAGE_POINTERS).map(|m| truncate_chars(&m, 300))
@@ -186,18 +160,11 @@ fn crm_field(json: &serde_json::Value, configured: Option<&str>) -> Option<Strin
     first_string(json, configured, FIELD_POINTERS)
 }
 
-fn first_string(
-    json: &serde_json::Value,
-    configured: Option<&str>,
-    guesses: &[&str],
-) -> Option<String> {
-    configured
-        .into_iter()
-        .chain(guesses.iter().copied())
-        .find_map(|ptr| match json.pointer(ptr)? {
-            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-            _ => None,
-        })
+fn first_string(json: &serde_json::Value, configured: Option<&str>, guesses: &[&str]) -> Option<String> {
+    configured.into_iter().chain(guesses.iter().copied()).find_map(|ptr| match json.pointer(ptr)? {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    })
 }
 
 /// Cuts a string to at most `max` characters, on a character boundary.
@@ -258,14 +225,8 @@ mod tests {
     #[test]
     fn transport_failures() {
         let rules = ClassifyConfig::default();
-        assert_eq!(
-            failed(classify(&Observed::NotSent, &rules)).class,
-            Transient
-        );
-        assert_eq!(
-            failed(classify(&Observed::NoAnswer, &rules)).class,
-            Ambiguous
-        );
+        assert_eq!(failed(classify(&Observed::NotSent, &rules)).class, Transient);
+        assert_eq!(failed(classify(&Observed::NoAnswer, &rules)).class, Ambiguous);
     }
 
     #[test]
@@ -279,39 +240,17 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let v = classify(
-            &Observed::Response {
-                status: 404,
-                body: b"{}",
-            },
-            &rules,
-        );
+        let v = classify(&Observed::Response { status: 404, body: b"{}" }, &rules);
         assert_eq!(failed(v).class, PermanentData);
 
         let sf = br#"[{"message":"TotalRequests Limit exceeded.","errorCode":"REQUEST_LIMIT_EXCEEDED"}]"#;
-        let f = failed(classify(
-            &Observed::Response {
-                status: 403,
-                body: sf,
-            },
-            &rules,
-        ));
+        let f = failed(classify(&Observed::Response { status: 403, body: sf }, &rules));
         assert_eq!(f.class, RateLimited);
         assert_eq!(f.reason, "HTTP 403: TotalRequests Limit exceeded.");
 
         // Without the override, the same 403 is a configuration error.
         let plain = ClassifyConfig::default();
-        assert_eq!(
-            failed(classify(
-                &Observed::Response {
-                    status: 403,
-                    body: sf
-                },
-                &plain
-            ))
-            .class,
-            PermanentConfig
-        );
+        assert_eq!(failed(classify(&Observed::Response { status: 403, body: sf }, &plain)).class, PermanentConfig);
     }
 
     #[test]
@@ -322,23 +261,12 @@ mod tests {
             body_values: BTreeMap::from([("false".to_string(), PermanentData)]),
             ..Default::default()
         };
-        let v = classify(
-            &Observed::Response {
-                status: 200,
-                body: br#"{"success":false,"error":"bad phone"}"#,
-            },
-            &rules,
-        );
+        let v =
+            classify(&Observed::Response { status: 200, body: br#"{"success":false,"error":"bad phone"}"# }, &rules);
         let f = failed(v);
         assert_eq!(f.class, PermanentData);
         assert_eq!(f.reason, "HTTP 200: bad phone");
-        let ok = classify(
-            &Observed::Response {
-                status: 200,
-                body: br#"{"success":true}"#,
-            },
-            &rules,
-        );
+        let ok = classify(&Observed::Response { status: 200, body: br#"{"success":true}"# }, &rules);
         assert_eq!(ok, Verdict::Delivered);
     }
 
@@ -346,34 +274,16 @@ mod tests {
     fn crm_message_and_field_are_extracted() {
         let rules = ClassifyConfig::default();
         let hubspot = br#"{"status":"error","message":"Property values were not valid","category":"VALIDATION_ERROR","errors":[{"message":"Invalid phone","in":"phone"}]}"#;
-        let f = failed(classify(
-            &Observed::Response {
-                status: 400,
-                body: hubspot,
-            },
-            &rules,
-        ));
+        let f = failed(classify(&Observed::Response { status: 400, body: hubspot }, &rules));
         assert_eq!(f.reason, "HTTP 400: Property values were not valid");
         assert_eq!(f.field.as_deref(), Some("phone"));
 
         let salesforce = br#"[{"message":"Session expired or invalid","errorCode":"INVALID_SESSION_ID","fields":[]}]"#;
-        let f = failed(classify(
-            &Observed::Response {
-                status: 401,
-                body: salesforce,
-            },
-            &rules,
-        ));
+        let f = failed(classify(&Observed::Response { status: 401, body: salesforce }, &rules));
         assert_eq!(f.reason, "HTTP 401: Session expired or invalid");
         assert_eq!(f.field, None);
 
-        let text = failed(classify(
-            &Observed::Response {
-                status: 503,
-                body: b"<html>down</html>",
-            },
-            &rules,
-        ));
+        let text = failed(classify(&Observed::Response { status: 503, body: b"<html>down</html>" }, &rules));
         assert_eq!(text.reason, "HTTP 503 Service Unavailable");
     }
 

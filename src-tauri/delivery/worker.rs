@@ -9,6 +9,7 @@
 //! `execute` (one job → one `Completion`) holds all decisions and is what tests exercise directly.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,23 +29,9 @@ use crate::targets::HttpTarget;
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerEvent {
-    Delivered {
-        target: String,
-        delivery_id: i64,
-    },
-    DeadLettered {
-        target: String,
-        delivery_id: i64,
-        class: ErrorClass,
-        reason: String,
-    },
-    Breaker {
-        target: String,
-        from: BreakerState,
-        to: BreakerState,
-        reason: String,
-        at: DateTime<Utc>,
-    },
+    Delivered { target: String, delivery_id: i64 },
+    DeadLettered { target: String, delivery_id: i64, class: ErrorClass, reason: String },
+    Breaker { target: String, from: BreakerState, to: BreakerState, reason: String, at: DateTime<Utc> },
 }
 
 /// A target as the worker sees it: how to reach it, its breaker, its concurrency slots.
@@ -52,11 +39,21 @@ pub struct TargetRuntime {
     pub http: HttpTarget,
     breaker: Mutex<Breaker>,
     slots: Arc<Semaphore>,
+    /// An operator paused this target: nothing is claimed for it until resumed.
+    paused: AtomicBool,
 }
 
 impl TargetRuntime {
     pub fn config(&self) -> &TargetConfig {
         &self.http.config
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::SeqCst);
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
     }
 
     pub fn breaker_state(&self) -> (BreakerState, Option<DateTime<Utc>>) {
@@ -97,27 +94,18 @@ impl Worker {
                     http: HttpTarget::new(name, tc, config)?,
                     breaker: Mutex::new(Breaker::default()),
                     slots: Arc::new(Semaphore::new(tc.concurrency as usize)),
+                    paused: AtomicBool::new(false),
                 }),
             );
         }
         let (events, _) = broadcast::channel(1024);
         let (shutdown, _) = watch::channel(false);
-        let owner = format!(
-            "{}:{}:{}",
-            hostname(),
-            std::process::id(),
-            rand::random::<u32>()
-        );
+        let owner = format!("{}:{}:{}", hostname(), std::process::id(), rand::random::<u32>());
         Ok(Worker {
             store,
             cfg: config.worker.clone(),
             owner,
-            handle: WorkerHandle {
-                wake: Arc::new(Notify::new()),
-                events,
-                targets: Arc::new(targets),
-                shutdown,
-            },
+            handle: WorkerHandle { wake: Arc::new(Notify::new()), events, targets: Arc::new(targets), shutdown },
         })
     }
 
@@ -127,12 +115,7 @@ impl Worker {
 
     /// Runs until `shutdown()` is called on a handle, then finishes or releases in-flight jobs.
     pub async fn run(self) -> anyhow::Result<()> {
-        let Worker {
-            store,
-            cfg,
-            owner,
-            handle,
-        } = self;
+        let Worker { store, cfg, owner, handle } = self;
         let (done_tx, done_rx) = mpsc::channel::<Completion>(4096);
         let completer = tokio::spawn(completer(store.clone(), done_rx, handle.wake.clone()));
         let rescuer = tokio::spawn(rescuer(store.clone(), cfg.clone(), handle.clone()));
@@ -146,16 +129,7 @@ impl Worker {
             if *shutdown.borrow() {
                 break;
             }
-            let claimed = dispatch_once(
-                &store,
-                &cfg,
-                &owner,
-                &handle,
-                &done_tx,
-                &mut in_flight,
-                &running,
-            )
-            .await;
+            let claimed = dispatch_once(&store, &cfg, &owner, &handle, &done_tx, &mut in_flight, &running).await;
             // Reap finished tasks so the set does not grow.
             while in_flight.try_join_next().is_some() {}
             if claimed == 0 {
@@ -167,10 +141,7 @@ impl Worker {
             }
         }
 
-        tracing::info!(
-            in_flight = in_flight.len(),
-            "worker stopping: letting in-flight jobs finish"
-        );
+        tracing::info!(in_flight = in_flight.len(), "worker stopping: letting in-flight jobs finish");
         let grace = tokio::time::sleep(Duration::from_secs(cfg.shutdown_grace_seconds));
         tokio::pin!(grace);
         loop {
@@ -186,10 +157,7 @@ impl Worker {
         }
         let now = Utc::now();
         for job in released_on_shutdown {
-            tracing::warn!(
-                delivery_id = job.id,
-                "released at shutdown before it finished"
-            );
+            tracing::warn!(delivery_id = job.id, "released at shutdown before it finished");
             let _ = done_tx
                 .send(Completion {
                     job_id: job.id,
@@ -224,15 +192,11 @@ async fn dispatch_once(
     let mut claimed_total = 0;
     for (name, target) in handle.targets.iter() {
         let free = target.slots.available_permits() as u32;
-        if free == 0 {
+        if free == 0 || target.is_paused() {
             continue;
         }
         let now = Utc::now();
-        let (admission, transition) = target
-            .breaker
-            .lock()
-            .expect("breaker lock")
-            .admit(now, &target.config().breaker);
+        let (admission, transition) = target.breaker.lock().expect("breaker lock").admit(now, &target.config().breaker);
         if let Some(t) = transition {
             report_transition(store, handle, name, t).await;
         }
@@ -266,10 +230,7 @@ async fn dispatch_once(
                     continue;
                 }
             };
-            running
-                .lock()
-                .expect("running lock")
-                .insert(job.id, job.clone());
+            running.lock().expect("running lock").insert(job.id, job.clone());
             let store = store.clone();
             let handle = handle.clone();
             let target = target.clone();
@@ -315,12 +276,7 @@ async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t
 }
 
 /// Performs one job and decides its fate. Never fails: every path ends in a completion to write.
-pub async fn execute(
-    store: &Store,
-    handle: &WorkerHandle,
-    target: &TargetRuntime,
-    job: Job,
-) -> Completion {
+pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntime, job: Job) -> Completion {
     let span = tracing::info_span!("deliver", delivery_id = job.id, target = %job.target, source = %job.source, source_ref = %job.source_ref);
     let _enter = span.enter();
     drop(_enter);
@@ -345,12 +301,7 @@ pub async fn execute(
             ErrorClass::PermanentConfig => Health::Neutral,
         },
     };
-    let transition =
-        target
-            .breaker
-            .lock()
-            .expect("breaker lock")
-            .record(health, now, &target.config().breaker);
+    let transition = target.breaker.lock().expect("breaker lock").record(health, now, &target.config().breaker);
     if let Some(t) = transition {
         report_transition(store, handle, &job.target, t).await;
     }
@@ -367,25 +318,12 @@ pub async fn execute(
             if let Some(note) = &report.note {
                 result.insert("note".into(), note.clone().into());
             }
-            let reason = report
-                .note
-                .clone()
-                .unwrap_or_else(|| match report.http_status {
-                    Some(s) => format!("delivered (HTTP {s})"),
-                    None => "delivered".into(),
-                });
-            let _ = handle.events.send(WorkerEvent::Delivered {
-                target: job.target.clone(),
-                delivery_id: job.id,
+            let reason = report.note.clone().unwrap_or_else(|| match report.http_status {
+                Some(s) => format!("delivered (HTTP {s})"),
+                None => "delivered".into(),
             });
-            (
-                JobOutcome::Delivered {
-                    result: result.into(),
-                    link: report.link.clone(),
-                },
-                None,
-                reason,
-            )
+            let _ = handle.events.send(WorkerEvent::Delivered { target: job.target.clone(), delivery_id: job.id });
+            (JobOutcome::Delivered { result: result.into(), link: report.link.clone() }, None, reason)
         }
         Verdict::Failed(failure) => {
             let decision = decide_retry(
@@ -401,21 +339,16 @@ pub async fn execute(
             );
             match decision {
                 RetryDecision::Retry { at, counts } => (
-                    JobOutcome::Retry {
-                        at,
-                        counts,
-                        in_doubt: report.in_doubt,
-                    },
+                    JobOutcome::Retry { at, counts, in_doubt: report.in_doubt },
                     Some(failure.class),
                     failure.reason.clone(),
                 ),
                 RetryDecision::Dead { why } => {
-                    let reason =
-                        if failure.class.is_permanent() || failure.class == ErrorClass::Ambiguous {
-                            failure.reason.clone()
-                        } else {
-                            format!("{why}; last error: {}", failure.reason)
-                        };
+                    let reason = if failure.class.is_permanent() || failure.class == ErrorClass::Ambiguous {
+                        failure.reason.clone()
+                    } else {
+                        format!("{why}; last error: {}", failure.reason)
+                    };
                     tracing::warn!(delivery_id = job.id, class = %failure.class, reason = %reason, "dead-lettered");
                     let _ = handle.events.send(WorkerEvent::DeadLettered {
                         target: job.target.clone(),
@@ -457,11 +390,7 @@ pub async fn execute(
 }
 
 /// Writes completions in batches: whatever has arrived while the previous batch was being committed.
-async fn completer(
-    store: Store,
-    mut rx: mpsc::Receiver<Completion>,
-    wake: Arc<Notify>,
-) -> anyhow::Result<()> {
+async fn completer(store: Store, mut rx: mpsc::Receiver<Completion>, wake: Arc<Notify>) -> anyhow::Result<()> {
     let mut batch = Vec::with_capacity(256);
     while rx.recv_many(&mut batch, 512).await > 0 {
         let mut delay = Duration::from_millis(50);

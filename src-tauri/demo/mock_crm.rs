@@ -87,10 +87,7 @@ pub struct MockCrm {
 }
 
 enum Gate {
-    Pass {
-        hang: Option<Duration>,
-        latency: Duration,
-    },
+    Pass { hang: Option<Duration>, latency: Duration },
     Answer(Response),
 }
 
@@ -162,11 +159,7 @@ impl MockCrm {
         let mut rng = rand::rng();
         if b.blip_ratio > 0.0 && rng.random_bool(b.blip_ratio.min(1.0)) {
             return Gate::Answer(
-                (
-                    StatusCode::BAD_GATEWAY,
-                    "<html><body>502 Bad Gateway</body></html>",
-                )
-                    .into_response(),
+                (StatusCode::BAD_GATEWAY, "<html><body>502 Bad Gateway</body></html>").into_response(),
             );
         }
         if is_write {
@@ -179,17 +172,12 @@ impl MockCrm {
                 }
                 inner.window_count += 1;
                 if inner.window_count > limit {
-                    return Gate::Answer(error_response(
-                        429,
-                        Some(b.retry_after_secs.unwrap_or(1)),
-                    ));
+                    return Gate::Answer(error_response(429, Some(b.retry_after_secs.unwrap_or(1))));
                 }
             }
         }
-        let hang = (is_write
-            && b.hang_after_write_ratio > 0.0
-            && rng.random_bool(b.hang_after_write_ratio.min(1.0)))
-        .then(|| Duration::from_millis(b.hang_ms));
+        let hang = (is_write && b.hang_after_write_ratio > 0.0 && rng.random_bool(b.hang_after_write_ratio.min(1.0)))
+            .then(|| Duration::from_millis(b.hang_ms));
         Gate::Pass { hang, latency }
     }
 
@@ -211,11 +199,7 @@ impl MockCrm {
             lead: lead.clone(),
             writes: 1,
         });
-        inner
-            .by_external
-            .entry(external_id.to_string())
-            .or_default()
-            .push(index);
+        inner.by_external.entry(external_id.to_string()).or_default().push(index);
         (true, id)
     }
 }
@@ -234,10 +218,7 @@ fn error_response(status: u16, retry_after: Option<u64>) -> Response {
     };
     let mut response = (code, Json(body)).into_response();
     if let Some(s) = retry_after.filter(|_| matches!(status, 429 | 503)) {
-        response.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            s.to_string().parse().expect("digits"),
-        );
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, s.to_string().parse().expect("digits"));
     }
     response
 }
@@ -245,8 +226,7 @@ fn error_response(status: u16, retry_after: Option<u64>) -> Response {
 /// The field-format check that the demo's "field-format change" turns on.
 fn phone_problem(envelope: &Value) -> Option<Response> {
     let phone = envelope.pointer("/lead/phone").and_then(Value::as_str)?;
-    let ok =
-        phone.starts_with('+') && phone.len() > 7 && phone[1..].chars().all(|c| c.is_ascii_digit());
+    let ok = phone.starts_with('+') && phone.len() > 7 && phone[1..].chars().all(|c| c.is_ascii_digit());
     (!ok).then(|| {
         (
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -260,11 +240,7 @@ fn phone_problem(envelope: &Value) -> Option<Response> {
     })
 }
 
-async fn pass(
-    crm: &MockCrm,
-    envelope: &Value,
-    is_write: bool,
-) -> Result<Option<Duration>, Response> {
+async fn pass(crm: &MockCrm, envelope: &Value, is_write: bool) -> Result<Option<Duration>, Response> {
     match crm.gate(is_write) {
         Gate::Answer(r) => Err(r),
         Gate::Pass { hang, latency } => {
@@ -282,64 +258,31 @@ async fn pass(
 }
 
 fn external_id_of(envelope: &Value) -> Option<String> {
-    envelope
-        .get("external_id")
-        .and_then(Value::as_str)
-        .map(str::to_string)
+    envelope.get("external_id").and_then(Value::as_str).map(str::to_string)
 }
 
-async fn create(
-    State(crm): State<MockCrm>,
-    headers: HeaderMap,
-    Json(envelope): Json<Value>,
-) -> Response {
+async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): Json<Value>) -> Response {
     let hang = match pass(&crm, &envelope, true).await {
         Ok(h) => h,
         Err(r) => return r,
     };
     let Some(external_id) = external_id_of(&envelope) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"message": "external_id is required"})),
-        )
-            .into_response();
+        return (StatusCode::BAD_REQUEST, Json(json!({"message": "external_id is required"}))).into_response();
     };
-    let key = headers
-        .get("Idempotency-Key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let key = headers.get("Idempotency-Key").and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(k) = &key {
-        let stored = crm
-            .inner
-            .lock()
-            .expect("mock lock")
-            .idempotency
-            .get(k)
-            .cloned();
+        let stored = crm.inner.lock().expect("mock lock").idempotency.get(k).cloned();
         if let Some((status, body)) = stored {
-            let mut r = (
-                StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
-                Json(body),
-            )
-                .into_response();
-            r.headers_mut()
-                .insert("Idempotent-Replayed", "true".parse().expect("ascii"));
+            let mut r = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response();
+            r.headers_mut().insert("Idempotent-Replayed", "true".parse().expect("ascii"));
             return r;
         }
     }
     // With a key, a create is keyed; without one it is a plain create that can duplicate.
-    let (created, id) = crm.write(
-        &external_id,
-        &envelope.get("lead").cloned().unwrap_or_default(),
-        key.is_none(),
-    );
+    let (created, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), key.is_none());
     let body = json!({"id": id, "new": created});
     if let Some(k) = key {
-        crm.inner
-            .lock()
-            .expect("mock lock")
-            .idempotency
-            .insert(k, (201, body.clone()));
+        crm.inner.lock().expect("mock lock").idempotency.insert(k, (201, body.clone()));
     }
     if let Some(h) = hang {
         tokio::time::sleep(h).await;
@@ -353,45 +296,25 @@ async fn create_plain(State(crm): State<MockCrm>, Json(envelope): Json<Value>) -
         Err(r) => return r,
     };
     let Some(external_id) = external_id_of(&envelope) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"message": "external_id is required"})),
-        )
-            .into_response();
+        return (StatusCode::BAD_REQUEST, Json(json!({"message": "external_id is required"}))).into_response();
     };
-    let (_, id) = crm.write(
-        &external_id,
-        &envelope.get("lead").cloned().unwrap_or_default(),
-        true,
-    );
+    let (_, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), true);
     if let Some(h) = hang {
         tokio::time::sleep(h).await;
     }
     (StatusCode::CREATED, Json(json!({"id": id}))).into_response()
 }
 
-async fn upsert(
-    State(crm): State<MockCrm>,
-    Path(external_id): Path<String>,
-    Json(envelope): Json<Value>,
-) -> Response {
+async fn upsert(State(crm): State<MockCrm>, Path(external_id): Path<String>, Json(envelope): Json<Value>) -> Response {
     let hang = match pass(&crm, &envelope, true).await {
         Ok(h) => h,
         Err(r) => return r,
     };
-    let (created, id) = crm.write(
-        &external_id,
-        &envelope.get("lead").cloned().unwrap_or_default(),
-        false,
-    );
+    let (created, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), false);
     if let Some(h) = hang {
         tokio::time::sleep(h).await;
     }
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     (status, Json(json!({"id": id, "new": created}))).into_response()
 }
 
@@ -410,20 +333,12 @@ async fn search(State(crm): State<MockCrm>, Path(external_id): Path<String>) -> 
     Json(json!({"total": results.len(), "results": results})).into_response()
 }
 
-async fn notify(
-    State(crm): State<MockCrm>,
-    Path(external_id): Path<String>,
-    Json(envelope): Json<Value>,
-) -> Response {
+async fn notify(State(crm): State<MockCrm>, Path(external_id): Path<String>, Json(envelope): Json<Value>) -> Response {
     let hang = match pass(&crm, &Value::Null, true).await {
         Ok(h) => h,
         Err(r) => return r,
     };
-    if envelope
-        .pointer("/previous_steps/crm/crm_id")
-        .and_then(Value::as_str)
-        .is_none()
-    {
+    if envelope.pointer("/previous_steps/crm/crm_id").and_then(Value::as_str).is_none() {
         return (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(json!({"message": "previous_steps.crm.crm_id is required", "field": "crm_id"})),
@@ -439,11 +354,7 @@ async fn notify(
     if let Some(h) = hang {
         tokio::time::sleep(h).await;
     }
-    let status = if first {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
+    let status = if first { StatusCode::CREATED } else { StatusCode::OK };
     (status, Json(json!({"id": "sms-queued"}))).into_response()
 }
 

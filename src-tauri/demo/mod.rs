@@ -14,8 +14,7 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::config::{
-    BackoffConfig, BreakerConfig, Config, SignatureConfig, SourceConfig, SourceKind, Strategy,
-    TargetConfig,
+    BackoffConfig, BreakerConfig, Config, SignatureConfig, SourceConfig, SourceKind, Strategy, TargetConfig,
 };
 use crate::ingest::signature;
 use mock_crm::{Behaviour, MockCrm};
@@ -66,18 +65,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             verify_token_env: None,
         },
     );
-    let backoff = BackoffConfig {
-        base_ms: 500,
-        cap_ms: 30_000,
-        max_attempts: 10,
-        budget_seconds: 3600,
-    };
-    let breaker = BreakerConfig {
-        consecutive_failures: 5,
-        failure_ratio: 0.5,
-        window: 20,
-        cooldown_ms: 15_000,
-    };
+    let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
+    let breaker = BreakerConfig { consecutive_failures: 5, failure_ratio: 0.5, window: 20, cooldown_ms: 15_000 };
     c.targets.insert(
         "crm".into(),
         TargetConfig {
@@ -112,12 +101,9 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             classify: Default::default(),
         },
     );
-    c.inline_secrets
-        .insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
-    c.inline_secrets
-        .insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
-    c.inline_secrets
-        .insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
+    c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
+    c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
+    c.inline_secrets.insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
     c
 }
 
@@ -139,35 +125,17 @@ pub fn behaviour_at(elapsed: Duration) -> (&'static str, Behaviour) {
         0..=119 => ("normal", normal),
         120..=164 => (
             "maintenance window (503 with Retry-After)",
-            Behaviour {
-                fail_with: Some(503),
-                retry_after_secs: Some(20),
-                ..normal
-            },
+            Behaviour { fail_with: Some(503), retry_after_secs: Some(20), ..normal },
         ),
         165..=239 => ("normal", normal),
         240..=299 => (
             "rate limited (429 with Retry-After)",
-            Behaviour {
-                rate_limit_per_sec: Some(1),
-                retry_after_secs: Some(2),
-                ..normal
-            },
+            Behaviour { rate_limit_per_sec: Some(1), retry_after_secs: Some(2), ..normal },
         ),
-        300..=419 => (
-            "field-format change (422 for national phone numbers)",
-            Behaviour {
-                strict_phone: true,
-                ..normal
-            },
-        ),
-        420..=449 => (
-            "expired token (401)",
-            Behaviour {
-                fail_with: Some(401),
-                ..normal
-            },
-        ),
+        300..=419 => {
+            ("field-format change (422 for national phone numbers)", Behaviour { strict_phone: true, ..normal })
+        }
+        420..=449 => ("expired token (401)", Behaviour { fail_with: Some(401), ..normal }),
         _ => ("normal", normal),
     }
 }
@@ -197,12 +165,8 @@ pub fn daily_rhythm(hour: u32) -> f64 {
     RHYTHM[(hour % 24) as usize]
 }
 
-const FIRST: [&str; 8] = [
-    "Anna", "Ben", "Clara", "David", "Elif", "Farid", "Greta", "Hugo",
-];
-const LAST: [&str; 8] = [
-    "Schmidt", "Novak", "Rossi", "Jensen", "Kaya", "Dubois", "Silva", "Berg",
-];
+const FIRST: [&str; 8] = ["Anna", "Ben", "Clara", "David", "Elif", "Farid", "Greta", "Hugo"];
+const LAST: [&str; 8] = ["Schmidt", "Novak", "Rossi", "Jensen", "Kaya", "Dubois", "Silva", "Berg"];
 
 /// Posts synthetic leads to the ingest server at `ingest` (about `per_minute` at the daily peak) forever.
 /// The `partner_api` source falls silent after `partner_silent_after`, as a broken integration would.
@@ -216,12 +180,8 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
         let wait = { -(1.0 - rand::rng().random::<f64>()).ln() / rate };
         tokio::time::sleep(Duration::from_secs_f64(wait.min(30.0))).await;
         n += 1;
-        let (url, body, header) =
-            synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
-        let mut req = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(body.clone());
+        let (url, body, header) = synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
+        let mut req = client.post(&url).header("content-type", "application/json").body(body.clone());
         if let Some((name, value)) = &header {
             req = req.header(name.as_str(), value.as_str());
         }
@@ -232,10 +192,7 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
         }
         // Sources retry webhooks: now and then the same one arrives twice.
         if rand::rng().random_bool(0.03) {
-            let mut req = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(body);
+            let mut req = client.post(&url).header("content-type", "application/json").body(body);
             if let Some((name, value)) = header {
                 req = req.header(name, value);
             }
@@ -256,18 +213,9 @@ pub fn synthetic_request(
     let phone = if rng.random_bool(0.85) {
         format!("+49151{:08}", rng.random_range(0..100_000_000u32))
     } else {
-        format!(
-            "0151 {:04} {:04}",
-            rng.random_range(0..10_000u32),
-            rng.random_range(0..10_000u32)
-        )
+        format!("0151 {:04} {:04}", rng.random_range(0..10_000u32), rng.random_range(0..10_000u32))
     };
-    let email = format!(
-        "{}.{}{}@example.com",
-        first.to_lowercase(),
-        last.to_lowercase(),
-        n
-    );
+    let email = format!("{}.{}{}@example.com", first.to_lowercase(), last.to_lowercase(), n);
     let pick = n % 4;
     if pick == 0 {
         let id = 900_000_000_000u64 + n;
@@ -276,11 +224,7 @@ pub fn synthetic_request(
             "ad_id": 777, "created_time": chrono::Utc::now().timestamp()}}]}]})
         .to_string();
         let sig = signature::sign(b"demo-meta-app-secret", body.as_bytes());
-        (
-            format!("http://{ingest}/ingest/meta_ads"),
-            body,
-            Some(("X-Hub-Signature-256".into(), sig)),
-        )
+        (format!("http://{ingest}/ingest/meta_ads"), body, Some(("X-Hub-Signature-256".into(), sig)))
     } else if pick == 1 && partner_active {
         let body = json!({"lead": {"ref": format!("P-{n}"), "name": format!("{first} {last}"), "phone": phone,
             "email": email, "product": "solar-check"}})
@@ -291,11 +235,7 @@ pub fn synthetic_request(
             "email": email, "phone": phone, "form": "contact-us", "consent": true})
         .to_string();
         let sig = signature::sign(b"demo-webform-secret", body.as_bytes());
-        (
-            format!("http://{ingest}/ingest/webform"),
-            body,
-            Some(("X-Signature-256".into(), sig)),
-        )
+        (format!("http://{ingest}/ingest/webform"), body, Some(("X-Signature-256".into(), sig)))
     }
 }
 
@@ -305,37 +245,20 @@ mod tests {
 
     #[test]
     fn schedule_covers_every_fault_each_cycle() {
-        let phases: std::collections::BTreeSet<&str> = (0..CYCLE.as_secs())
-            .map(|s| behaviour_at(Duration::from_secs(s)).0)
-            .collect();
+        let phases: std::collections::BTreeSet<&str> =
+            (0..CYCLE.as_secs()).map(|s| behaviour_at(Duration::from_secs(s)).0).collect();
         assert_eq!(phases.len(), 5, "{phases:?}");
-        assert_eq!(
-            behaviour_at(Duration::from_secs(130)).1.fail_with,
-            Some(503)
-        );
-        assert_eq!(
-            behaviour_at(Duration::from_secs(430)).1.fail_with,
-            Some(401)
-        );
+        assert_eq!(behaviour_at(Duration::from_secs(130)).1.fail_with, Some(503));
+        assert_eq!(behaviour_at(Duration::from_secs(430)).1.fail_with, Some(401));
         assert!(behaviour_at(Duration::from_secs(350)).1.strict_phone);
-        assert_eq!(
-            behaviour_at(Duration::from_secs(250)).1.rate_limit_per_sec,
-            Some(1)
-        );
+        assert_eq!(behaviour_at(Duration::from_secs(250)).1.rate_limit_per_sec, Some(1));
         // The schedule repeats.
-        assert_eq!(
-            behaviour_at(Duration::from_secs(130 + 600)).0,
-            behaviour_at(Duration::from_secs(130)).0
-        );
+        assert_eq!(behaviour_at(Duration::from_secs(130 + 600)).0, behaviour_at(Duration::from_secs(130)).0);
     }
 
     #[test]
     fn demo_config_is_valid() {
-        let c = demo_config(
-            "127.0.0.1:1".parse().unwrap(),
-            "127.0.0.1:2".parse().unwrap(),
-            None,
-        );
+        let c = demo_config("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap(), None);
         c.validate().unwrap();
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{from_ms, ms, Store};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct DeadLetter {
     pub delivery_id: i64,
     pub event_id: i64,
@@ -28,7 +28,7 @@ pub struct DeadLetter {
     pub resolution: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ts_rs::TS)]
 #[serde(default)]
 pub struct DeadLetterFilter {
     pub class: Option<String>,
@@ -45,7 +45,7 @@ pub struct DeadLetterFilter {
     pub before_id: Option<i64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct Attempt {
     pub started_at: DateTime<Utc>,
     pub duration_ms: i64,
@@ -57,10 +57,11 @@ pub struct Attempt {
     pub trigger: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct DeadLetterDetail {
     #[serde(flatten)]
     pub letter: DeadLetter,
+    #[ts(type = "unknown")]
     pub payload: serde_json::Value,
     pub attempts_timeline: Vec<Attempt>,
 }
@@ -82,7 +83,8 @@ type Row = (
     Option<String>,
 );
 
-const SELECT: &str = "SELECT d.id, d.event_id, e.source, e.source_ref, d.target, d.step_index, d.dead_class, d.dead_status,
+const SELECT: &str =
+    "SELECT d.id, d.event_id, e.source, e.source_ref, d.target, d.step_index, d.dead_class, d.dead_status,
         d.dead_reason, d.dead_field, d.attempts, e.received_at, d.dead_at, d.resolution
    FROM delivery d JOIN inbound_event e ON e.id = d.event_id";
 
@@ -105,9 +107,8 @@ fn to_letter(r: Row) -> DeadLetter {
     }
 }
 
-/// Dead letters matching `filter`, newest first.
-pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<DeadLetter>> {
-    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(SELECT);
+/// Appends the WHERE clause of `filter` (over `delivery d JOIN inbound_event e`) to `q`.
+fn push_where(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, filter: &DeadLetterFilter) {
     q.push(" WHERE d.state = 'dead'");
     match filter.resolution.as_deref().unwrap_or("open") {
         "all" => {}
@@ -131,13 +132,7 @@ pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Ve
         q.push(" AND d.dead_at < ").push_bind(ms(until));
     }
     if let Some(text) = filter.text.as_deref().filter(|t| !t.trim().is_empty()) {
-        let like = format!(
-            "%{}%",
-            text.trim()
-                .replace('\\', "\\\\")
-                .replace('%', "\\%")
-                .replace('_', "\\_")
-        );
+        let like = format!("%{}%", text.trim().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
         q.push(" AND (d.dead_reason LIKE ")
             .push_bind(like.clone())
             .push(" ESCAPE '\\' OR e.source_ref LIKE ")
@@ -149,14 +144,27 @@ pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Ve
     if let Some(before) = filter.before_id {
         q.push(" AND d.id < ").push_bind(before);
     }
-    q.push(" ORDER BY d.id DESC LIMIT ")
-        .push_bind(i64::from(filter.limit.unwrap_or(100).min(1000)));
-    let rows: Vec<Row> = q
-        .build_query_as()
-        .fetch_all(store.read_pool())
-        .await
-        .context("cannot list dead letters")?;
+}
+
+/// Dead letters matching `filter`, newest first.
+pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<DeadLetter>> {
+    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(SELECT);
+    push_where(&mut q, filter);
+    q.push(" ORDER BY d.id DESC LIMIT ").push_bind(i64::from(filter.limit.unwrap_or(100).min(1000)));
+    let rows: Vec<Row> = q.build_query_as().fetch_all(store.read_pool()).await.context("cannot list dead letters")?;
     Ok(rows.into_iter().map(to_letter).collect())
+}
+
+/// Every dead letter matching `filter` (no page limit): delivery id, target, when the lead was received.
+pub async fn matching(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<(i64, String, DateTime<Utc>)>> {
+    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+        "SELECT d.id, d.target, e.received_at FROM delivery d JOIN inbound_event e ON e.id = d.event_id",
+    );
+    push_where(&mut q, filter);
+    q.push(" ORDER BY d.id");
+    let rows: Vec<(i64, String, i64)> =
+        q.build_query_as().fetch_all(store.read_pool()).await.context("cannot select dead letters")?;
+    Ok(rows.into_iter().map(|(id, t, at)| (id, t, from_ms(at))).collect())
 }
 
 /// One dead letter (or any delivery) with its payload and attempt timeline; `None` when there is no such id.
@@ -184,16 +192,7 @@ pub async fn detail(store: &Store, delivery_id: i64) -> anyhow::Result<Option<De
 
 /// The attempts of one delivery, oldest first.
 pub async fn attempts(store: &Store, delivery_id: i64) -> anyhow::Result<Vec<Attempt>> {
-    type A = (
-        i64,
-        i64,
-        Option<i64>,
-        String,
-        Option<String>,
-        String,
-        Option<String>,
-        String,
-    );
+    type A = (i64, i64, Option<i64>, String, Option<String>, String, Option<String>, String);
     let rows: Vec<A> = sqlx::query_as(
         "SELECT started_at, duration_ms, http_status, outcome, class, reason, response_excerpt, trigger
            FROM attempt WHERE delivery_id = ? ORDER BY id",

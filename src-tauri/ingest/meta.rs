@@ -33,28 +33,18 @@ fn id_string(v: &Value) -> Option<String> {
 pub fn leads(body: &Value) -> Result<Vec<MetaLead>, MetaBodyError> {
     let obj = body.as_object().ok_or(MetaBodyError::NotAnObject)?;
     let mut out = Vec::new();
-    let entries = obj
-        .get("entry")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+    let entries = obj.get("entry").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     for (ei, entry) in entries.iter().enumerate() {
-        let changes = entry
-            .get("changes")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
+        let changes = entry.get("changes").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
         for (ci, change) in changes.iter().enumerate() {
             if change.get("field").and_then(Value::as_str) != Some("leadgen") {
                 continue;
             }
             let value = change.get("value").cloned().unwrap_or(Value::Null);
-            let leadgen_id = value.get("leadgen_id").and_then(id_string).ok_or(
-                MetaBodyError::MissingLeadgenId {
-                    entry: ei,
-                    change: ci,
-                },
-            )?;
+            let leadgen_id = value
+                .get("leadgen_id")
+                .and_then(id_string)
+                .ok_or(MetaBodyError::MissingLeadgenId { entry: ei, change: ci })?;
             let mut payload = match value {
                 Value::Object(m) => m,
                 _ => serde_json::Map::new(),
@@ -75,10 +65,7 @@ pub fn leads(body: &Value) -> Result<Vec<MetaLead>, MetaBodyError> {
                     payload.insert("created_time".into(), t.clone());
                 }
             }
-            out.push(MetaLead {
-                leadgen_id,
-                payload: Value::Object(payload),
-            });
+            out.push(MetaLead { leadgen_id, payload: Value::Object(payload) });
         }
     }
     Ok(out)
@@ -114,13 +101,7 @@ mod tests {
     #[test]
     fn missing_leadgen_id_is_an_error_and_non_objects_are_rejected() {
         let body = json!({"entry": [{"changes": [{"field": "leadgen", "value": {"form_id": 1}}]}]});
-        assert_eq!(
-            leads(&body),
-            Err(MetaBodyError::MissingLeadgenId {
-                entry: 0,
-                change: 0
-            })
-        );
+        assert_eq!(leads(&body), Err(MetaBodyError::MissingLeadgenId { entry: 0, change: 0 }));
         assert_eq!(leads(&json!([1, 2])), Err(MetaBodyError::NotAnObject));
         assert_eq!(leads(&json!({"object": "page"})).unwrap(), vec![]);
     }

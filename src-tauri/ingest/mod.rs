@@ -54,9 +54,7 @@ impl IngestError {
     fn status(&self) -> StatusCode {
         match self {
             IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
-            IngestError::MissingSignature(_) | IngestError::BadSignature(_) => {
-                StatusCode::UNAUTHORIZED
-            }
+            IngestError::MissingSignature(_) | IngestError::BadSignature(_) => StatusCode::UNAUTHORIZED,
             IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
             IngestError::MissingId(_) => StatusCode::UNPROCESSABLE_ENTITY,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -83,16 +81,9 @@ impl IngestError {
 impl IntoResponse for IngestError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let mut response = (
-            status,
-            Json(json!({"code": self.code(), "message": self.to_string()})),
-        )
-            .into_response();
+        let mut response = (status, Json(json!({"code": self.code(), "message": self.to_string()}))).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("5"),
-            );
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
         }
         response
     }
@@ -129,11 +120,7 @@ impl IngestState {
             let (secret, signature_header, verify_token) = match sc.kind {
                 SourceKind::Generic => match &sc.signature {
                     Some(sig) => (
-                        Some(
-                            config
-                                .secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?
-                                .into_bytes(),
-                        ),
+                        Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
                         Some(sig.header.clone()),
                         None,
                     ),
@@ -143,41 +130,22 @@ impl IngestState {
                     let app = sc.app_secret_env.as_deref().unwrap_or_default();
                     let verify = sc.verify_token_env.as_deref().unwrap_or_default();
                     (
-                        Some(
-                            config
-                                .secret(&format!("{key}.app_secret_env"), app)?
-                                .into_bytes(),
-                        ),
+                        Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
                         Some("X-Hub-Signature-256".to_string()),
                         Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
                     )
                 }
             };
-            sources.insert(
-                name.clone(),
-                SourceRuntime {
-                    config: sc.clone(),
-                    secret,
-                    signature_header,
-                    verify_token,
-                },
-            );
+            sources.insert(name.clone(), SourceRuntime { config: sc.clone(), secret, signature_header, verify_token });
         }
         let (writer, rx) = mpsc::channel(8192);
         tokio::spawn(group_commit_writer(store, rx, wake));
-        Ok(IngestState {
-            sources: Arc::new(sources),
-            writer,
-            max_body_bytes: config.server.max_body_bytes,
-        })
+        Ok(IngestState { sources: Arc::new(sources), writer, max_body_bytes: config.server.max_body_bytes })
     }
 
     async fn store(&self, events: Vec<NewEvent>) -> Result<Vec<InsertOutcome>, IngestError> {
         let (reply, rx) = oneshot::channel();
-        self.writer
-            .send(WriteRequest { events, reply })
-            .await
-            .map_err(|_| IngestError::Storage)?;
+        self.writer.send(WriteRequest { events, reply }).await.map_err(|_| IngestError::Storage)?;
         match rx.await {
             Ok(Ok(outcomes)) => Ok(outcomes),
             Ok(Err(e)) => {
@@ -192,11 +160,7 @@ impl IngestState {
 /// Largest number of events committed in one transaction.
 const MAX_GROUP: usize = 512;
 
-async fn group_commit_writer(
-    store: Store,
-    mut rx: mpsc::Receiver<WriteRequest>,
-    wake: Arc<Notify>,
-) {
+async fn group_commit_writer(store: Store, mut rx: mpsc::Receiver<WriteRequest>, wake: Arc<Notify>) {
     let mut requests: Vec<WriteRequest> = Vec::with_capacity(64);
     while rx.recv_many(&mut requests, 256).await > 0 {
         // Commit in groups of at most MAX_GROUP events, never splitting one request.
@@ -208,16 +172,10 @@ async fn group_commit_writer(
                 end += 1;
             }
             let group: Vec<WriteRequest> = requests.drain(..end).collect();
-            let all: Vec<NewEvent> = group
-                .iter()
-                .flat_map(|r| r.events.iter().cloned())
-                .collect();
+            let all: Vec<NewEvent> = group.iter().flat_map(|r| r.events.iter().cloned()).collect();
             match store.insert_events(&all).await {
                 Ok(outcomes) => {
-                    if outcomes
-                        .iter()
-                        .any(|o| matches!(o, InsertOutcome::Inserted(_)))
-                    {
+                    if outcomes.iter().any(|o| matches!(o, InsertOutcome::Inserted(_))) {
                         wake.notify_one();
                     }
                     let mut it = outcomes.into_iter();
@@ -238,9 +196,7 @@ async fn group_commit_writer(
 }
 
 pub fn router(state: IngestState) -> Router {
-    Router::new()
-        .route("/ingest/{source}", get(verify_subscription).post(receive))
-        .with_state(state)
+    Router::new().route("/ingest/{source}", get(verify_subscription).post(receive)).with_state(state)
 }
 
 #[derive(Serialize)]
@@ -258,11 +214,7 @@ struct EventRef {
     duplicate: bool,
 }
 
-async fn read_body(
-    body: Body,
-    headers: &HeaderMap,
-    limit: usize,
-) -> Result<axum::body::Bytes, IngestError> {
+async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<axum::body::Bytes, IngestError> {
     if let Some(len) = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -274,10 +226,7 @@ async fn read_body(
     }
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         let inner = e.into_inner();
-        if inner
-            .downcast_ref::<http_body_util::LengthLimitError>()
-            .is_some()
-        {
+        if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
             IngestError::TooLarge(limit)
         } else {
             IngestError::BadRequest(format!("could not read the body: {inner}"))
@@ -306,8 +255,7 @@ async fn receive(
             });
         }
     }
-    let json: Value =
-        serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
+    let json: Value = serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
     let now = Utc::now();
     let events: Vec<NewEvent> = match src.config.kind {
         SourceKind::Generic => {
@@ -320,42 +268,21 @@ async fn receive(
                     src.config.id_field
                 ))
             })?;
-            vec![pipeline::new_event(
-                &source,
-                &src.config,
-                source_ref,
-                json,
-                now,
-            )]
+            vec![pipeline::new_event(&source, &src.config, source_ref, json, now)]
         }
         SourceKind::Meta => {
             let leads = meta::leads(&json).map_err(|e| match e {
-                meta::MetaBodyError::NotAnObject => {
-                    IngestError::BadRequest("expected a JSON object".into())
-                }
-                meta::MetaBodyError::MissingLeadgenId { entry, change } => {
-                    IngestError::MissingId(format!(
-                        "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
-                    ))
-                }
+                meta::MetaBodyError::NotAnObject => IngestError::BadRequest("expected a JSON object".into()),
+                meta::MetaBodyError::MissingLeadgenId { entry, change } => IngestError::MissingId(format!(
+                    "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
+                )),
             })?;
-            leads
-                .into_iter()
-                .map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now))
-                .collect()
+            leads.into_iter().map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now)).collect()
         }
     };
     if events.is_empty() {
         // A Meta notification with no lead in it (another field): acknowledge so Meta does not retry.
-        return Ok((
-            StatusCode::OK,
-            Json(Accepted {
-                status: "ignored",
-                accepted: 0,
-                duplicates: 0,
-                events: vec![],
-            }),
-        )
+        return Ok((StatusCode::OK, Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![] }))
             .into_response());
     }
     let refs: Vec<String> = events.iter().map(|e| e.source_ref.clone()).collect();
@@ -368,37 +295,16 @@ async fn receive(
         .map(|(o, source_ref)| match *o {
             InsertOutcome::Inserted(event_id) => {
                 accepted += 1;
-                EventRef {
-                    event_id,
-                    source_ref,
-                    duplicate: false,
-                }
+                EventRef { event_id, source_ref, duplicate: false }
             }
             InsertOutcome::Duplicate(event_id) => {
                 duplicates += 1;
-                EventRef {
-                    event_id,
-                    source_ref,
-                    duplicate: true,
-                }
+                EventRef { event_id, source_ref, duplicate: true }
             }
         })
         .collect();
-    let (status, word) = if accepted > 0 {
-        (StatusCode::ACCEPTED, "accepted")
-    } else {
-        (StatusCode::OK, "duplicate")
-    };
-    Ok((
-        status,
-        Json(Accepted {
-            status: word,
-            accepted,
-            duplicates,
-            events,
-        }),
-    )
-        .into_response())
+    let (status, word) = if accepted > 0 { (StatusCode::ACCEPTED, "accepted") } else { (StatusCode::OK, "duplicate") };
+    Ok((status, Json(Accepted { status: word, accepted, duplicates, events })).into_response())
 }
 
 async fn verify_subscription(
@@ -415,17 +321,11 @@ async fn verify_subscription(
         )));
     };
     if params.get("hub.mode").map(String::as_str) != Some("subscribe") {
-        return Err(IngestError::BadRequest(
-            "hub.mode must be `subscribe`".into(),
-        ));
+        return Err(IngestError::BadRequest("hub.mode must be `subscribe`".into()));
     }
-    let challenge = params
-        .get("hub.challenge")
-        .ok_or_else(|| IngestError::BadRequest("hub.challenge is missing".into()))?;
-    let given = params
-        .get("hub.verify_token")
-        .map(String::as_bytes)
-        .unwrap_or_default();
+    let challenge =
+        params.get("hub.challenge").ok_or_else(|| IngestError::BadRequest("hub.challenge is missing".into()))?;
+    let given = params.get("hub.verify_token").map(String::as_bytes).unwrap_or_default();
     if !bool::from(subtle::ConstantTimeEq::ct_eq(given, expected.as_bytes())) {
         tracing::warn!(source = %source, "rejected: Meta verify token mismatch");
         return Err(IngestError::VerifyTokenMismatch);

@@ -14,11 +14,7 @@ use crate::store::NewEvent;
 /// Reads an event id: `field` is a top-level key, or a JSON pointer when it starts with `/`.
 /// Strings are trimmed; numbers are written as they were sent. Empty, null, objects and arrays give `None`.
 pub fn event_id(body: &Value, field: &str) -> Option<String> {
-    let v = if field.starts_with('/') {
-        body.pointer(field)
-    } else {
-        body.get(field)
-    }?;
+    let v = if field.starts_with('/') { body.pointer(field) } else { body.get(field) }?;
     match v {
         Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
         Value::Number(n) => Some(n.to_string()),
@@ -33,13 +29,7 @@ pub fn new_event(
     payload: Value,
     received_at: DateTime<Utc>,
 ) -> NewEvent {
-    NewEvent {
-        source: source.to_string(),
-        source_ref,
-        payload,
-        route: config.route.clone(),
-        received_at,
-    }
+    NewEvent { source: source.to_string(), source_ref, payload, route: config.route.clone(), received_at }
 }
 
 #[cfg(test)]

@@ -43,14 +43,12 @@ impl Store {
             .await
             .context("cannot insert inbound_event")?;
             let Some((id,)) = inserted else {
-                let (id,): (i64,) = sqlx::query_as(
-                    "SELECT id FROM inbound_event WHERE source = ? AND source_ref = ?",
-                )
-                .bind(&event.source)
-                .bind(&event.source_ref)
-                .fetch_one(&mut *tx)
-                .await
-                .context("cannot read duplicate inbound_event")?;
+                let (id,): (i64,) = sqlx::query_as("SELECT id FROM inbound_event WHERE source = ? AND source_ref = ?")
+                    .bind(&event.source)
+                    .bind(&event.source_ref)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .context("cannot read duplicate inbound_event")?;
                 outcomes.push(InsertOutcome::Duplicate(id));
                 continue;
             };

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{ms, Store};
 
-#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+#[derive(Debug, Clone, Serialize, Default, PartialEq, ts_rs::TS)]
 pub struct TargetHealth {
     /// Target name, or `*` for the total over all targets.
     pub target: String,
@@ -25,7 +25,7 @@ pub struct TargetHealth {
     pub dead_open_by_class: BTreeMap<String, i64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct QueueHealth {
     pub generated_at: DateTime<Utc>,
     pub overall: TargetHealth,
@@ -34,35 +34,17 @@ pub struct QueueHealth {
 
 impl Store {
     /// Queue health per target and overall. `known_targets` are listed even when they have no jobs yet.
-    pub async fn queue_health(
-        &self,
-        now: DateTime<Utc>,
-        known_targets: &[String],
-    ) -> anyhow::Result<QueueHealth> {
-        let tallies: Vec<(String, String, i64)> =
-            sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
-                .fetch_all(self.read_pool())
-                .await
-                .context("cannot read delivery_tally")?;
+    pub async fn queue_health(&self, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
+        let tallies: Vec<(String, String, i64)> = sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
+            .fetch_all(self.read_pool())
+            .await
+            .context("cannot read delivery_tally")?;
         let mut per_target: BTreeMap<String, TargetHealth> = known_targets
             .iter()
-            .map(|t| {
-                (
-                    t.clone(),
-                    TargetHealth {
-                        target: t.clone(),
-                        ..Default::default()
-                    },
-                )
-            })
+            .map(|t| (t.clone(), TargetHealth { target: t.clone(), ..Default::default() }))
             .collect();
         for (target, bucket, n) in tallies {
-            let h = per_target
-                .entry(target.clone())
-                .or_insert_with(|| TargetHealth {
-                    target,
-                    ..Default::default()
-                });
+            let h = per_target.entry(target.clone()).or_insert_with(|| TargetHealth { target, ..Default::default() });
             match bucket.as_str() {
                 "pending" => h.pending += n,
                 "running" => h.running += n,
@@ -79,10 +61,7 @@ impl Store {
                 }
             }
         }
-        let mut overall = TargetHealth {
-            target: "*".into(),
-            ..Default::default()
-        };
+        let mut overall = TargetHealth { target: "*".into(), ..Default::default() };
         let mut oldest_overall: Option<i64> = None;
         for h in per_target.values_mut() {
             if h.pending + h.running > 0 {
@@ -107,12 +86,7 @@ impl Store {
                 *overall.dead_open_by_class.entry(class.clone()).or_default() += n;
             }
         }
-        overall.oldest_pending_age_seconds =
-            oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
-        Ok(QueueHealth {
-            generated_at: now,
-            overall,
-            targets: per_target.into_values().collect(),
-        })
+        overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
+        Ok(QueueHealth { generated_at: now, overall, targets: per_target.into_values().collect() })
     }
 }

@@ -79,7 +79,9 @@ pub enum JobOutcome {
         field: Option<String>,
     },
     /// Put back without using an attempt (shutdown, a deferred probe): due again at `at`.
-    Released { at: DateTime<Utc> },
+    Released {
+        at: DateTime<Utc>,
+    },
 }
 
 /// A finished job, ready to be written. `attempt` is `None` when no request was made.
@@ -145,34 +147,19 @@ impl Store {
         .fetch_all(&self.read)
         .await
         .context("cannot read earlier steps")?;
-        let events: std::collections::HashMap<i64, (String, String, i64, String)> = events
-            .into_iter()
-            .map(|(id, s, r, at, p)| (id, (s, r, at, p)))
-            .collect();
+        let events: std::collections::HashMap<i64, (String, String, i64, String)> =
+            events.into_iter().map(|(id, s, r, at, p)| (id, (s, r, at, p))).collect();
         let mut jobs = Vec::with_capacity(rows.len());
-        for (
-            id,
-            event_id,
-            step_index,
-            target,
-            attempts,
-            pending_since,
-            lease_token,
-            in_doubt,
-            trigger,
-            generation,
-        ) in rows
+        for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in
+            rows
         {
-            let (source, source_ref, received_at, payload) = events
-                .get(&event_id)
-                .with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
+            let (source, source_ref, received_at, payload) =
+                events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
             let mut prev = serde_json::Map::new();
             for (eid, t, result) in previous.iter().filter(|p| p.0 == event_id) {
                 let _ = eid;
-                let value = result
-                    .as_deref()
-                    .and_then(|r| serde_json::from_str(r).ok())
-                    .unwrap_or(serde_json::Value::Null);
+                let value =
+                    result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(serde_json::Value::Null);
                 prev.insert(t.clone(), value);
             }
             jobs.push(Job {
@@ -261,12 +248,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await
                 .context("cannot schedule retry")?,
-                JobOutcome::Dead {
-                    class,
-                    http_status,
-                    reason,
-                    field,
-                } => sqlx::query(
+                JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
                     "UPDATE delivery SET state = 'dead', dead_at = ?, dead_class = ?, dead_status = ?, dead_reason = ?,
                             dead_field = ?, resolution = 'open', attempts = attempts + ?,
                             lease_owner = NULL, lease_until = NULL
@@ -358,13 +340,12 @@ impl Store {
 
     /// The time at which the next pending job of `target` becomes due, if any.
     pub async fn next_due(&self, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
-        let row: (Option<i64>,) = sqlx::query_as(
-            "SELECT MIN(next_attempt_at) FROM delivery WHERE state = 'pending' AND target = ?",
-        )
-        .bind(target)
-        .fetch_one(&self.read)
-        .await
-        .context("cannot read next due time")?;
+        let row: (Option<i64>,) =
+            sqlx::query_as("SELECT MIN(next_attempt_at) FROM delivery WHERE state = 'pending' AND target = ?")
+                .bind(target)
+                .fetch_one(&self.read)
+                .await
+                .context("cannot read next due time")?;
         Ok(row.0.map(from_ms))
     }
 }

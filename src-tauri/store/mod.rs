@@ -44,11 +44,7 @@ pub fn from_ms(v: i64) -> DateTime<Utc> {
 impl Store {
     /// Opens (creating if needed) the database at `url` and applies pending migrations.
     pub async fn open(url: &str) -> anyhow::Result<Store> {
-        let url = if url.starts_with("sqlite:") {
-            url.to_string()
-        } else {
-            format!("sqlite://{url}")
-        };
+        let url = if url.starts_with("sqlite:") { url.to_string() } else { format!("sqlite://{url}") };
         let options = SqliteConnectOptions::from_str(&url)
             .with_context(|| format!("invalid database URL {url}"))?
             .create_if_missing(true)
@@ -58,15 +54,9 @@ impl Store {
             .foreign_keys(true)
             .pragma("temp_store", "memory")
             .pragma("cache_size", "-65536");
-        if let Some(path) = url
-            .strip_prefix("sqlite://")
-            .filter(|p| !p.is_empty() && !p.starts_with(':'))
-        {
+        if let Some(path) = url.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')) {
             let path = path.split('?').next().unwrap_or(path);
-            if let Some(dir) = std::path::Path::new(path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-            {
+            if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create database folder {}", dir.display()))?;
             }
@@ -78,10 +68,7 @@ impl Store {
             .connect_with(options.clone())
             .await
             .with_context(|| format!("cannot open database {url}"))?;
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&write)
-            .await
-            .context("cannot apply database migrations")?;
+        sqlx::migrate!("./migrations/sqlite").run(&write).await.context("cannot apply database migrations")?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
@@ -91,18 +78,13 @@ impl Store {
         Ok(Store { write, read })
     }
 
-    pub(crate) async fn begin_write(
-        &self,
-    ) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        self.write
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .context("cannot start a write transaction")
+    pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.write.begin_with("BEGIN IMMEDIATE").await.context("cannot start a write transaction")
     }
 
-    /// The write pool, for benchmarks that fill a database in bulk. Not for application code.
+    /// The write pool: for small single-statement writes (samples) and benchmarks that fill a database in bulk.
     #[doc(hidden)]
-    pub fn write_pool_for_bench(&self) -> &SqlitePool {
+    pub fn write_pool(&self) -> &SqlitePool {
         &self.write
     }
 
@@ -134,18 +116,13 @@ impl Store {
     }
 
     /// The CRM record id linked to an external id (strategy `search_then_create`).
-    pub async fn crm_link(
-        &self,
-        target: &str,
-        external_id: &str,
-    ) -> anyhow::Result<Option<String>> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT crm_id FROM crm_link WHERE target = ? AND external_id = ?")
-                .bind(target)
-                .bind(external_id)
-                .fetch_optional(&self.read)
-                .await
-                .context("cannot read crm_link")?;
+    pub async fn crm_link(&self, target: &str, external_id: &str) -> anyhow::Result<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT crm_id FROM crm_link WHERE target = ? AND external_id = ?")
+            .bind(target)
+            .bind(external_id)
+            .fetch_optional(&self.read)
+            .await
+            .context("cannot read crm_link")?;
         Ok(row.map(|r| r.0))
     }
 }

@@ -75,30 +75,22 @@ impl HttpTarget {
         let mut headers = HeaderMap::new();
         for (k, v) in &config.headers {
             headers.insert(
-                HeaderName::from_bytes(k.as_bytes())
-                    .with_context(|| format!("{key}.headers.{k}: invalid name"))?,
-                HeaderValue::from_str(v)
-                    .with_context(|| format!("{key}.headers.{k}: invalid value"))?,
+                HeaderName::from_bytes(k.as_bytes()).with_context(|| format!("{key}.headers.{k}: invalid name"))?,
+                HeaderValue::from_str(v).with_context(|| format!("{key}.headers.{k}: invalid value"))?,
             );
         }
         match &config.auth {
             Some(AuthConfig::BearerEnv(var)) => {
                 let token = secrets.secret(&format!("{key}.auth.bearer_env"), var)?;
-                let mut v =
-                    HeaderValue::from_str(&format!("Bearer {token}")).with_context(|| {
-                        format!("{key}.auth: the token in {var} is not a valid header value")
-                    })?;
+                let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
+                    .with_context(|| format!("{key}.auth: the token in {var} is not a valid header value"))?;
                 v.set_sensitive(true);
                 headers.insert(reqwest::header::AUTHORIZATION, v);
             }
-            Some(AuthConfig::Header {
-                name: header,
-                value_env,
-            }) => {
+            Some(AuthConfig::Header { name: header, value_env }) => {
                 let value = secrets.secret(&format!("{key}.auth.header.value_env"), value_env)?;
-                let mut v = HeaderValue::from_str(&value).with_context(|| {
-                    format!("{key}.auth: the value in {value_env} is not a valid header value")
-                })?;
+                let mut v = HeaderValue::from_str(&value)
+                    .with_context(|| format!("{key}.auth: the value in {value_env} is not a valid header value"))?;
                 v.set_sensitive(true);
                 headers.insert(HeaderName::from_bytes(header.as_bytes())?, v);
             }
@@ -112,12 +104,7 @@ impl HttpTarget {
             .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
             .build()
             .context("cannot build HTTP client")?;
-        Ok(HttpTarget {
-            name: name.to_string(),
-            config: config.clone(),
-            client,
-            headers,
-        })
+        Ok(HttpTarget { name: name.to_string(), config: config.clone(), client, headers })
     }
 
     /// The JSON body sent for a job.
@@ -139,12 +126,7 @@ impl HttpTarget {
 
     /// Performs one attempt for `job`, resolving doubt first where the strategy allows.
     /// `linked` is the CRM id already linked to this external id locally (search_then_create), if any.
-    pub async fn deliver(
-        &self,
-        job: &Job,
-        linked: Option<String>,
-        now: DateTime<Utc>,
-    ) -> AttemptReport {
+    pub async fn deliver(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
         let started = Instant::now();
         let external_id = job.external_id();
         let mut report = AttemptReport {
@@ -162,8 +144,7 @@ impl HttpTarget {
         let strategy = self.config.strategy;
 
         // 1. Does the CRM already have this lead? (search_then_create always; others only when in doubt.)
-        let must_look =
-            strategy == Strategy::SearchThenCreate || (job.in_doubt && strategy == Strategy::None);
+        let must_look = strategy == Strategy::SearchThenCreate || (job.in_doubt && strategy == Strategy::None);
         if let Some(crm_id) = linked.filter(|_| strategy == Strategy::SearchThenCreate) {
             report.crm_id = Some(crm_id);
             report.note = Some("already linked to a CRM record: not sent again".into());
@@ -190,9 +171,7 @@ impl HttpTarget {
                     // Searching is harmless to repeat; the doubt (if any) stays until a look-up answers.
                     report.verdict = Verdict::Failed(Failure {
                         class: ErrorClass::Transient,
-                        reason: format!(
-                            "could not check whether the CRM already has the lead: {why}"
-                        ),
+                        reason: format!("could not check whether the CRM already has the lead: {why}"),
                         field: None,
                     });
                     report.in_doubt = job.in_doubt;
@@ -232,21 +211,13 @@ impl HttpTarget {
                     field: None,
                 });
             }
-            Sent::NoAnswer(why) => {
-                self.after_no_answer(&mut report, &external_id, why, strategy)
-                    .await
-            }
+            Sent::NoAnswer(why) => self.after_no_answer(&mut report, &external_id, why, strategy).await,
             Sent::Answered(resp) => {
                 report.http_status = Some(resp.status);
                 report.excerpt = excerpt(&resp.body);
                 report.retry_after = resp.retry_after;
-                report.verdict = classify(
-                    &Observed::Response {
-                        status: resp.status,
-                        body: &resp.body,
-                    },
-                    &self.config.classify,
-                );
+                report.verdict =
+                    classify(&Observed::Response { status: resp.status, body: &resp.body }, &self.config.classify);
                 if report.verdict == Verdict::Delivered {
                     report.crm_id = crm_id_in(&resp.body, &self.config.id_pointer);
                     if strategy == Strategy::SearchThenCreate {
@@ -268,13 +239,7 @@ impl HttpTarget {
     }
 
     /// The request went out and no answer came. Decide, per strategy, whether a retry is safe.
-    async fn after_no_answer(
-        &self,
-        report: &mut AttemptReport,
-        external_id: &str,
-        why: String,
-        strategy: Strategy,
-    ) {
+    async fn after_no_answer(&self, report: &mut AttemptReport, external_id: &str, why: String, strategy: Strategy) {
         match strategy {
             Strategy::IdempotencyKey | Strategy::Upsert => {
                 report.verdict = Verdict::Failed(Failure {
@@ -298,9 +263,7 @@ impl HttpTarget {
                 match self.lookup(external_id).await {
                     Lookup::Found(crm_id) => {
                         report.verdict = Verdict::Delivered;
-                        report.note = Some(format!(
-                            "no answer ({why}), but the look-up found the record"
-                        ));
+                        report.note = Some(format!("no answer ({why}), but the look-up found the record"));
                         if strategy == Strategy::SearchThenCreate {
                             report.link = Some((external_id.to_string(), crm_id.clone()));
                         }
@@ -364,11 +327,7 @@ async fn send(request: reqwest::RequestBuilder) -> Sent {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| parse_retry_after(v, Utc::now()));
     match response.bytes().await {
-        Ok(body) => Sent::Answered(Response {
-            status,
-            body: body.to_vec(),
-            retry_after,
-        }),
+        Ok(body) => Sent::Answered(Response { status, body: body.to_vec(), retry_after }),
         // The status arrived, so the CRM processed the request; only the body was lost.
         Err(e) => Sent::Answered(Response {
             status,
@@ -393,10 +352,7 @@ fn excerpt(body: &[u8]) -> Option<String> {
     if body.is_empty() {
         return None;
     }
-    Some(truncate_chars(
-        &String::from_utf8_lossy(body),
-        EXCERPT_CHARS,
-    ))
+    Some(truncate_chars(&String::from_utf8_lossy(body), EXCERPT_CHARS))
 }
 
 fn json_id(value: &serde_json::Value) -> Option<String> {
@@ -419,18 +375,13 @@ fn search_hit(body: &[u8], pointer: &str) -> Option<String> {
     if let Some(id) = json.pointer(pointer).and_then(json_id) {
         return Some(id);
     }
-    let first =
-        match &json {
-            serde_json::Value::Array(items) => items.first(),
-            serde_json::Value::Object(map) => ["results", "data", "records", "items"]
-                .iter()
-                .find_map(|k| {
-                    map.get(*k)
-                        .and_then(|v| v.as_array())
-                        .and_then(|a| a.first())
-                }),
-            _ => None,
-        }?;
+    let first = match &json {
+        serde_json::Value::Array(items) => items.first(),
+        serde_json::Value::Object(map) => ["results", "data", "records", "items"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(|v| v.as_array()).and_then(|a| a.first())),
+        _ => None,
+    }?;
     first.pointer(pointer).and_then(json_id)
 }
 
@@ -453,15 +404,9 @@ mod tests {
 
     #[test]
     fn search_hits_in_the_shapes_crms_answer() {
-        assert_eq!(
-            search_hit(br#"{"id":"c-1"}"#, "/id").as_deref(),
-            Some("c-1")
-        );
+        assert_eq!(search_hit(br#"{"id":"c-1"}"#, "/id").as_deref(), Some("c-1"));
         assert_eq!(search_hit(br#"[{"id":7}]"#, "/id").as_deref(), Some("7"));
-        assert_eq!(
-            search_hit(br#"{"results":[{"id":"h"}],"total":1}"#, "/id").as_deref(),
-            Some("h")
-        );
+        assert_eq!(search_hit(br#"{"results":[{"id":"h"}],"total":1}"#, "/id").as_deref(), Some("h"));
         assert_eq!(search_hit(br#"{"results":[],"total":0}"#, "/id"), None);
         assert_eq!(search_hit(br#"[]"#, "/id"), None);
         assert_eq!(search_hit(b"not json", "/id"), None);
@@ -470,9 +415,6 @@ mod tests {
     #[test]
     fn external_ids_are_one_path_segment() {
         assert_eq!(urlencode("meta:123/4 5"), "meta%3A123%2F4%205");
-        assert_eq!(
-            HttpTarget::url("http://x/leads/{external_id}", "a:b"),
-            "http://x/leads/a%3Ab"
-        );
+        assert_eq!(HttpTarget::url("http://x/leads/{external_id}", "a:b"), "http://x/leads/a%3Ab");
     }
 }

@@ -81,33 +81,18 @@ breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
 
 pub fn parse_config(text: &str) -> Config {
     let mut c = Config::parse(text, Path::new("test.toml")).expect("test config is valid");
-    c.inline_secrets
-        .insert("TEST_WEBFORM_SECRET".into(), SECRET.into());
-    c.inline_secrets
-        .insert("TEST_META_SECRET".into(), SECRET.into());
-    c.inline_secrets
-        .insert("TEST_META_VERIFY".into(), "verify-me".into());
+    c.inline_secrets.insert("TEST_WEBFORM_SECRET".into(), SECRET.into());
+    c.inline_secrets.insert("TEST_META_SECRET".into(), SECRET.into());
+    c.inline_secrets.insert("TEST_META_VERIFY".into(), "verify-me".into());
     c
 }
 
 pub async fn spawn_with(crm_target: impl Fn(SocketAddr) -> String) -> TestApp {
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = config_text(
-        crm_addr,
-        &dir.path().join("leadline.db"),
-        &crm_target(crm_addr),
-    );
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr));
     let server = Server::start(parse_config(&text)).await.unwrap();
-    TestApp {
-        server,
-        crm,
-        crm_addr,
-        http: reqwest::Client::new(),
-        dir,
-    }
+    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
 }
 
 pub async fn spawn() -> TestApp {
@@ -135,13 +120,7 @@ impl TestApp {
     }
 
     pub async fn post_plain(&self, body: &serde_json::Value) -> reqwest::StatusCode {
-        self.http
-            .post(self.url("/ingest/plain"))
-            .json(body)
-            .send()
-            .await
-            .unwrap()
-            .status()
+        self.http.post(self.url("/ingest/plain")).json(body).send().await.unwrap().status()
     }
 
     pub async fn health(&self) -> QueueHealth {

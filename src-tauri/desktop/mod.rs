@@ -1,0 +1,237 @@
+//! The desktop shell (feature `desktop`): a Tauri 2 window over the same [`crate::api`] the HTTP server uses.
+//!
+//! `leadline` with no arguments opens the window; the ingest server, the worker and the monitor run inside
+//! the app on the embedded SQLite database in the app's data folder. Configuration comes from `--config` /
+//! `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with none, the app runs the demo and the
+//! UI says so in a banner. Commands here only adapt [`crate::api`]; replay confirmation is a native dialog
+//! (`tauri-plugin-dialog`), alerts become desktop notifications (`tauri-plugin-notification`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use tauri::{Emitter, Manager, RunEvent};
+use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
+use tauri_plugin_notification::NotificationExt;
+
+use crate::api::{
+    self, App, Confirm, DeadLetterList, DeadLetterView, ErrorBody, HealthView, ScriptedConfirm, Session, TargetView,
+};
+use crate::config::Config;
+use crate::demo;
+use crate::dlq::DeadLetterFilter;
+use crate::monitor::alerts::Alert;
+use crate::monitor::metrics::MetricSeries;
+use crate::monitor::Notifier;
+use crate::replay::{ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
+use crate::server::{Server, StartOptions};
+
+type CommandResult<T> = Result<T, api::ApiError>;
+
+/// What the commands reach through Tauri's managed state.
+struct Desktop {
+    app: App,
+    server: Mutex<Option<Server>>,
+    confirm: Arc<dyn Confirm>,
+    /// Who acts, for the audit: the OS user.
+    actor: String,
+}
+
+/// Alerts as desktop notifications: one per incident (an alert is announced only when it opens).
+struct DesktopNotifier(tauri::AppHandle);
+
+impl Notifier for DesktopNotifier {
+    fn notify(&self, alert: &Alert) {
+        if let Err(e) = self.0.notification().builder().title(&alert.title).body(&alert.detail).show() {
+            tracing::warn!(error = %e, "cannot show a desktop notification");
+        }
+    }
+}
+
+/// The native confirmation dialog.
+struct DialogConfirm(tauri::AppHandle);
+
+impl Confirm for DialogConfirm {
+    fn confirm(&self, title: &str, message: &str) -> bool {
+        self.0
+            .dialog()
+            .message(message)
+            .title(title)
+            .kind(MessageDialogKind::Warning)
+            .buttons(MessageDialogButtons::OkCancelCustom("Replay".into(), "Cancel".into()))
+            .blocking_show()
+    }
+}
+
+fn os_user() -> String {
+    let name = std::env::var("USER").or_else(|_| std::env::var("USERNAME")).unwrap_or_else(|_| "unknown".into());
+    format!("desktop user `{name}`")
+}
+
+async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow::Result<Desktop> {
+    let data_dir = handle.path().app_data_dir().context("no app data folder")?;
+    let config_dir = handle.path().app_config_dir().context("no app config folder")?;
+    let path = config_path.or_else(|| Some(config_dir.join("leadline.toml")).filter(|p| p.exists()));
+    let (config, demo_crm) = match path {
+        Some(p) => {
+            let mut c = Config::load(&p)?;
+            if c.database.url.is_none() {
+                c.database.url = Some(format!("sqlite://{}", data_dir.join("leadline.db").display()));
+            }
+            (c, None)
+        }
+        None => {
+            let (crm, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
+            let db = format!("sqlite://{}", data_dir.join("leadline-demo.db").display());
+            (demo::demo_config(addr, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
+        }
+    };
+    let notifier = Arc::new(DesktopNotifier(handle.clone()));
+    let server = Server::start_with(config, StartOptions { demo: demo_crm.is_some(), notifier }).await?;
+    if let Some(crm) = demo_crm {
+        tokio::spawn(demo::run_schedule(crm));
+        tokio::spawn(demo::run_traffic(server.addr, 60.0, Duration::from_secs(20 * 60)));
+    }
+    // Live events to the window.
+    let mut live = server.app.live.subscribe();
+    let emitter = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            match live.recv().await {
+                Ok(e) => {
+                    let _ = emitter.emit("live", &e);
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
+    });
+    // Tests script the confirmation (native dialogs cannot be clicked by WebDriver).
+    let confirm: Arc<dyn Confirm> = match std::env::var("LEADLINE_CONFIRM").as_deref() {
+        Ok("yes") => Arc::new(ScriptedConfirm::always(true)),
+        Ok("no") => Arc::new(ScriptedConfirm::always(false)),
+        _ => Arc::new(DialogConfirm(handle.clone())),
+    };
+    Ok(Desktop { app: server.app.clone(), server: Mutex::new(Some(server)), confirm, actor: os_user() })
+}
+
+/// Opens the window. `config` is `--config` (or `LEADLINE_CONFIG`).
+pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
+    let app = tauri::Builder::default()
+        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| {
+            if let Some(w) = app.get_webview_window("main") {
+                let _ = w.unminimize();
+                let _ = w.set_focus();
+            }
+        }))
+        .plugin(tauri_plugin_window_state::Builder::default().build())
+        .plugin(tauri_plugin_dialog::init())
+        .plugin(tauri_plugin_notification::init())
+        .setup(move |app| {
+            let handle = app.handle().clone();
+            let desktop = tauri::async_runtime::block_on(start(handle, config.clone()))
+                .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?;
+            app.manage(desktop);
+            Ok(())
+        })
+        .invoke_handler(tauri::generate_handler![
+            session,
+            health,
+            metrics,
+            dead_letters,
+            dead_letter,
+            replay_preview,
+            replay,
+            replay_progress,
+            alerts,
+            acknowledge_alert,
+            targets,
+            set_target_paused,
+        ])
+        .build(tauri::generate_context!())
+        .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
+    app.run(|handle, event| {
+        if let RunEvent::Exit = event {
+            // A clean shutdown: the worker finishes or releases in-flight jobs before the process ends.
+            if let Some(desktop) = handle.try_state::<Desktop>() {
+                let server = desktop.server.lock().ok().and_then(|mut s| s.take());
+                if let Some(server) = server {
+                    if let Err(e) = tauri::async_runtime::block_on(server.shutdown()) {
+                        tracing::error!(error = %format!("{e:#}"), "unclean shutdown");
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+type S<'a> = tauri::State<'a, Desktop>;
+
+#[tauri::command]
+fn session(state: S<'_>) -> Session {
+    api::session(&state.app)
+}
+
+#[tauri::command]
+async fn health(state: S<'_>) -> CommandResult<HealthView> {
+    api::health(&state.app).await
+}
+
+#[tauri::command]
+async fn metrics(state: S<'_>, range: String) -> CommandResult<MetricSeries> {
+    api::metrics(&state.app, &range).await
+}
+
+#[tauri::command]
+async fn dead_letters(state: S<'_>, filter: DeadLetterFilter) -> CommandResult<DeadLetterList> {
+    api::dead_letters(&state.app, &filter).await
+}
+
+#[tauri::command]
+async fn dead_letter(state: S<'_>, id: i64) -> CommandResult<DeadLetterView> {
+    api::dead_letter(&state.app, id).await
+}
+
+#[tauri::command]
+async fn replay_preview(state: S<'_>, selection: ReplaySelection) -> CommandResult<ReplayPreview> {
+    api::replay_preview(&state.app, &selection).await
+}
+
+/// Replays after a native confirmation dialog that states how many leads go to which target.
+#[tauri::command]
+async fn replay(state: S<'_>, selection: ReplaySelection, reason: String) -> CommandResult<ReplayReceipt> {
+    api::replay_confirmed(&state.app, &selection, &reason, &state.actor, state.confirm.clone()).await
+}
+
+#[tauri::command]
+async fn replay_progress(state: S<'_>, id: i64) -> CommandResult<ReplayProgress> {
+    api::replay_progress(&state.app, id).await
+}
+
+#[tauri::command]
+async fn alerts(state: S<'_>) -> CommandResult<Vec<Alert>> {
+    api::alerts(&state.app).await
+}
+
+#[tauri::command]
+async fn acknowledge_alert(state: S<'_>, id: i64) -> CommandResult<Alert> {
+    api::acknowledge_alert(&state.app, id, &state.actor).await
+}
+
+#[tauri::command]
+async fn targets(state: S<'_>) -> CommandResult<Vec<TargetView>> {
+    api::targets(&state.app).await
+}
+
+#[tauri::command]
+async fn set_target_paused(state: S<'_>, name: String, paused: bool) -> CommandResult<TargetView> {
+    api::set_target_paused(&state.app, &name, paused, &state.actor).await
+}
+
+// Keeps the error body type in the desktop build's view: every command error serialises as `ErrorBody`.
+#[allow(dead_code)]
+fn _error_body_shape(e: &api::ApiError) -> ErrorBody {
+    ErrorBody { code: e.code().into(), message: e.to_string() }
+}

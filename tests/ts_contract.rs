@@ -1,0 +1,71 @@
+//! The typed contract with the UI: `ui/src/lib/api/wire.ts` is generated from the Rust DTOs (ts-rs) and
+//! committed. This test fails when it is stale; `UPDATE_TS_TYPES=1 cargo test --test ts_contract` rewrites it.
+//!
+//! 64-bit integers are declared as `number`: JSON carries them as numbers, and Leadline's ids and counts stay
+//! far below 2^53.
+
+use leadline::api::{
+    BreakerView, DeadLetterList, DeadLetterView, ErrorBody, HealthView, LiveEvent, ReplayRequest, Session, TargetView,
+};
+use leadline::delivery::breaker::BreakerState;
+use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter};
+use leadline::monitor::alerts::Alert;
+use leadline::monitor::metrics::MetricSeries;
+use leadline::replay::{ReplayHistoryEntry, ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
+use leadline::store::{QueueHealth, TargetHealth};
+use ts_rs::TS;
+
+const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/ui/src/lib/api/wire.ts");
+
+fn generated() -> String {
+    let cfg = ts_rs::Config::new().with_large_int("number");
+    let decls = [
+        ErrorBody::decl(&cfg),
+        Session::decl(&cfg),
+        HealthView::decl(&cfg),
+        QueueHealth::decl(&cfg),
+        TargetHealth::decl(&cfg),
+        BreakerView::decl(&cfg),
+        BreakerState::decl(&cfg),
+        MetricSeries::decl(&cfg),
+        DeadLetterFilter::decl(&cfg),
+        DeadLetterList::decl(&cfg),
+        DeadLetter::decl(&cfg),
+        DeadLetterDetail::decl(&cfg),
+        DeadLetterView::decl(&cfg),
+        Attempt::decl(&cfg),
+        ReplaySelection::decl(&cfg),
+        ReplayRequest::decl(&cfg),
+        ReplayPreview::decl(&cfg),
+        ReplayReceipt::decl(&cfg),
+        ReplayProgress::decl(&cfg),
+        ReplayHistoryEntry::decl(&cfg),
+        Alert::decl(&cfg),
+        TargetView::decl(&cfg),
+        LiveEvent::decl(&cfg),
+    ];
+    let mut out = String::from(
+        "// Wire types of Leadline's API, generated from the Rust DTOs by tests/ts_contract.rs.\n\
+         // Do not edit: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract`.\n\n",
+    );
+    for d in decls {
+        out.push_str("export ");
+        out.push_str(&d);
+        out.push_str("\n\n");
+    }
+    out.trim_end().to_string() + "\n"
+}
+
+#[test]
+fn committed_typescript_types_match_the_rust_dtos() {
+    let fresh = generated();
+    if std::env::var_os("UPDATE_TS_TYPES").is_some() {
+        std::fs::write(PATH, &fresh).expect("write wire.ts");
+        return;
+    }
+    let committed = std::fs::read_to_string(PATH).unwrap_or_default();
+    assert!(
+        committed == fresh,
+        "ui/src/lib/api/wire.ts is stale: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract` and commit it"
+    );
+}

@@ -1,0 +1,192 @@
+// Wire types of Leadline's API, generated from the Rust DTOs by tests/ts_contract.rs.
+// Do not edit: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract`.
+
+export type ErrorBody = { code: 'not_found' | 'bad_request' | 'conflict' | 'cancelled' | 'unauthorized' | 'internal', message: string, };
+
+export type Session = { version: string, demo: boolean, worker: boolean, sources: Array<string>, targets: Array<string>, };
+
+export type HealthView = { 
+/**
+ * Breaker state per target, as this process's worker sees it (empty when no worker runs here).
+ */
+breakers: Array<BreakerView>, generated_at: string, overall: TargetHealth, targets: Array<TargetHealth>, };
+
+export type QueueHealth = { generated_at: string, overall: TargetHealth, targets: Array<TargetHealth>, };
+
+export type TargetHealth = { 
+/**
+ * Target name, or `*` for the total over all targets.
+ */
+target: string, 
+/**
+ * Age of the oldest undelivered due step (pending or running), in seconds; `null` when there is none.
+ */
+oldest_pending_age_seconds: number | null, pending: number, running: number, 
+/**
+ * Steps waiting for an earlier step of their route.
+ */
+waiting: number, delivered: number, 
+/**
+ * Open dead letters (not yet replayed, fixed or discarded).
+ */
+dead_open: number, dead_open_by_class: { [key in string]: number }, };
+
+export type BreakerView = { target: string, state: BreakerState, opened_at: string | null, };
+
+export type BreakerState = "closed" | "open" | "half_open";
+
+export type MetricSeries = { bucket_seconds: number, 
+/**
+ * Bucket start times, Unix seconds.
+ */
+at: Array<number>, 
+/**
+ * Highest pending count seen in the bucket (`null`: no sample).
+ */
+pending: Array<number | null>, 
+/**
+ * Highest oldest-pending age in the bucket, seconds.
+ */
+oldest_age_seconds: Array<number | null>, 
+/**
+ * Successful attempts per bucket.
+ */
+delivered: Array<number>, 
+/**
+ * Failed attempts (retried or dead-lettered) per bucket.
+ */
+failed: Array<number>, 
+/**
+ * Open dead letters by class at the end of each bucket.
+ */
+dead_open_by_class: { [key in string]: Array<number | null> }, 
+/**
+ * Events received per bucket, by source.
+ */
+volume_by_source: { [key in string]: Array<number> }, };
+
+export type DeadLetterFilter = { class: string | null, source: string | null, target: string | null, since: string | null, until: string | null, 
+/**
+ * Matched against the reason, the source's event id and the field.
+ */
+text: string | null, 
+/**
+ * `open` (default), `all`, or one resolution.
+ */
+resolution: string | null, limit: number | null, 
+/**
+ * Page: only dead letters with a smaller delivery id.
+ */
+before_id: number | null, };
+
+export type DeadLetterList = { items: Array<DeadLetter>, 
+/**
+ * Open dead letters by class, over everything (not only this page).
+ */
+open_by_class: { [key in string]: number }, };
+
+export type DeadLetter = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+/**
+ * The CRM's own message where it gave one, and what Leadline concluded.
+ */
+reason: string, 
+/**
+ * The field the CRM blamed, if it named one.
+ */
+field: string | null, attempts: number, received_at: string, 
+/**
+ * When it was dead-lettered (the time of its last attempt).
+ */
+dead_at: string, resolution: string, };
+
+export type DeadLetterDetail = { payload: unknown, attempts_timeline: Array<Attempt>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+/**
+ * The CRM's own message where it gave one, and what Leadline concluded.
+ */
+reason: string, 
+/**
+ * The field the CRM blamed, if it named one.
+ */
+field: string | null, attempts: number, received_at: string, 
+/**
+ * When it was dead-lettered (the time of its last attempt).
+ */
+dead_at: string, resolution: string, };
+
+export type DeadLetterView = { 
+/**
+ * The CRM record, when a step of this lead was delivered (e.g. after a replay).
+ */
+crm_record: unknown, replays: Array<ReplayHistoryEntry>, payload: unknown, attempts_timeline: Array<Attempt>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+/**
+ * The CRM's own message where it gave one, and what Leadline concluded.
+ */
+reason: string, 
+/**
+ * The field the CRM blamed, if it named one.
+ */
+field: string | null, attempts: number, received_at: string, 
+/**
+ * When it was dead-lettered (the time of its last attempt).
+ */
+dead_at: string, resolution: string, };
+
+export type Attempt = { started_at: string, duration_ms: number, http_status: number | null, outcome: string, class: string | null, reason: string, response_excerpt: string | null, trigger: string, };
+
+export type ReplaySelection = { ids: Array<number> | null, filter: DeadLetterFilter | null, };
+
+export type ReplayRequest = { selection: ReplaySelection, 
+/**
+ * The preview's `eligible`: the replay runs only if the selection still matches it.
+ */
+expected: number, 
+/**
+ * Why (kept in the audit).
+ */
+reason: string, };
+
+export type ReplayPreview = { 
+/**
+ * Open dead letters that will be requeued.
+ */
+eligible: number, by_target: { [key in string]: number }, 
+/**
+ * Chosen ids that are not open dead letters (already replayed, resolved, or unknown).
+ */
+not_eligible: number, 
+/**
+ * Eligible leads received more than 24 h ago (stale for time-sensitive follow-ups).
+ */
+older_than_24h: number, 
+/**
+ * The sentence the confirmation shows.
+ */
+summary: string, };
+
+export type ReplayReceipt = { replay_id: number, requeued: number, };
+
+export type ReplayProgress = { replay_id: number, created_at: string, actor: string, reason: string, total: number, delivered: number, in_progress: number, 
+/**
+ * Failed again with the same reason as before.
+ */
+failed_same_reason: number, 
+/**
+ * Failed again, but for a different reason.
+ */
+failed_new_reason: number, done: boolean, };
+
+export type ReplayHistoryEntry = { replay_id: number, at: string, actor: string, reason: string, prior_class: string | null, prior_reason: string | null, };
+
+export type Alert = { id: number, kind: string, key: string, severity: string, title: string, detail: string, opened_at: string, last_seen_at: string, occurrences: number, acknowledged_at: string | null, acknowledged_by: string | null, resolved_at: string | null, resolution_note: string | null, 
+/**
+ * `open`, `acknowledged` or `resolved`.
+ */
+state: string, };
+
+export type TargetView = { name: string, 
+/**
+ * Scheme, host and port of the target's URL (never credentials or paths with ids).
+ */
+endpoint: string, strategy: string, breaker: BreakerState | null, breaker_opened_at: string | null, paused: boolean, paused_by: string | null, paused_at: string | null, };
+
+export type LiveEvent = { "kind": "health", "data": HealthView } | { "kind": "alerts_changed" } | { "kind": "replay_changed", "data": { replay_id: number, } };

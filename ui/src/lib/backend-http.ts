@@ -1,0 +1,130 @@
+// Browser mode: JSON over fetch and a Server-Sent-Events feed against `leadline serve`.
+
+import { ApiFailure, type Backend } from './backend';
+import { toQuery } from './format';
+import type {
+  Alert,
+  DeadLetterFilter,
+  DeadLetterList,
+  DeadLetterView,
+  HealthView,
+  LiveEvent,
+  MetricSeries,
+  ReplayPreview,
+  ReplayProgress,
+  ReplayReceipt,
+  ReplaySelection,
+  Session,
+  TargetView,
+} from './api/wire';
+
+const TOKEN_KEY = 'leadline.token';
+
+/** Takes `?token=` from the address (the link `leadline serve` prints), keeps it, and removes it from the bar. */
+export function adoptToken(location: Location, storage: Storage, history: History): string | null {
+  const url = new URL(location.href);
+  const fromUrl = url.searchParams.get('token');
+  if (fromUrl) {
+    storage.setItem(TOKEN_KEY, fromUrl);
+    url.searchParams.delete('token');
+    history.replaceState(null, '', url.pathname + url.search + url.hash);
+    return fromUrl;
+  }
+  return storage.getItem(TOKEN_KEY);
+}
+
+export class HttpBackend implements Backend {
+  readonly kind = 'browser' as const;
+  readonly confirmsNatively = false;
+  private token: string | null;
+
+  constructor(private readonly base: string) {
+    this.token = adoptToken(window.location, window.localStorage, window.history);
+  }
+
+  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    let response: Response;
+    try {
+      response = await fetch(this.base + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch {
+      throw new ApiFailure('network', 'Leadline is not answering');
+    }
+    const text = await response.text();
+    const json = text ? JSON.parse(text) : null;
+    if (!response.ok) {
+      throw new ApiFailure(json?.code ?? 'internal', json?.message ?? `HTTP ${response.status}`);
+    }
+    return json as T;
+  }
+
+  session() {
+    return this.call<Session>('GET', '/api/session');
+  }
+  health() {
+    return this.call<HealthView>('GET', '/api/health');
+  }
+  metrics(range: string) {
+    return this.call<MetricSeries>('GET', `/api/metrics${toQuery({ range })}`);
+  }
+  deadLetters(filter: DeadLetterFilter) {
+    return this.call<DeadLetterList>(
+      'GET',
+      `/api/dead-letters${toQuery({
+        class: filter.class,
+        source: filter.source,
+        target: filter.target,
+        since: filter.since,
+        until: filter.until,
+        text: filter.text,
+        resolution: filter.resolution,
+        limit: filter.limit,
+        before_id: filter.before_id,
+      })}`,
+    );
+  }
+  deadLetter(id: number) {
+    return this.call<DeadLetterView>('GET', `/api/dead-letters/${id}`);
+  }
+  previewReplay(selection: ReplaySelection) {
+    return this.call<ReplayPreview>('POST', '/api/replays/preview', selection);
+  }
+  replay(selection: ReplaySelection, reason: string, expected: number) {
+    return this.call<ReplayReceipt>('POST', '/api/replays', { selection, reason, expected });
+  }
+  replayProgress(id: number) {
+    return this.call<ReplayProgress>('GET', `/api/replays/${id}`);
+  }
+  alerts() {
+    return this.call<Alert[]>('GET', '/api/alerts');
+  }
+  acknowledgeAlert(id: number) {
+    return this.call<Alert>('POST', `/api/alerts/${id}/acknowledge`);
+  }
+  targets() {
+    return this.call<TargetView[]>('GET', '/api/targets');
+  }
+  setTargetPaused(name: string, paused: boolean) {
+    return this.call<TargetView>('POST', `/api/targets/${encodeURIComponent(name)}/${paused ? 'pause' : 'resume'}`);
+  }
+
+  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {
+    const source = new EventSource(`${this.base}/api/events${toQuery({ token: this.token })}`);
+    source.onopen = () => onConnection?.(true);
+    source.onerror = () => onConnection?.(false);
+    source.onmessage = (m) => {
+      try {
+        onEvent(JSON.parse(m.data) as LiveEvent);
+      } catch {
+        /* a malformed event is ignored; the next one carries the full state */
+      }
+    };
+    return () => source.close();
+  }
+}

@@ -1,0 +1,89 @@
+// Desktop mode: Tauri commands over the shared `api` layer, and the `live` event.
+
+import { invoke } from '@tauri-apps/api/core';
+import { listen } from '@tauri-apps/api/event';
+import { ApiFailure, type Backend } from './backend';
+import type {
+  Alert,
+  DeadLetterFilter,
+  DeadLetterList,
+  DeadLetterView,
+  HealthView,
+  LiveEvent,
+  MetricSeries,
+  ReplayPreview,
+  ReplayProgress,
+  ReplayReceipt,
+  ReplaySelection,
+  Session,
+  TargetView,
+} from './api/wire';
+
+async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(command, args);
+  } catch (e) {
+    const err = e as { code?: string; message?: string } | string;
+    if (typeof err === 'object' && err && err.code) throw new ApiFailure(err.code, err.message ?? err.code);
+    throw new ApiFailure('internal', String(err));
+  }
+}
+
+export class TauriBackend implements Backend {
+  readonly kind = 'desktop' as const;
+  readonly confirmsNatively = true;
+
+  session() {
+    return call<Session>('session');
+  }
+  health() {
+    return call<HealthView>('health');
+  }
+  metrics(range: string) {
+    return call<MetricSeries>('metrics', { range });
+  }
+  deadLetters(filter: DeadLetterFilter) {
+    return call<DeadLetterList>('dead_letters', { filter });
+  }
+  deadLetter(id: number) {
+    return call<DeadLetterView>('dead_letter', { id });
+  }
+  previewReplay(selection: ReplaySelection) {
+    return call<ReplayPreview>('replay_preview', { selection });
+  }
+  // The native dialog in the Rust command is the confirmation; `expected` is re-derived there from a fresh preview.
+  replay(selection: ReplaySelection, reason: string, _expected: number) {
+    return call<ReplayReceipt>('replay', { selection, reason });
+  }
+  replayProgress(id: number) {
+    return call<ReplayProgress>('replay_progress', { id });
+  }
+  alerts() {
+    return call<Alert[]>('alerts');
+  }
+  acknowledgeAlert(id: number) {
+    return call<Alert>('acknowledge_alert', { id });
+  }
+  targets() {
+    return call<TargetView[]>('targets');
+  }
+  setTargetPaused(name: string, paused: boolean) {
+    return call<TargetView>('set_target_paused', { name, paused });
+  }
+
+  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {
+    let stop: (() => void) | null = null;
+    let closed = false;
+    listen<LiveEvent>('live', (e) => onEvent(e.payload)).then((unlisten) => {
+      if (closed) unlisten();
+      else {
+        stop = unlisten;
+        onConnection?.(true);
+      }
+    });
+    return () => {
+      closed = true;
+      stop?.();
+    };
+  }
+}

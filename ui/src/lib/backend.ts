@@ -1,0 +1,62 @@
+// The UI talks to Leadline through this interface. Two implementations: Tauri commands and events in the
+// desktop app, fetch + Server-Sent Events against `leadline serve` in a browser. The same built UI runs in both.
+
+import type {
+  Alert,
+  DeadLetterFilter,
+  DeadLetterList,
+  DeadLetterView,
+  HealthView,
+  LiveEvent,
+  MetricSeries,
+  ReplayPreview,
+  ReplayProgress,
+  ReplayReceipt,
+  ReplaySelection,
+  Session,
+  TargetView,
+} from './api/wire';
+
+/** A failed call, with the API's machine-readable code. The UI branches on `code`, never on text. */
+export class ApiFailure extends Error {
+  constructor(
+    public readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface Backend {
+  readonly kind: 'desktop' | 'browser';
+  /** The desktop app asks for confirmation itself, in a native dialog; the browser UI shows its own. */
+  readonly confirmsNatively: boolean;
+  session(): Promise<Session>;
+  health(): Promise<HealthView>;
+  metrics(range: string): Promise<MetricSeries>;
+  deadLetters(filter: DeadLetterFilter): Promise<DeadLetterList>;
+  deadLetter(id: number): Promise<DeadLetterView>;
+  previewReplay(selection: ReplaySelection): Promise<ReplayPreview>;
+  /** Replays the selection. `expected` is the preview's count (the browser path checks it on the server). */
+  replay(selection: ReplaySelection, reason: string, expected: number): Promise<ReplayReceipt>;
+  replayProgress(id: number): Promise<ReplayProgress>;
+  alerts(): Promise<Alert[]>;
+  acknowledgeAlert(id: number): Promise<Alert>;
+  targets(): Promise<TargetView[]>;
+  setTargetPaused(name: string, paused: boolean): Promise<TargetView>;
+  /** Live events; returns an unsubscribe function. */
+  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void;
+}
+
+export function isTauri(): boolean {
+  return typeof window !== 'undefined' && '__TAURI_INTERNALS__' in window;
+}
+
+export async function createBackend(): Promise<Backend> {
+  if (isTauri()) {
+    const { TauriBackend } = await import('./backend-tauri');
+    return new TauriBackend();
+  }
+  const { HttpBackend } = await import('./backend-http');
+  return new HttpBackend(window.location.origin);
+}

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ageLevel, classLabel, explainError, formatAge, isPersonalField, mask, toQuery } from './format';
+
+describe('formatAge', () => {
+  it('reads like a person would say it', () => {
+    expect(formatAge(null)).toBe('—');
+    expect(formatAge(12.9)).toBe('12 s');
+    expect(formatAge(125)).toBe('2 min');
+    expect(formatAge(7200)).toBe('2 h');
+    expect(formatAge(7500)).toBe('2 h 5 min');
+    expect(formatAge(3 * 86400 + 4 * 3600)).toBe('3 d 4 h');
+    expect(formatAge(-5)).toBe('0 s');
+  });
+});
+
+describe('ageLevel', () => {
+  it('colours the oldest pending age by thresholds', () => {
+    expect(ageLevel(null)).toBe('ok');
+    expect(ageLevel(59)).toBe('ok');
+    expect(ageLevel(60)).toBe('warn');
+    expect(ageLevel(899)).toBe('warn');
+    expect(ageLevel(900)).toBe('bad');
+    expect(ageLevel(30, 10, 20)).toBe('bad');
+  });
+});
+
+describe('masking personal data', () => {
+  it('recognises personal fields', () => {
+    for (const k of ['email', 'phone', 'first_name', 'name', 'postal_code', 'mobile', 'address']) {
+      expect(isPersonalField(k), k).toBe(true);
+    }
+    for (const k of ['id', 'form', 'consent', 'leadgen_id', 'product', 'form_id']) {
+      expect(isPersonalField(k), k).toBe(false);
+    }
+  });
+  it('masks values but keeps them recognisable', () => {
+    expect(mask('ada.lovelace@example.com')).toBe('a•••••••••••@e••••••.com');
+    expect(mask('+4915112345678')).toBe('+49•••••••••78');
+    expect(mask('Ada')).toBe('•••');
+    expect(mask('ada@example.com')).not.toContain('example');
+  });
+});
+
+describe('wording', () => {
+  it('names classes in sales-ops words', () => {
+    expect(classLabel('permanent_config')).toBe('Setup problem');
+    expect(classLabel('something_new')).toBe('something_new');
+  });
+  it('explains errors by code', () => {
+    expect(explainError('cancelled', 'x')).toBe('Cancelled: nothing was changed.');
+    expect(explainError('unauthorized', 'x')).toContain('token');
+    expect(explainError('internal', 'disk full')).toBe('disk full');
+  });
+});
+
+describe('toQuery', () => {
+  it('leaves out empty values', () => {
+    expect(toQuery({ class: 'transient', text: '', source: null, limit: 50 })).toBe('?class=transient&limit=50');
+    expect(toQuery({})).toBe('');
+  });
+});

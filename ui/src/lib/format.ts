@@ -1,0 +1,129 @@
+// Pure presentation logic: formatting, thresholds, masking, wording. Unit-tested in format.test.ts.
+
+/** "—" for none; "12 s", "4 min", "2 h 5 min", "3 d 4 h" otherwise. */
+export function formatAge(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '—';
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min`;
+  if (s < 86400) {
+    const m = Math.floor((s % 3600) / 60);
+    return m ? `${Math.floor(s / 3600)} h ${m} min` : `${Math.floor(s / 3600)} h`;
+  }
+  const h = Math.floor((s % 86400) / 3600);
+  return h ? `${Math.floor(s / 86400)} d ${h} h` : `${Math.floor(s / 86400)} d`;
+}
+
+export type Level = 'ok' | 'warn' | 'bad';
+
+/** Oldest-pending thresholds: under a minute is healthy, under 15 minutes is worth a look, more is an incident. */
+export function ageLevel(seconds: number | null | undefined, warnAt = 60, badAt = 900): Level {
+  if (seconds === null || seconds === undefined) return 'ok';
+  if (seconds >= badAt) return 'bad';
+  if (seconds >= warnAt) return 'warn';
+  return 'ok';
+}
+
+export function countLevel(n: number): Level {
+  return n > 0 ? 'bad' : 'ok';
+}
+
+const PERSONAL = /(^|_|\b)(name|first_?name|last_?name|full_?name|email|e_?mail|phone|mobile|tel|address|street|city|zip|postal|postcode|birth|dob|ssn|iban)($|_|\b)/i;
+
+/** Whether a lead field holds personal data that stays masked until revealed. */
+export function isPersonalField(key: string): boolean {
+  return PERSONAL.test(key);
+}
+
+/** Masks a personal value, keeping enough to recognise it: "a•••@e••••••.com", "+49•••••••78". */
+export function mask(value: unknown): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  if (text === undefined) return '';
+  const at = text.indexOf('@');
+  if (at > 0) {
+    const local = text.slice(0, at);
+    const domain = text.slice(at + 1);
+    const dot = domain.lastIndexOf('.');
+    const host = dot > 0 ? domain.slice(0, dot) : domain;
+    const tld = dot > 0 ? domain.slice(dot) : '';
+    return `${local[0]}${'•'.repeat(Math.max(local.length - 1, 2))}@${host[0] ?? ''}${'•'.repeat(Math.max(host.length - 1, 2))}${tld}`;
+  }
+  if (text.length <= 4) return '•'.repeat(text.length);
+  return `${text.slice(0, 3)}${'•'.repeat(text.length - 5)}${text.slice(-2)}`;
+}
+
+export type ErrorClass = 'transient' | 'rate_limited' | 'permanent_data' | 'permanent_config' | 'ambiguous';
+
+export const CLASSES: ErrorClass[] = ['permanent_config', 'permanent_data', 'ambiguous', 'transient', 'rate_limited'];
+
+/** Words a sales-ops person uses for each error class, and what to do about it. */
+export const CLASS_INFO: Record<ErrorClass, { label: string; help: string }> = {
+  permanent_config: {
+    label: 'Setup problem',
+    help: 'The CRM rejected our connection or mapping (expired token, missing permission, deleted field). Fix the setup first, then replay them all.',
+  },
+  permanent_data: {
+    label: 'Bad lead data',
+    help: 'The CRM rejected this lead’s data (a required field, a phone format). Fix the mapping or the form, then replay.',
+  },
+  ambiguous: {
+    label: 'Unknown outcome',
+    help: 'The request was sent but no answer came. Check in the CRM whether the lead is there before replaying.',
+  },
+  transient: {
+    label: 'CRM unreachable',
+    help: 'The CRM or the network kept failing until Leadline gave up. Once the CRM is healthy, replay.',
+  },
+  rate_limited: {
+    label: 'Rate limited',
+    help: 'The CRM kept asking to slow down until the time budget ran out. Check your CRM plan’s API limits.',
+  },
+};
+
+export function classLabel(c: string): string {
+  return (CLASS_INFO as Record<string, { label: string }>)[c]?.label ?? c;
+}
+
+/** A compact local time: "14:03:22" today, "Nov 28, 14:03" otherwise. */
+export function formatTime(iso: string | null | undefined, now: Date = new Date()): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '—';
+  const sameDay = d.toDateString() === now.toDateString();
+  return sameDay
+    ? d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' })
+    : d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+}
+
+export function plural(n: number, one: string, many: string): string {
+  return `${n.toLocaleString()} ${n === 1 ? one : many}`;
+}
+
+/** Query string of a filter object, leaving out empty values. */
+export function toQuery(params: Record<string, string | number | null | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === null || v === undefined || v === '') continue;
+    q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+/** Explains an API failure in plain words, by its code. */
+export function explainError(code: string, message: string): string {
+  switch (code) {
+    case 'unauthorized':
+      return 'This browser is not signed in to Leadline. Open the link with the token that `leadline serve` printed on its first start (or run `leadline reset-token`).';
+    case 'conflict':
+      return `${message} — the list changed while you were deciding. Look at the preview again.`;
+    case 'cancelled':
+      return 'Cancelled: nothing was changed.';
+    case 'not_found':
+      return `${message}. It may have been replayed or resolved meanwhile.`;
+    case 'network':
+      return 'Leadline is not answering. Is it still running?';
+    default:
+      return message;
+  }
+}
