@@ -141,7 +141,7 @@ async fn serve(
         tokio::spawn(demo::run_traffic(server.addr, demo_rate, Duration::from_secs(20 * 60)));
         println!("Leadline demo running: health at http://{}/api/health — Ctrl-C to stop", server.addr);
     }
-    shutdown_signal().await;
+    leadline::server::shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await
 }
@@ -158,18 +158,4 @@ async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyho
     let token = leadline::api::http::reset_token(&store).await?;
     println!("New browser token (the old one no longer works): {token}");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }

@@ -59,7 +59,8 @@ impl Server {
         let wake = handle.as_ref().map(|h| h.wake.clone()).unwrap_or_else(|| Arc::new(Notify::new()));
         let ingest_state = IngestState::new(&config, store.clone(), wake)?;
         let (live, _) = broadcast::channel(256);
-        let app = App { store, config: Arc::new(config), worker: handle, live, demo: options.demo };
+        let (stop_http, closing) = watch::channel(false);
+        let app = App { store, config: Arc::new(config), worker: handle, live, demo: options.demo, closing };
         crate::api::load_pauses(&app).await?;
         let new_token = crate::api::http::ensure_token(&app.store).await?;
         let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier));
@@ -68,7 +69,7 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {} (server.listen)", app.config.server.listen))?;
         let addr = listener.local_addr()?;
-        let (stop_http, mut stop_rx) = watch::channel(false);
+        let mut stop_rx = stop_http.subscribe();
         let http = tokio::spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(async move {
@@ -83,7 +84,12 @@ impl Server {
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let _ = self.stop_http.send(true);
-        let _ = self.http.await;
+        // Open connections get a few seconds to finish; a client that never lets go does not block shutdown.
+        let mut http = self.http;
+        if tokio::time::timeout(std::time::Duration::from_secs(5), &mut http).await.is_err() {
+            tracing::warn!("HTTP connections still open after 5 s: closing them");
+            http.abort();
+        }
         self.monitor.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
             handle.shutdown();
@@ -92,4 +98,24 @@ impl Server {
         self.app.store.close().await;
         Ok(())
     }
+}
+
+/// Resolves on Ctrl-C or SIGTERM: the signal to shut down cleanly.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
 }

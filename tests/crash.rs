@@ -103,7 +103,7 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
         .unwrap();
     assert!(rescued > 0, "no job was in flight at the kill: the test proved nothing");
     let stats = crm.stats();
-    assert_eq!(stats.records, n as usize, "every accepted lead reached the CRM");
+    assert_eq!(stats.records, n, "every accepted lead reached the CRM");
     assert_eq!(stats.duplicated_external_ids, 0, "no lead was written twice");
-    assert_eq!(crm.distinct_leads(), n as usize);
+    assert_eq!(crm.distinct_leads(), n);
 }

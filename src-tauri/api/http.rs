@@ -154,6 +154,7 @@ async fn metrics(State(app): State<App>, Query(q): Query<RangeQuery>) -> Result<
 
 async fn events(State(app): State<App>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut rx = app.live.subscribe();
+    let mut closing = app.closing.clone();
     let first = super::health(&app).await.ok().map(|h| LiveEvent::Health(Box::new(h)));
     let stream = async_stream(move |tx| async move {
         if let Some(e) = first {
@@ -162,7 +163,12 @@ async fn events(State(app): State<App>) -> Sse<impl Stream<Item = Result<Event, 
             }
         }
         loop {
-            match rx.recv().await {
+            let next = tokio::select! {
+                next = rx.recv() => next,
+                // The server is stopping: end the stream so the connection can close.
+                _ = closing.wait_for(|c| *c) => return,
+            };
+            match next {
                 Ok(e) => {
                     if tx.send(e).await.is_err() {
                         return;

@@ -31,6 +31,8 @@ pub struct App {
     pub live: broadcast::Sender<LiveEvent>,
     /// The built-in demo is running (mock CRM and synthetic traffic): the UI says so.
     pub demo: bool,
+    /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.
+    pub closing: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Pushed to the UI when something changed, so it does not poll in a tight loop.
@@ -409,8 +411,8 @@ pub async fn set_target_paused(app: &App, name: &str, paused: bool, by: &str) ->
     tx.commit().await.map_err(anyhow::Error::from)?;
     if let Some(r) = app.worker.as_ref().and_then(|w| w.targets.get(name)) {
         r.set_paused(paused);
-        if !paused {
-            app.worker.as_ref().map(|w| w.wake.notify_one());
+        if let (false, Some(w)) = (paused, &app.worker) {
+            w.wake.notify_one();
         }
     }
     tracing::info!(target = name, paused, by, "target pause changed");

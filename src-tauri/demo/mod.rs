@@ -140,9 +140,19 @@ pub fn behaviour_at(elapsed: Duration) -> (&'static str, Behaviour) {
     }
 }
 
+/// Where the demo's schedule starts, in seconds: `LEADLINE_DEMO_CLOCK_OFFSET` (default 0). Tests and guided tours
+/// use it to begin in a given phase, e.g. `420` for the expired token.
+pub fn clock_offset() -> Duration {
+    std::env::var("LEADLINE_DEMO_CLOCK_OFFSET")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or_default()
+}
+
 /// Switches the mock CRM's behaviour along [`behaviour_at`], forever.
 pub async fn run_schedule(crm: MockCrm) {
-    let start = tokio::time::Instant::now();
+    let start = tokio::time::Instant::now() - clock_offset();
     let mut last = "";
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {

@@ -29,6 +29,10 @@ use crate::server::{Server, StartOptions};
 
 type CommandResult<T> = Result<T, api::ApiError>;
 
+/// When the process started, to report how long the first overview took.
+static LAUNCHED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+static FIRST_HEALTH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 /// What the commands reach through Tauri's managed state.
 struct Desktop {
     app: App,
@@ -118,6 +122,7 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
 
 /// Opens the window. `config` is `--config` (or `LEADLINE_CONFIG`).
 pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
+    LAUNCHED.get_or_init(std::time::Instant::now);
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| {
             if let Some(w) = app.get_webview_window("main") {
@@ -133,6 +138,12 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             let desktop = tauri::async_runtime::block_on(start(handle, config.clone()))
                 .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?;
             app.manage(desktop);
+            // SIGTERM / Ctrl-C close the app the same way as its window: through the Exit event below.
+            let exit = app.handle().clone();
+            tauri::async_runtime::spawn(async move {
+                crate::server::shutdown_signal().await;
+                exit.exit(0);
+            });
             Ok(())
         })
         .invoke_handler(tauri::generate_handler![
@@ -176,7 +187,12 @@ fn session(state: S<'_>) -> Session {
 
 #[tauri::command]
 async fn health(state: S<'_>) -> CommandResult<HealthView> {
-    api::health(&state.app).await
+    let health = api::health(&state.app).await;
+    if FIRST_HEALTH.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        let ms = LAUNCHED.get().map_or(0, |t| t.elapsed().as_millis());
+        tracing::info!(ms, "first overview request {ms} ms after launch");
+    }
+    health
 }
 
 #[tauri::command]

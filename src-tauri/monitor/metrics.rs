@@ -95,7 +95,9 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
         .iter()
         .map(|c| format!(", MAX(COALESCE(json_extract(dead_by_class, '$.{0}'), 0))", c.as_str()))
         .collect();
-    let rows: Vec<(i64, i64, Option<f64>, i64, i64, i64, i64, i64)> = sqlx::query_as(&format!(
+    // Bucket, max pending, max oldest age, then the open dead letters of each class in ErrorClass::ALL order.
+    type SampleRow = (i64, i64, Option<f64>, i64, i64, i64, i64, i64);
+    let rows: Vec<SampleRow> = sqlx::query_as(&format!(
         "SELECT at / ? * ?, MAX(pending), MAX(oldest_age_s){class_cols}
            FROM queue_sample WHERE at >= ? GROUP BY at / ?"
     ))

@@ -70,8 +70,9 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                     severity: Severity::Critical,
                     title: format!("Leads to {target} are being rejected: check the connection settings"),
                     detail: format!(
-                        "{reason}. Every lead to {target} will fail the same way until the setup is fixed; \
-                         then replay the permanent_config dead letters."
+                        "{}. Every lead to {target} will fail the same way until the setup is fixed; \
+                         then replay the permanent_config dead letters.",
+                        reason.trim_end_matches('.')
                     ),
                 },
             )
@@ -87,7 +88,8 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                     severity: Severity::Critical,
                     title: format!("{target} looks down: Leadline paused sending to it"),
                     detail: format!(
-                        "{reason}. Leads keep queueing safely and are sent, oldest first, when {target} answers again."
+                        "{}. Leads keep queueing safely and are sent, oldest first, when {target} answers again.",
+                        reason.trim_end_matches('.')
                     ),
                 },
             )

@@ -249,7 +249,8 @@ pub async fn progress(store: &Store, replay_id: i64) -> anyhow::Result<Option<Re
 }
 
 pub async fn history(store: &Store, delivery_id: i64) -> anyhow::Result<Vec<ReplayHistoryEntry>> {
-    let rows: Vec<(i64, i64, String, String, Option<String>, Option<String>)> = sqlx::query_as(
+    type HistoryRow = (i64, i64, String, String, Option<String>, Option<String>);
+    let rows: Vec<HistoryRow> = sqlx::query_as(
         "SELECT r.id, r.created_at, r.actor, r.reason, i.prior_class, i.prior_reason
            FROM replay_item i JOIN replay r ON r.id = i.replay_id
           WHERE i.delivery_id = ? ORDER BY r.id",

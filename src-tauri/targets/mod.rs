@@ -63,10 +63,11 @@ struct Response {
     retry_after: Option<DateTime<Utc>>,
 }
 
-enum Sent {
+/// What became of a request: an answer, never sent (connection failed), or sent without an answer.
+enum Outcome {
     Answered(Response),
-    NotSent(String),
-    NoAnswer(String),
+    Unsent(String),
+    Unanswered(String),
 }
 
 impl HttpTarget {
@@ -204,15 +205,15 @@ impl HttpTarget {
         let sent = send(request).await;
         report.duration_ms = started.elapsed().as_millis() as i64;
         match sent {
-            Sent::NotSent(why) => {
+            Outcome::Unsent(why) => {
                 report.verdict = Verdict::Failed(Failure {
                     class: ErrorClass::Transient,
                     reason: format!("could not connect to the target: {why}"),
                     field: None,
                 });
             }
-            Sent::NoAnswer(why) => self.after_no_answer(&mut report, &external_id, why, strategy).await,
-            Sent::Answered(resp) => {
+            Outcome::Unanswered(why) => self.after_no_answer(&mut report, &external_id, why, strategy).await,
+            Outcome::Answered(resp) => {
                 report.http_status = Some(resp.status);
                 report.excerpt = excerpt(&resp.body);
                 report.retry_after = resp.retry_after;
@@ -301,24 +302,24 @@ impl HttpTarget {
             .headers(self.headers.clone())
             .timeout(Duration::from_millis(self.config.timeout_ms));
         match send(request).await {
-            Sent::Answered(resp) if resp.status == 404 => Lookup::NotFound,
-            Sent::Answered(resp) if (200..300).contains(&resp.status) => {
+            Outcome::Answered(resp) if resp.status == 404 => Lookup::NotFound,
+            Outcome::Answered(resp) if (200..300).contains(&resp.status) => {
                 match search_hit(&resp.body, &self.config.id_pointer) {
                     Some(id) => Lookup::Found(id),
                     None => Lookup::NotFound,
                 }
             }
-            Sent::Answered(resp) => Lookup::Failed(format!("search answered HTTP {}", resp.status)),
-            Sent::NotSent(why) | Sent::NoAnswer(why) => Lookup::Failed(why),
+            Outcome::Answered(resp) => Lookup::Failed(format!("search answered HTTP {}", resp.status)),
+            Outcome::Unsent(why) | Outcome::Unanswered(why) => Lookup::Failed(why),
         }
     }
 }
 
-async fn send(request: reqwest::RequestBuilder) -> Sent {
+async fn send(request: reqwest::RequestBuilder) -> Outcome {
     let response = match request.send().await {
         Ok(r) => r,
-        Err(e) if e.is_connect() || e.is_builder() => return Sent::NotSent(error_chain(&e)),
-        Err(e) => return Sent::NoAnswer(error_chain(&e)),
+        Err(e) if e.is_connect() || e.is_builder() => return Outcome::Unsent(error_chain(&e)),
+        Err(e) => return Outcome::Unanswered(error_chain(&e)),
     };
     let status = response.status().as_u16();
     let retry_after = response
@@ -327,9 +328,9 @@ async fn send(request: reqwest::RequestBuilder) -> Sent {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| parse_retry_after(v, Utc::now()));
     match response.bytes().await {
-        Ok(body) => Sent::Answered(Response { status, body: body.to_vec(), retry_after }),
+        Ok(body) => Outcome::Answered(Response { status, body: body.to_vec(), retry_after }),
         // The status arrived, so the CRM processed the request; only the body was lost.
-        Err(e) => Sent::Answered(Response {
+        Err(e) => Outcome::Answered(Response {
             status,
             body: format!("(body lost: {})", error_chain(&e)).into_bytes(),
             retry_after,

@@ -59,3 +59,13 @@ describe('toQuery', () => {
     expect(toQuery({})).toBe('');
   });
 });
+
+describe('safeLocale', () => {
+  it('falls back when the system locale is not a BCP 47 tag (LANG=C)', async () => {
+    const { safeLocale } = await import('./format');
+    expect(safeLocale(['C'])).toBe('en-US');
+    expect(safeLocale(['C', 'de-DE'])).toBe('de-DE');
+    expect(safeLocale([undefined, 'fr'])).toBe('fr');
+    expect(safeLocale([])).toBe('en-US');
+  });
+});

@@ -1,5 +1,25 @@
 // Pure presentation logic: formatting, thresholds, masking, wording. Unit-tested in format.test.ts.
 
+/** A locale Intl accepts. Under `LANG=C` WebKit reports "C", which Intl rejects, so fall back to en-US. */
+export function safeLocale(candidates: readonly (string | undefined)[]): string {
+  for (const c of candidates) {
+    if (!c) continue;
+    try {
+      return Intl.getCanonicalLocales(c)[0] ?? 'en-US';
+    } catch {
+      /* not a BCP 47 tag: try the next */
+    }
+  }
+  return 'en-US';
+}
+
+export const LOCALE = safeLocale(typeof navigator === 'undefined' ? [] : [navigator.language, ...(navigator.languages ?? [])]);
+
+/** 12,345 in the user's locale. */
+export function num(n: number): string {
+  return n.toLocaleString(LOCALE);
+}
+
 /** "—" for none; "12 s", "4 min", "2 h 5 min", "3 d 4 h" otherwise. */
 export function formatAge(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '—';
@@ -91,12 +111,12 @@ export function formatTime(iso: string | null | undefined, now: Date = new Date(
   if (Number.isNaN(d.getTime())) return '—';
   const sameDay = d.toDateString() === now.toDateString();
   return sameDay
-    ? d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' })
-    : d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+    ? d.toLocaleTimeString(LOCALE, { hour: '2-digit', minute: '2-digit', second: '2-digit' })
+    : d.toLocaleString(LOCALE, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
 }
 
 export function plural(n: number, one: string, many: string): string {
-  return `${n.toLocaleString()} ${n === 1 ? one : many}`;
+  return `${num(n)} ${n === 1 ? one : many}`;
 }
 
 /** Query string of a filter object, leaving out empty values. */

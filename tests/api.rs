@@ -1,0 +1,212 @@
+//! The `api` layer the desktop commands and HTTP routes adapt: replay with a scripted confirmation, alerts,
+//! pause and resume, browser-mode protection.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use leadline::api::{self, ApiError, ReplayRequest, ScriptedConfirm};
+use leadline::demo::mock_crm::Behaviour;
+use leadline::dlq::DeadLetterFilter;
+use leadline::replay::ReplaySelection;
+use reqwest::StatusCode;
+use serde_json::json;
+
+async fn dead_letters_from_expired_token(app: &TestApp, n: usize) {
+    app.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+    for i in 0..n {
+        assert_eq!(app.post_plain(&json!({"id": format!("E-{i}")})).await, StatusCode::ACCEPTED);
+    }
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(h.overall.dead_open, n as i64);
+    app.crm.set_behaviour(Behaviour::default());
+}
+
+fn class_filter(class: &str) -> ReplaySelection {
+    ReplaySelection { ids: None, filter: Some(DeadLetterFilter { class: Some(class.into()), ..Default::default() }) }
+}
+
+#[tokio::test]
+async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes_nothing() {
+    let app = spawn().await;
+    dead_letters_from_expired_token(&app, 12).await;
+    let a = &app.server.app;
+    let selection = class_filter("permanent_config");
+
+    // The operator says no: nothing changes.
+    let no = Arc::new(ScriptedConfirm::always(false));
+    let r = api::replay_confirmed(a, &selection, "token renewed", "desktop user `ops`", no.clone()).await;
+    assert!(matches!(r, Err(ApiError::Cancelled)), "{r:?}");
+    assert_eq!(app.health().await.overall.dead_open, 12);
+    // The dialog said exactly what would happen.
+    let asked = no.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].starts_with("Replay 12 leads to crm?"), "{}", asked[0]);
+    assert!(asked[0].contains("token renewed"), "{}", asked[0]);
+
+    // The operator says yes: all 12 go through normal delivery again and arrive.
+    let yes = Arc::new(ScriptedConfirm::always(true));
+    let receipt = api::replay_confirmed(a, &selection, "token renewed", "desktop user `ops`", yes).await.unwrap();
+    assert_eq!(receipt.requeued, 12);
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!((h.overall.dead_open, h.overall.delivered), (0, 12));
+    assert_eq!(app.crm.stats().records, 12);
+
+    let progress = api::replay_progress(a, receipt.replay_id).await.unwrap();
+    assert_eq!((progress.total, progress.delivered, progress.in_progress), (12, 12, 0));
+    assert!(progress.done);
+    assert_eq!(progress.actor, "desktop user `ops`");
+
+    // Each lead's history tells who replayed it, why, and what it was before; its attempts show the replay.
+    let view = api::dead_letter(a, 1).await.unwrap();
+    assert_eq!(view.replays.len(), 1);
+    assert_eq!(view.replays[0].reason, "token renewed");
+    assert_eq!(view.replays[0].prior_class.as_deref(), Some("permanent_config"));
+    assert_eq!(view.detail.letter.resolution, "replayed");
+    assert!(view.crm_record.is_some());
+    let last = view.detail.attempts_timeline.last().unwrap();
+    assert_eq!((last.outcome.as_str(), last.trigger.as_str()), ("delivered", "manual"));
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_preview_counts_what_the_replay_does_and_a_changed_selection_is_refused() {
+    let app = spawn().await;
+    dead_letters_from_expired_token(&app, 5).await;
+    let a = &app.server.app;
+    let ids = ReplaySelection { ids: Some(vec![1, 2, 999]), filter: None };
+    let preview = api::replay_preview(a, &ids).await.unwrap();
+    assert_eq!((preview.eligible, preview.not_eligible), (2, 1));
+    assert_eq!(preview.by_target.get("crm"), Some(&2));
+    assert!(preview.summary.contains("1 selected lead was already handled"), "{}", preview.summary);
+
+    // Someone else replays lead 1 meanwhile: the stale count is refused, nothing happens.
+    let only_one = ReplayRequest {
+        selection: ReplaySelection { ids: Some(vec![1]), filter: None },
+        expected: 1,
+        reason: "x".into(),
+    };
+    api::replay(a, &only_one, "other operator").await.unwrap();
+    let stale = ReplayRequest { selection: ids.clone(), expected: preview.eligible, reason: "y".into() };
+    let r = api::replay(a, &stale, "me").await;
+    assert!(matches!(r, Err(ApiError::Conflict(_))), "{r:?}");
+    let again = api::replay_preview(a, &ids).await.unwrap();
+    assert_eq!(again.eligible, 1);
+    let r = api::replay(a, &ReplayRequest { selection: ids, expected: 1, reason: "y".into() }, "me").await.unwrap();
+    assert_eq!(r.requeued, 1);
+    // An empty selection is a clear error, not "replay everything".
+    let r = api::replay_preview(a, &ReplaySelection::default()).await;
+    assert!(matches!(r, Err(ApiError::BadRequest(_))), "{r:?}");
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_configuration_error_opens_one_alert_that_can_be_acknowledged_and_resolves_by_itself() {
+    let app = spawn().await;
+    dead_letters_from_expired_token(&app, 8).await;
+    let a = &app.server.app;
+    // The monitor raises it from the worker's events; eight dead letters are one incident.
+    let alert = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let alerts = api::alerts(a).await.unwrap();
+            if let Some(x) = alerts.into_iter().find(|x| x.kind == "permanent_config") {
+                if x.occurrences == 8 {
+                    return x;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("one permanent_config alert with 8 occurrences");
+    assert_eq!(api::alerts(a).await.unwrap().iter().filter(|x| x.kind == "permanent_config").count(), 1);
+    assert_eq!(alert.state, "open");
+    assert_eq!(alert.key, "crm");
+
+    let acked = api::acknowledge_alert(a, alert.id, "desktop user `ops`").await.unwrap();
+    assert_eq!(acked.state, "acknowledged");
+    assert_eq!(acked.acknowledged_by.as_deref(), Some("desktop user `ops`"));
+    assert!(matches!(api::acknowledge_alert(a, 9999, "x").await, Err(ApiError::NotFound(_))));
+
+    // Fix and replay: once no configuration dead letter is open, the alert resolves by itself.
+    let yes = Arc::new(ScriptedConfirm::always(true));
+    api::replay_confirmed(a, &class_filter("permanent_config"), "fixed", "ops", yes).await.unwrap();
+    app.wait_settled(Duration::from_secs(10)).await;
+    let resolved = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let x = api::alerts(a).await.unwrap().into_iter().find(|x| x.id == alert.id).unwrap();
+            if x.state == "resolved" {
+                return x;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the alert resolves when the cause clears");
+    assert!(resolved.resolution_note.unwrap().contains("no configuration dead letter"));
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_paused_target_gets_nothing_until_resumed() {
+    let app = spawn().await;
+    let a = &app.server.app;
+    let t = api::set_target_paused(a, "crm", true, "ops").await.unwrap();
+    assert!(t.paused);
+    assert_eq!(t.paused_by.as_deref(), Some("ops"));
+    for i in 0..5 {
+        app.post_plain(&json!({"id": format!("P-{i}")})).await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(app.crm.stats().requests, 0, "nothing is sent to a paused target");
+    assert_eq!(app.health().await.overall.pending, 5);
+    assert!(api::targets(a).await.unwrap().iter().any(|t| t.name == "crm" && t.paused));
+    assert!(matches!(api::set_target_paused(a, "nope", true, "ops").await, Err(ApiError::NotFound(_))));
+
+    api::set_target_paused(a, "crm", false, "ops").await.unwrap();
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(h.overall.delivered, 5);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn browser_mode_needs_the_token_for_changes() {
+    let app = spawn().await;
+    let token = app.server.new_token.clone().expect("first start creates the token");
+    let url = app.url("/api/targets/crm/pause");
+    let no_token = app.http.post(&url).send().await.unwrap();
+    assert_eq!(no_token.status(), StatusCode::UNAUTHORIZED);
+    let wrong = app.http.post(&url).bearer_auth("guess").send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let ok = app.http.post(&url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    let body: serde_json::Value = ok.json().await.unwrap();
+    assert_eq!(body["paused"], true);
+    assert_eq!(body["paused_by"], "browser token `default`");
+    // Reads are open on loopback; the UI is served; unknown API paths are JSON 404s.
+    assert_eq!(app.http.get(app.url("/api/health")).send().await.unwrap().status(), StatusCode::OK);
+    let missing = app.http.get(app.url("/api/nope")).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    // The token is shown once: a restart on the same database does not make a new one.
+    assert_eq!(leadline::api::http::ensure_token(&app.server.app.store).await.unwrap(), None);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_live_feed_starts_with_the_current_health() {
+    let app = spawn().await;
+    let mut r = app.http.get(app.url("/api/events")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let chunk = tokio::time::timeout(Duration::from_secs(5), r.chunk()).await.unwrap().unwrap().unwrap();
+    let text = String::from_utf8_lossy(&chunk);
+    assert!(text.starts_with("data: {\"kind\":\"health\""), "{text}");
+    // An open live feed does not hold up shutdown: the stream ends when the server stops.
+    let started = std::time::Instant::now();
+    app.server.shutdown().await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(4), "shutdown waited {:?} for the feed", started.elapsed());
+    let rest = tokio::time::timeout(Duration::from_secs(2), r.chunk()).await.expect("the stream ended");
+    assert!(matches!(rest, Ok(None) | Err(_)), "{rest:?}");
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs inside `xvfb-run` + `dbus-run-session`: starts the fake notification service and the real desktop app
+# (demo, starting in the "expired token" phase), waits for the window, takes a screenshot, checks notifications.
+set -euo pipefail
+out="$1"
+bin="$2"
+mkdir -p "$out"
+export NO_AT_BRIDGE=1
+export LEADLINE_DEMO_CLOCK_OFFSET=420
+export LEADLINE_CONFIRM=no
+export XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
+rm -rf "$out/notifications.jsonl" "$out/data" "$out/config" "$out/failure.png"
+/usr/bin/python3 "$(dirname "$0")/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &
+fake=$!
+for _ in $(seq 50); do grep -q ready "$out/fake.log" 2>/dev/null && break; sleep 0.1; done
+
+start=$(date +%s.%N)
+RUST_LOG=info "$bin" > "$out/app.log" 2>&1 &
+app=$!
+cleanup() { kill "$app" "$fake" 2>/dev/null || true; wait "$app" 2>/dev/null || true; }
+trap cleanup EXIT
+
+# Wait for the window.
+for _ in $(seq 120); do
+  if xwininfo -root -tree 2>/dev/null | grep -q '"Leadline"'; then break; fi
+  sleep 0.5
+done
+xwininfo -root -tree | grep -q '"Leadline"' || { echo "no Leadline window"; cat "$out/app.log"; exit 1; }
+# Wait until the UI has asked the backend for health (first render of the overview).
+for _ in $(seq 120); do grep -q "first overview request" "$out/app.log" && break; sleep 0.25; done
+grep "first overview request" "$out/app.log" || { echo "the UI never asked for the overview"; import -window root "$out/failure.png"; cat "$out/app.log"; exit 1; }
+
+# Let the demo produce dead letters (expired token for 30 s), then screenshot.
+sleep 12
+import -window root "$out/desktop.png"
+
+# RSS of all the app's processes (the app and its WebKit helpers), and CPU over 10 s while charts update.
+pids="$app $(pgrep -d ' ' -P "$app" || true)"
+rss=0
+for p in $pids; do
+  r=$(awk '/VmRSS/ {print $2}' /proc/$p/status 2>/dev/null || echo 0); rss=$((rss + r))
+  echo "process $p $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-60): $((r / 1024)) MiB" | tee -a "$out/figures.txt"
+done
+ticks() { local t=0; for p in $pids; do s=$(awk '{print $14 + $15}' /proc/$p/stat 2>/dev/null || echo 0); t=$((t + s)); done; echo $t; }
+t0=$(ticks); sleep 10; t1=$(ticks)
+hz=$(getconf CLK_TCK)
+echo "figures: rss_mib=$((rss / 1024)) cpu_percent=$(( (t1 - t0) * 100 / hz / 10 ))" | tee "$out/figures.txt"
+echo "launch_start=$start" >> "$out/figures.txt"
+
+# One notification per incident: many leads died as permanent_config, exactly one notification says so.
+n=$(grep -c 'Leads to crm are being rejected' "$out/notifications.jsonl" || true)
+echo "notifications about the rejected token: $n"
+cat "$out/notifications.jsonl"
+[ "$n" -eq 1 ] || { echo "expected exactly one notification for the incident, got $n"; exit 1; }
+kill -TERM "$app"
+wait "$app" || true
+grep -q "worker stopped" "$out/app.log" || { echo "the app did not shut its worker down cleanly"; tail -20 "$out/app.log"; exit 1; }
+echo "desktop smoke test passed"

@@ -1,0 +1,69 @@
+import { expect, test } from '@playwright/test';
+
+const link = () => process.env.LEADLINE_E2E_LINK!;
+
+test('the overview loads and updates live', async ({ page }) => {
+  await page.goto(link());
+  await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+  await expect(page.getByText('Demo mode.')).toBeVisible();
+  // The token was taken from the address and removed from it.
+  await expect(page).not.toHaveURL(/token=/);
+  const delivered = page.getByTestId('tile-delivered').locator('.big');
+  const dead = page.getByTestId('tile-dead').locator('.big');
+  const total = async () => Number(((await delivered.textContent()) ?? '0').replace(/\D/g, '')) + Number(((await dead.textContent()) ?? '0').replace(/\D/g, ''));
+  const before = await total();
+  // Demo traffic flows; the tiles follow without a reload.
+  await expect.poll(total, { timeout: 30_000 }).toBeGreaterThan(before);
+  // The charts are drawn and their data moves.
+  await expect(page.locator('.uplot')).toHaveCount(4);
+  await expect(page.getByRole('figure', { name: 'Leads received per source' })).toBeVisible();
+});
+
+test('a dead letter opens with its timeline, and replaying it (confirmed) delivers it', async ({ page }) => {
+  await page.goto(link());
+  await page.getByRole('link', { name: /Dead letters/ }).click();
+  // The demo starts in its "expired token" phase: leads die as configuration errors.
+  await expect(page.getByTestId('dlq-row').first()).toBeVisible({ timeout: 30_000 });
+  await expect(page.getByTestId('class-permanent_config')).toBeVisible();
+  // Web-form leads carry personal data; filter to them.
+  await page.getByLabel('Source').selectOption('webform');
+  const row = page.getByTestId('dlq-row').first();
+  await expect(row).toContainText('webform', { timeout: 30_000 });
+  await row.click();
+  const panel = page.getByTestId('dead-letter-panel');
+  await expect(panel.getByTestId('reason')).toContainText('HTTP 401');
+  await expect(panel.getByTestId('attempts').locator('li').first()).toContainText('HTTP 401');
+  // Personal data is masked until revealed.
+  const email = panel.locator('tr', { hasText: 'email' }).locator('td');
+  await expect(email).toContainText('•');
+  await panel.getByText('Reveal personal data').click();
+  await expect(email).toContainText('@example.com');
+  await expect(email).not.toContainText('•');
+
+  // Wait until the CRM is back (the demo's token is "renewed" 15 s after start), then replay this lead.
+  const started = Number(process.env.LEADLINE_E2E_STARTED);
+  await page.waitForTimeout(Math.max(0, started + 17_000 - Date.now()));
+  await panel.getByTestId('replay-one').click();
+  const dialog = page.getByRole('dialog');
+  await expect(dialog.getByTestId('replay-summary')).toHaveText(/Replay 1 lead to crm\?/);
+  await dialog.getByRole('textbox').fill('token renewed');
+  await dialog.getByTestId('replay-go').click();
+  await dialog.getByTestId('replay-confirm').click();
+  await expect(dialog.getByTestId('replay-state')).toContainText('Replay finished: 1 of 1 delivered', { timeout: 30_000 });
+  await dialog.getByRole('button', { name: 'Close' }).click();
+
+  // The detail now says it was replayed, with who and why.
+  await expect(panel).toContainText('This lead was replayed');
+  await expect(panel).toContainText('token renewed');
+  await expect(panel).toContainText('browser token');
+});
+
+test('without the token, the browser cannot change anything', async ({ page, request }) => {
+  const r = await request.post('/api/replays', { data: { selection: { ids: [1], filter: null }, expected: 1, reason: 'x' } });
+  expect(r.status()).toBe(401);
+  expect((await r.json()).code).toBe('unauthorized');
+  // Reading is allowed on loopback.
+  expect((await request.get('/api/health')).status()).toBe(200);
+  await page.goto('/');
+  await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+});
