@@ -297,3 +297,39 @@ async fn two_workers_on_one_database_never_deliver_a_job_twice() {
     assert_eq!(na + nb, n as u32);
     assert!(na > 0 && nb > 0, "both workers took part: {na} and {nb}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_jobs_still_in_flight_after_the_grace_period() {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    // The CRM takes 3 s to answer; shutdown grants 1 s.
+    crm.set_behaviour(Behaviour { latency_ms: 3_000, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("leadline.db");
+    let text = config_text(crm_addr, &db, &idempotent_crm(crm_addr).replace("timeout_ms = 500", "timeout_ms = 10000"))
+        .replace("shutdown_grace_seconds = 5", "shutdown_grace_seconds = 1");
+    let server = leadline::server::Server::start(parse_config(&text)).await.unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/ingest/plain", server.addr))
+        .json(&json!({"id": "G-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while leadline::api::health(&server.app).await.unwrap().queue.overall.running == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the job never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    server.shutdown().await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(2_500), "shutdown waited {:?}", started.elapsed());
+
+    // Back in the queue, unleased, no attempt used: the next start sends it again (safely, with its key).
+    let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+    let (state, attempts, owner): (String, i64, Option<String>) =
+        sqlx::query_as("SELECT state, attempts, lease_owner FROM delivery WHERE id = 1")
+            .fetch_one(store.read_pool())
+            .await
+            .unwrap();
+    assert_eq!((state.as_str(), attempts, owner), ("pending", 0, None));
+}

@@ -186,3 +186,17 @@ async fn the_same_webhook_sent_concurrently_is_stored_and_delivered_once() {
     assert_eq!(stats.duplicated_notifications, 0);
     app.server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_database_failure_is_a_503_never_a_2xx() {
+    let app = spawn().await;
+    assert_eq!(app.post_plain(&json!({"id": "before"})).await, StatusCode::ACCEPTED);
+    // The database goes away (disk gone, file locked by something else): nothing can be stored.
+    app.server.app.store.close().await;
+    let r = app.http.post(app.url("/ingest/plain")).json(&json!({"id": "during"})).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()["retry-after"], "5");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "storage_unavailable");
+    assert!(body["message"].as_str().unwrap().contains("send it again"));
+}
