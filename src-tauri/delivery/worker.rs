@@ -158,18 +158,7 @@ impl Worker {
         let now = Utc::now();
         for job in released_on_shutdown {
             tracing::warn!(delivery_id = job.id, "released at shutdown before it finished");
-            let _ = done_tx
-                .send(Completion {
-                    job_id: job.id,
-                    event_id: job.event_id,
-                    step_index: job.step_index,
-                    lease_token: job.lease_token,
-                    trigger: job.trigger.clone(),
-                    outcome: JobOutcome::Released { at: now },
-                    attempt: None,
-                    now,
-                })
-                .await;
+            let _ = done_tx.send(release(&job, now)).await;
         }
         drop(done_tx);
         rescuer.abort();
