@@ -16,7 +16,7 @@ use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
 use tauri_plugin_notification::NotificationExt;
 
 use crate::api::{
-    self, App, Confirm, DeadLetterList, DeadLetterView, ErrorBody, HealthView, ScriptedConfirm, Session, TargetView,
+    self, App, Confirm, DeadLetterList, DeadLetterView, HealthView, ScriptedConfirm, Session, TargetView,
 };
 use crate::config::Config;
 use crate::demo;
@@ -244,10 +244,4 @@ async fn targets(state: S<'_>) -> CommandResult<Vec<TargetView>> {
 #[tauri::command]
 async fn set_target_paused(state: S<'_>, name: String, paused: bool) -> CommandResult<TargetView> {
     api::set_target_paused(&state.app, &name, paused, &state.actor).await
-}
-
-// Keeps the error body type in the desktop build's view: every command error serialises as `ErrorBody`.
-#[allow(dead_code)]
-fn _error_body_shape(e: &api::ApiError) -> ErrorBody {
-    ErrorBody { code: e.code().into(), message: e.to_string() }
 }

@@ -156,8 +156,7 @@ impl Store {
             let (source, source_ref, received_at, payload) =
                 events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
             let mut prev = serde_json::Map::new();
-            for (eid, t, result) in previous.iter().filter(|p| p.0 == event_id) {
-                let _ = eid;
+            for (_, t, result) in previous.iter().filter(|p| p.0 == event_id) {
                 let value =
                     result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(serde_json::Value::Null);
                 prev.insert(t.clone(), value);

@@ -4,6 +4,7 @@ import { ApiFailure, type Backend } from './backend';
 import { toQuery } from './format';
 import type {
   Alert,
+  ErrorBody,
   DeadLetterFilter,
   DeadLetterList,
   DeadLetterView,
@@ -57,9 +58,15 @@ export class HttpBackend implements Backend {
       throw new ApiFailure('network', 'Leadline is not answering');
     }
     const text = await response.text();
-    const json = text ? JSON.parse(text) : null;
+    let json: unknown = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      throw new ApiFailure('internal', `Leadline answered HTTP ${response.status} with something that is not JSON`);
+    }
     if (!response.ok) {
-      throw new ApiFailure(json?.code ?? 'internal', json?.message ?? `HTTP ${response.status}`);
+      const err = json as Partial<ErrorBody> | null;
+      throw new ApiFailure(err?.code ?? 'internal', err?.message ?? `HTTP ${response.status}`);
     }
     return json as T;
   }
