@@ -207,6 +207,10 @@ async fn the_live_feed_starts_with_the_current_health() {
     let started = std::time::Instant::now();
     app.server.shutdown().await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(4), "shutdown waited {:?} for the feed", started.elapsed());
-    let rest = tokio::time::timeout(Duration::from_secs(2), r.chunk()).await.expect("the stream ended");
-    assert!(matches!(rest, Ok(None) | Err(_)), "{rest:?}");
+    // Events already in flight may still arrive; then the stream ends.
+    let ended = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Ok(Some(_)) = r.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the live feed did not end after shutdown");
 }
