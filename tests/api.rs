@@ -208,9 +208,7 @@ async fn the_live_feed_starts_with_the_current_health() {
     app.server.shutdown().await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(4), "shutdown waited {:?} for the feed", started.elapsed());
     // Events already in flight may still arrive; then the stream ends.
-    let ended = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Ok(Some(_)) = r.chunk().await {}
-    })
-    .await;
+    let ended =
+        tokio::time::timeout(Duration::from_secs(2), async { while let Ok(Some(_)) = r.chunk().await {} }).await;
     assert!(ended.is_ok(), "the live feed did not end after shutdown");
 }
