@@ -130,16 +130,21 @@ async fn serve(
     }
     let demo_running = crm.is_some();
     let server = Server::start_with(config, StartOptions { demo: demo_running, ..Default::default() }).await?;
-    if let Some(token) = &server.new_token {
-        println!(
-            "Browser access (shown once; `leadline reset-token` makes a new one): http://{}/?token={token}",
-            server.addr
-        );
+    // A real deployment shows its token once. The demo's throwaway database gets a fresh one at every start, so
+    // the link below always works.
+    let token = match (&server.new_token, demo_running) {
+        (Some(t), _) => Some(t.clone()),
+        (None, true) => Some(leadline::api::http::reset_token(&server.app.store).await?),
+        (None, false) => None,
+    };
+    if let Some(token) = token {
+        let note = if demo_running { "demo" } else { "shown once; `leadline reset-token` makes a new one" };
+        println!("Browser access ({note}): http://{}/?token={token}", server.addr);
     }
     if let Some(mock) = crm {
         tokio::spawn(demo::run_schedule(mock));
         tokio::spawn(demo::run_traffic(server.addr, demo_rate, Duration::from_secs(20 * 60)));
-        println!("Leadline demo running: health at http://{}/api/health — Ctrl-C to stop", server.addr);
+        println!("Leadline demo running: open the link above in a browser. Ctrl-C to stop.");
     }
     leadline::server::shutdown_signal().await;
     tracing::info!("shutting down");
