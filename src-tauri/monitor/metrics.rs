@@ -74,6 +74,14 @@ pub async fn record_sample(store: &Store, health: &QueueHealth) -> anyhow::Resul
     Ok(())
 }
 
+/// Runs a per-bucket aggregate whose SQL takes `?1` = bucket length and `?2` = range start, both in milliseconds.
+async fn bucketed<T>(store: &Store, sql: &str, bucket_ms: i64, start_ms: i64) -> Result<Vec<T>, sqlx::Error>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
+{
+    sqlx::query_as(sql).bind(bucket_ms).bind(start_ms).fetch_all(store.read_pool()).await
+}
+
 pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::Result<MetricSeries> {
     let (span, bucket) = range.span_and_bucket();
     let end = now.timestamp() / bucket * bucket + bucket;
@@ -97,17 +105,11 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
         .collect();
     // Bucket, max pending, max oldest age, then the open dead letters of each class in ErrorClass::ALL order.
     type SampleRow = (i64, i64, Option<f64>, i64, i64, i64, i64, i64);
-    let rows: Vec<SampleRow> = sqlx::query_as(&format!(
-        "SELECT at / ? * ?, MAX(pending), MAX(oldest_age_s){class_cols}
-           FROM queue_sample WHERE at >= ? GROUP BY at / ?"
-    ))
-    .bind(b_ms)
-    .bind(b_ms)
-    .bind(start_ms)
-    .bind(b_ms)
-    .fetch_all(store.read_pool())
-    .await
-    .context("cannot read queue samples")?;
+    let sql = format!(
+        "SELECT at / ?1 * ?1, MAX(pending), MAX(oldest_age_s){class_cols}
+           FROM queue_sample WHERE at >= ?2 GROUP BY at / ?1"
+    );
+    let rows: Vec<SampleRow> = bucketed(store, &sql, b_ms, start_ms).await.context("cannot read queue samples")?;
     for (t, p, o, c0, c1, c2, c3, c4) in rows {
         if let Some(i) = index(t) {
             pending[i] = Some(p as f64);
@@ -122,15 +124,13 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
 
     let mut delivered = vec![0.0; n];
     let mut failed = vec![0.0; n];
-    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
-        "SELECT started_at / ? * ?, COALESCE(SUM(outcome = 'delivered'), 0), COALESCE(SUM(outcome IN ('retry', 'dead')), 0)
-           FROM attempt WHERE started_at >= ? GROUP BY started_at / ?",
+    let rows: Vec<(i64, i64, i64)> = bucketed(
+        store,
+        "SELECT started_at / ?1 * ?1, COALESCE(SUM(outcome = 'delivered'), 0), COALESCE(SUM(outcome IN ('retry', 'dead')), 0)
+           FROM attempt WHERE started_at >= ?2 GROUP BY started_at / ?1",
+        b_ms,
+        start_ms,
     )
-    .bind(b_ms)
-    .bind(b_ms)
-    .bind(start_ms)
-    .bind(b_ms)
-    .fetch_all(store.read_pool())
     .await
     .context("cannot read attempts per bucket")?;
     for (t, ok, bad) in rows {
@@ -141,15 +141,13 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
     }
 
     let mut volume: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let rows: Vec<(i64, String, i64)> = sqlx::query_as(
-        "SELECT received_at / ? * ?, source, COUNT(*) FROM inbound_event WHERE received_at >= ?
-          GROUP BY received_at / ?, source",
+    let rows: Vec<(i64, String, i64)> = bucketed(
+        store,
+        "SELECT received_at / ?1 * ?1, source, COUNT(*) FROM inbound_event WHERE received_at >= ?2
+          GROUP BY received_at / ?1, source",
+        b_ms,
+        start_ms,
     )
-    .bind(b_ms)
-    .bind(b_ms)
-    .bind(start_ms)
-    .bind(b_ms)
-    .fetch_all(store.read_pool())
     .await
     .context("cannot read volume per source")?;
     for (t, source, count) in rows {
