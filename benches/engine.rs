@@ -117,6 +117,7 @@ async fn bench_delivery(jobs: usize) {
                     payload: serde_json::json!({"id": format!("d-{i}"), "name": "Ada"}),
                     route: vec!["sink".into()],
                     received_at: now,
+                    via: Default::default(),
                 })
                 .collect();
             store.insert_events(&events).await.unwrap();

@@ -104,11 +104,220 @@ impl Default for WorkerConfig {
 pub struct MonitorConfig {
     /// Raise an `oldest_pending` alert when a lead has waited longer than this for delivery.
     pub oldest_pending_alert_seconds: u64,
+    /// IANA time zone the business hours, quiet hours and hour-of-week baselines are read in.
+    pub timezone: String,
+    /// When traffic is expected; the fallback baseline of a source too new to have its own history.
+    pub business_hours: BusinessHours,
+    /// Notifications in this daily span are held for the digest, except critical alerts (unless
+    /// `quiet_hours_hold_critical`). `None`: no quiet hours.
+    pub quiet_hours: Option<TimeSpan>,
+    pub quiet_hours_hold_critical: bool,
+    /// How often held and digest-policy alerts are announced together in one notification.
+    pub digest_interval_minutes: u64,
+    /// Raise `dead_letter_growth` when this many leads to one target were dead-lettered in the last hour.
+    pub dead_letter_growth_per_hour: u64,
+    /// Raise `retry_budget` when a pending lead's retry time budget runs out within this many minutes.
+    pub retry_budget_warning_minutes: u64,
+    pub volume: VolumeConfig,
+    pub metrics: MetricsConfig,
+    /// Per alert kind: how it is announced and when it is announced again.
+    pub alerts: BTreeMap<String, AlertPolicy>,
 }
 
 impl Default for MonitorConfig {
     fn default() -> Self {
-        Self { oldest_pending_alert_seconds: 900 }
+        Self {
+            oldest_pending_alert_seconds: 900,
+            timezone: "UTC".into(),
+            business_hours: BusinessHours::default(),
+            quiet_hours: None,
+            quiet_hours_hold_critical: false,
+            digest_interval_minutes: 60,
+            dead_letter_growth_per_hour: 20,
+            retry_budget_warning_minutes: 30,
+            volume: VolumeConfig::default(),
+            metrics: MetricsConfig::default(),
+            alerts: BTreeMap::new(),
+        }
+    }
+}
+
+/// Every alert kind Leadline raises.
+pub const ALERT_KINDS: [&str; 8] = [
+    "volume_drop",
+    "silence",
+    "permanent_config",
+    "dead_letter_growth",
+    "oldest_pending",
+    "breaker_open",
+    "retry_budget",
+    "reconciliation_found",
+];
+
+impl MonitorConfig {
+    pub fn tz(&self) -> chrono_tz::Tz {
+        self.timezone.parse().unwrap_or(chrono_tz::UTC)
+    }
+
+    /// The policy for `kind`: the configured one, else the default (immediate; digest for the kinds that are
+    /// about trends rather than a broken flow).
+    pub fn policy(&self, kind: &str) -> AlertPolicy {
+        if let Some(p) = self.alerts.get(kind) {
+            return p.clone();
+        }
+        match kind {
+            "dead_letter_growth" | "reconciliation_found" => {
+                AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None }
+            }
+            "permanent_config" | "breaker_open" | "silence" | "volume_drop" => {
+                AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) }
+            }
+            _ => AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: None },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyPolicy {
+    /// A desktop notification as soon as the alert opens.
+    Immediate,
+    /// Collected and announced together every `digest_interval_minutes`.
+    Digest,
+    /// Shown in the app's alert list only.
+    None,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AlertPolicy {
+    pub notify: NotifyPolicy,
+    /// Announce again (marked "still open") when the alert is still open and nobody acknowledged it after this
+    /// many minutes; repeats at the same interval. `None`: announce once.
+    #[serde(default)]
+    pub renotify_minutes: Option<u64>,
+}
+
+/// A daily span of wall-clock time, `"HH:MM"`; it may cross midnight (`22:00`–`07:00`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TimeSpan {
+    pub start: String,
+    pub end: String,
+}
+
+impl TimeSpan {
+    fn parse(v: &str) -> Option<chrono::NaiveTime> {
+        chrono::NaiveTime::parse_from_str(v, "%H:%M").ok()
+    }
+
+    /// Whether `t` lies in the span (start inclusive, end exclusive).
+    pub fn contains(&self, t: chrono::NaiveTime) -> bool {
+        let (Some(s), Some(e)) = (Self::parse(&self.start), Self::parse(&self.end)) else { return false };
+        if s <= e {
+            s <= t && t < e
+        } else {
+            t >= s || t < e
+        }
+    }
+
+    fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        for (name, v) in [("start", &self.start), ("end", &self.end)] {
+            if Self::parse(v).is_none() {
+                return Err(invalid(format!("{key}.{name}"), format!("`{v}` is not a time of day as \"HH:MM\"")));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BusinessHours {
+    /// Days with business hours: `mon` … `sun`.
+    pub days: Vec<String>,
+    pub start: String,
+    pub end: String,
+}
+
+impl Default for BusinessHours {
+    fn default() -> Self {
+        Self {
+            days: ["mon", "tue", "wed", "thu", "fri"].map(String::from).to_vec(),
+            start: "08:00".into(),
+            end: "18:00".into(),
+        }
+    }
+}
+
+impl BusinessHours {
+    /// Whether the local wall-clock time `t` is within business hours.
+    pub fn contains(&self, t: chrono::NaiveDateTime) -> bool {
+        use chrono::Datelike;
+        let day = match t.weekday() {
+            chrono::Weekday::Mon => "mon",
+            chrono::Weekday::Tue => "tue",
+            chrono::Weekday::Wed => "wed",
+            chrono::Weekday::Thu => "thu",
+            chrono::Weekday::Fri => "fri",
+            chrono::Weekday::Sat => "sat",
+            chrono::Weekday::Sun => "sun",
+        };
+        self.days.iter().any(|d| d == day)
+            && TimeSpan { start: self.start.clone(), end: self.end.clone() }.contains(t.time())
+    }
+}
+
+/// Volume-drop and silence detection (see `monitor::volume`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VolumeConfig {
+    /// Rolling window the observed count is taken over.
+    pub window_minutes: u64,
+    /// Alert when P(count this low | baseline) is below this.
+    pub p_value: f64,
+    /// Ordinary swings tolerated before the test: the baseline is lowered by this share first (0.3 = a day 30 %
+    /// quieter than usual is not a drop). Real traffic is noisier than a Poisson process.
+    pub tolerance: f64,
+    /// No volume-drop alert when fewer events than this are expected in the window (nights, weekends).
+    pub min_expected: f64,
+    /// A silence alert needs at least this long without any event…
+    pub silence_minutes: u64,
+    /// …during which the baseline expected at least this many events.
+    pub silence_min_expected: f64,
+    /// Weeks of the source's own history the hour-of-week baseline is averaged over.
+    pub baseline_weeks: u32,
+    /// A volume-drop alert resolves when the window's count is no longer improbable at this level.
+    pub resolve_p_value: f64,
+}
+
+impl Default for VolumeConfig {
+    fn default() -> Self {
+        Self {
+            window_minutes: 60,
+            p_value: 0.001,
+            tolerance: 0.3,
+            min_expected: 8.0,
+            silence_minutes: 30,
+            silence_min_expected: 12.0,
+            baseline_weeks: 4,
+            resolve_p_value: 0.05,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Per-minute samples are kept this long (the 1 h and 24 h charts read them).
+    pub minute_retention_hours: u64,
+    /// Hourly roll-ups are kept this long (the 7 d chart and the volume baselines read them).
+    pub hourly_retention_days: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { minute_retention_hours: 48, hourly_retention_days: 90 }
     }
 }
 
@@ -138,6 +347,54 @@ pub struct SourceConfig {
     pub app_secret_env: Option<String>,
     /// Meta sources: environment variable holding the verify token of the subscription handshake.
     pub verify_token_env: Option<String>,
+    /// Periodic comparison with the source's own list of leads; missing ones are ingested.
+    pub reconcile: Option<ReconcileConfig>,
+}
+
+/// Reconciliation with a source that can list its leads (see `reconcile`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileConfig {
+    /// How often to compare.
+    #[serde(default = "default_reconcile_interval")]
+    pub interval_seconds: u64,
+    /// The first comparison looks this far back; later ones start at the previous run (minus `overlap_minutes`).
+    #[serde(default = "default_lookback")]
+    pub lookback_minutes: u64,
+    /// Leads can appear in a source's list a little after their creation time: each run re-reads this much of
+    /// the previous one.
+    #[serde(default = "default_overlap")]
+    pub overlap_minutes: u64,
+    /// Generic sources: GET URL listing leads; `{since}` is replaced by the watermark (Unix seconds).
+    pub list_url: Option<String>,
+    /// Generic sources: JSON pointer to the array of leads in the answer (default: the answer itself, or its
+    /// `data` or `items` field).
+    pub items_pointer: Option<String>,
+    /// Generic sources: JSON pointer to the next page's URL (absent or null on the last page).
+    pub next_pointer: Option<String>,
+    /// Generic sources: authentication for the list endpoint.
+    pub auth: Option<AuthConfig>,
+    /// Meta sources: Graph API base URL.
+    #[serde(default = "default_graph_url")]
+    pub graph_url: String,
+    /// Meta sources: the lead forms to list.
+    #[serde(default)]
+    pub form_ids: Vec<String>,
+    /// Meta sources: environment variable holding a page access token with `leads_retrieval`.
+    pub access_token_env: Option<String>,
+}
+
+fn default_reconcile_interval() -> u64 {
+    300
+}
+fn default_lookback() -> u64 {
+    24 * 60
+}
+fn default_overlap() -> u64 {
+    10
+}
+fn default_graph_url() -> String {
+    "https://graph.facebook.com/v21.0".into()
 }
 
 fn default_id_field() -> String {
@@ -296,9 +553,7 @@ impl Config {
         if w.lease_seconds == 0 {
             return Err(invalid("worker.lease_seconds", "must be greater than 0"));
         }
-        if self.monitor.oldest_pending_alert_seconds == 0 {
-            return Err(invalid("monitor.oldest_pending_alert_seconds", "must be greater than 0"));
-        }
+        self.monitor.validate()?;
         for (name, source) in &self.sources {
             let key = format!("sources.{name}");
             check_name(&key, name)?;
@@ -315,6 +570,9 @@ impl Config {
             }
             if source.id_field.is_empty() {
                 return Err(invalid(format!("{key}.id_field"), "must not be empty"));
+            }
+            if let Some(r) = &source.reconcile {
+                r.validate(&format!("{key}.reconcile"), source.kind)?;
             }
             match source.kind {
                 SourceKind::Meta => {
@@ -377,6 +635,113 @@ fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
         Ok(())
     } else {
         Err(invalid(key, "names may use only letters, digits, '_' and '-'"))
+    }
+}
+
+impl MonitorConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.oldest_pending_alert_seconds == 0 {
+            return Err(invalid("monitor.oldest_pending_alert_seconds", "must be greater than 0"));
+        }
+        if self.timezone.parse::<chrono_tz::Tz>().is_err() {
+            return Err(invalid(
+                "monitor.timezone",
+                format!("`{}` is not an IANA time zone (like \"Europe/Berlin\")", self.timezone),
+            ));
+        }
+        let b = &self.business_hours;
+        TimeSpan { start: b.start.clone(), end: b.end.clone() }.validate("monitor.business_hours")?;
+        for d in &b.days {
+            if !["mon", "tue", "wed", "thu", "fri", "sat", "sun"].contains(&d.as_str()) {
+                return Err(invalid("monitor.business_hours.days", format!("`{d}` is not one of mon … sun")));
+            }
+        }
+        if let Some(q) = &self.quiet_hours {
+            q.validate("monitor.quiet_hours")?;
+        }
+        if self.digest_interval_minutes == 0 {
+            return Err(invalid("monitor.digest_interval_minutes", "must be greater than 0"));
+        }
+        let v = &self.volume;
+        if v.window_minutes == 0 || v.window_minutes > 24 * 60 {
+            return Err(invalid("monitor.volume.window_minutes", "must be between 1 and 1440"));
+        }
+        for (name, p) in [("p_value", v.p_value), ("resolve_p_value", v.resolve_p_value)] {
+            if !(p > 0.0 && p < 1.0) {
+                return Err(invalid(format!("monitor.volume.{name}"), "must be between 0 and 1 (exclusive)"));
+            }
+        }
+        if v.resolve_p_value < v.p_value {
+            return Err(invalid("monitor.volume.resolve_p_value", "must be at least p_value"));
+        }
+        if !(0.0..1.0).contains(&v.tolerance) {
+            return Err(invalid("monitor.volume.tolerance", "must be at least 0 and below 1"));
+        }
+        if v.baseline_weeks == 0 {
+            return Err(invalid("monitor.volume.baseline_weeks", "must be at least 1"));
+        }
+        if self.metrics.minute_retention_hours < 25 {
+            return Err(invalid(
+                "monitor.metrics.minute_retention_hours",
+                "must be at least 25 (the 24 h chart reads minutes)",
+            ));
+        }
+        if self.metrics.hourly_retention_days < 8 {
+            return Err(invalid(
+                "monitor.metrics.hourly_retention_days",
+                "must be at least 8 (the 7 d chart and the baselines read hours)",
+            ));
+        }
+        for (kind, policy) in &self.alerts {
+            if !ALERT_KINDS.contains(&kind.as_str()) {
+                return Err(invalid(
+                    format!("monitor.alerts.{kind}"),
+                    format!("is not an alert kind; the kinds are {}", ALERT_KINDS.join(", ")),
+                ));
+            }
+            if policy.renotify_minutes == Some(0) {
+                return Err(invalid(format!("monitor.alerts.{kind}.renotify_minutes"), "must be greater than 0"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ReconcileConfig {
+    fn validate(&self, key: &str, kind: SourceKind) -> Result<(), ConfigError> {
+        if self.interval_seconds == 0 {
+            return Err(invalid(format!("{key}.interval_seconds"), "must be greater than 0"));
+        }
+        match kind {
+            SourceKind::Generic => {
+                let Some(url) = &self.list_url else {
+                    return Err(invalid(format!("{key}.list_url"), "is required for a generic source"));
+                };
+                let parsed = reqwest::Url::parse(&url.replace("{since}", "0"))
+                    .map_err(|e| invalid(format!("{key}.list_url"), format!("is not a valid URL: {e}")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(invalid(format!("{key}.list_url"), "must be http or https"));
+                }
+                for (name, p) in [("items_pointer", &self.items_pointer), ("next_pointer", &self.next_pointer)] {
+                    if let Some(p) = p {
+                        if !p.starts_with('/') {
+                            return Err(invalid(format!("{key}.{name}"), "must be a JSON pointer starting with '/'"));
+                        }
+                    }
+                }
+            }
+            SourceKind::Meta => {
+                if self.form_ids.is_empty() {
+                    return Err(invalid(format!("{key}.form_ids"), "must list at least one lead form id"));
+                }
+                if self.access_token_env.is_none() {
+                    return Err(invalid(format!("{key}.access_token_env"), "is required for a Meta source"));
+                }
+                reqwest::Url::parse(&self.graph_url)
+                    .map_err(|e| invalid(format!("{key}.graph_url"), format!("is not a valid URL: {e}")))?;
+            }
+        }
+        Ok(())
     }
 }
 

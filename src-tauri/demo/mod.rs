@@ -41,6 +41,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             }),
             app_secret_env: None,
             verify_token_env: None,
+            reconcile: None,
         },
     );
     c.sources.insert(
@@ -52,6 +53,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             signature: None,
             app_secret_env: Some(META_SECRET_ENV.into()),
             verify_token_env: Some(META_VERIFY_ENV.into()),
+            reconcile: None,
         },
     );
     c.sources.insert(
@@ -63,6 +65,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             signature: None,
             app_secret_env: None,
             verify_token_env: None,
+            reconcile: None,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };

@@ -46,8 +46,8 @@ struct Desktop {
 struct DesktopNotifier(tauri::AppHandle);
 
 impl Notifier for DesktopNotifier {
-    fn notify(&self, alert: &Alert) {
-        if let Err(e) = self.0.notification().builder().title(&alert.title).body(&alert.detail).show() {
+    fn notify(&self, title: &str, body: &str) {
+        if let Err(e) = self.0.notification().builder().title(title).body(body).show() {
             tracing::warn!(error = %e, "cannot show a desktop notification");
         }
     }

@@ -16,7 +16,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",
             Severity::Warning => "warning",
@@ -54,6 +54,10 @@ pub struct Alert {
     pub resolution_note: Option<String>,
     /// `open`, `acknowledged` or `resolved`.
     pub state: String,
+    /// When it was last announced (notification or digest); `null` while not announced.
+    pub notified_at: Option<DateTime<Utc>>,
+    /// How many times it was announced (re-notifications included).
+    pub notifications: i64,
 }
 
 type Row = (
@@ -70,9 +74,11 @@ type Row = (
     Option<String>,
     Option<i64>,
     Option<String>,
+    Option<i64>,
+    i64,
 );
 const COLUMNS: &str = "id, kind, key, severity, title, detail, opened_at, last_seen_at, occurrences, acknowledged_at,
-                       acknowledged_by, resolved_at, resolution_note";
+                       acknowledged_by, resolved_at, resolution_note, notified_at, notifications";
 
 fn to_alert(r: Row) -> Alert {
     let state = if r.11.is_some() {
@@ -97,6 +103,8 @@ fn to_alert(r: Row) -> Alert {
         resolved_at: r.11.map(from_ms),
         resolution_note: r.12,
         state: state.into(),
+        notified_at: r.13.map(from_ms),
+        notifications: r.14,
     }
 }
 
@@ -107,7 +115,8 @@ pub async fn raise(store: &Store, spec: &AlertSpec, now: DateTime<Utc>) -> anyho
         "INSERT INTO alert (kind, key, severity, title, detail, opened_at, last_seen_at)
          VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (kind, key) WHERE resolved_at IS NULL
-         DO UPDATE SET last_seen_at = excluded.last_seen_at, occurrences = occurrences + 1, detail = excluded.detail
+         DO UPDATE SET last_seen_at = excluded.last_seen_at, occurrences = occurrences + 1, detail = excluded.detail,
+                       title = excluded.title
          RETURNING {COLUMNS}"
     ))
     .bind(spec.kind)
@@ -180,4 +189,65 @@ pub async fn unresolved_keys(store: &Store, kind: &str) -> anyhow::Result<Vec<St
         .await
         .context("cannot read alerts")?;
     Ok(rows.into_iter().map(|r| r.0).collect())
+}
+
+/// Why an alert waits to be announced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Its kind's policy is `digest`.
+    Digest = 1,
+    /// It opened during quiet hours.
+    QuietHours = 2,
+}
+
+/// Records that the alert was announced now.
+pub async fn mark_notified(store: &Store, id: i64, now: DateTime<Utc>) -> anyhow::Result<()> {
+    sqlx::query("UPDATE alert SET notified_at = ?, notifications = notifications + 1, digest_pending = 0 WHERE id = ?")
+        .bind(ms(now))
+        .bind(id)
+        .execute(store.write_pool())
+        .await
+        .context("cannot record notification")?;
+    Ok(())
+}
+
+/// Keeps the alert for the next digest.
+pub async fn hold(store: &Store, id: i64, why: Held) -> anyhow::Result<()> {
+    sqlx::query("UPDATE alert SET digest_pending = ? WHERE id = ?")
+        .bind(why as i64)
+        .bind(id)
+        .execute(store.write_pool())
+        .await
+        .context("cannot hold alert for the digest")?;
+    Ok(())
+}
+
+/// The alerts held for `why`, oldest first, marked as announced at `now` in the same transaction.
+pub async fn take_held(store: &Store, why: Held, now: DateTime<Utc>) -> anyhow::Result<Vec<Alert>> {
+    let mut tx = store.begin_write().await?;
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "UPDATE alert SET digest_pending = 0, notified_at = ?, notifications = notifications + 1
+          WHERE digest_pending = ? RETURNING {COLUMNS}"
+    ))
+    .bind(ms(now))
+    .bind(why as i64)
+    .fetch_all(&mut *tx)
+    .await
+    .context("cannot take held alerts")?;
+    tx.commit().await.context("cannot commit digest")?;
+    let mut alerts: Vec<Alert> = rows.into_iter().map(to_alert).collect();
+    alerts.sort_by_key(|a| a.id);
+    Ok(alerts)
+}
+
+/// Unresolved alerts that are neither acknowledged nor waiting for a digest: candidates for re-notification.
+pub async fn unacknowledged(store: &Store) -> anyhow::Result<Vec<Alert>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM alert
+          WHERE resolved_at IS NULL AND acknowledged_at IS NULL AND digest_pending = 0 AND notified_at IS NOT NULL"
+    ))
+    .fetch_all(store.read_pool())
+    .await
+    .context("cannot read unacknowledged alerts")?;
+    Ok(rows.into_iter().map(to_alert).collect())
 }

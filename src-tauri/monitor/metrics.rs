@@ -1,5 +1,14 @@
-//! Time series for the charts: queue samples, deliveries and failures, volume per source — bucketed on one
-//! shared time axis so the UI can plot them directly.
+//! Metric history for the charts and the volume baselines, in `metric_point`.
+//!
+//! Every few seconds [`record`] writes the current minute: gauges from the live queue health (pending and
+//! oldest-pending age per target and overall, open dead letters per class; the highest value seen in the
+//! minute is kept) and counters recomputed from the raw tables (events per source; delivered, failed and
+//! dead-lettered attempts per target). Recomputing instead of incrementing means a restart, a late commit or a
+//! crash never leaves a wrong count: the next run simply writes the right one. Each touched hour is rolled up
+//! from its minutes (counters summed, gauges at their highest). Per-minute rows are kept
+//! `monitor.metrics.minute_retention_hours`, hourly rows `monitor.metrics.hourly_retention_days`.
+//!
+//! The charts read minutes for 1 h (1-minute buckets) and 24 h (15-minute buckets), hours for 7 d.
 
 use std::collections::BTreeMap;
 
@@ -7,8 +16,15 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::config::MetricsConfig;
 use crate::delivery::classify::ErrorClass;
 use crate::store::{ms, QueueHealth, Store};
+
+pub const MINUTE: i64 = 60_000;
+pub const HOUR: i64 = 3_600_000;
+
+/// Counter metrics (summed when rolled up); every other metric is a gauge (highest value kept).
+pub const COUNTERS: [&str; 4] = ["events", "delivered", "failed", "dead_lettered"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Range {
@@ -27,12 +43,12 @@ impl Range {
         }
     }
 
-    /// (span, bucket) in seconds.
-    fn span_and_bucket(self) -> (i64, i64) {
+    /// (span, bucket) in seconds, and the stored resolution read.
+    fn plan(self) -> (i64, i64, i64) {
         match self {
-            Range::Hour => (3600, 30),
-            Range::Day => (86_400, 900),
-            Range::Week => (7 * 86_400, 3600),
+            Range::Hour => (3600, 60, 60),
+            Range::Day => (86_400, 900, 60),
+            Range::Week => (7 * 86_400, 3600, 3600),
         }
     }
 }
@@ -50,109 +66,213 @@ pub struct MetricSeries {
     pub delivered: Vec<f64>,
     /// Failed attempts (retried or dead-lettered) per bucket.
     pub failed: Vec<f64>,
-    /// Open dead letters by class at the end of each bucket.
+    /// Open dead letters by class (highest in the bucket).
     pub dead_open_by_class: BTreeMap<String, Vec<Option<f64>>>,
     /// Events received per bucket, by source.
     pub volume_by_source: BTreeMap<String, Vec<f64>>,
 }
 
-/// Stores one queue sample (overall) for the charts.
-pub async fn record_sample(store: &Store, health: &QueueHealth) -> anyhow::Result<()> {
-    let o = &health.overall;
-    sqlx::query(
-        "INSERT INTO queue_sample (at, pending, running, oldest_age_s, dead_by_class) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (at) DO NOTHING",
-    )
-    .bind(ms(health.generated_at))
-    .bind(o.pending)
-    .bind(o.running)
-    .bind(o.oldest_pending_age_seconds)
-    .bind(serde_json::to_string(&o.dead_open_by_class)?)
-    .execute(store.write_pool())
-    .await
-    .context("cannot record queue sample")?;
+/// What the recorder remembers between runs: up to which minute counters are final.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    /// Counters before this minute (Unix ms) were written after the minute ended.
+    counted_until: Option<i64>,
+    /// The hour whose retention pass ran last.
+    pruned_hour: Option<i64>,
+}
+
+/// How far back counters are recomputed on each run: attempts are stored when they finish, so an attempt that
+/// started two minutes ago can still land in its start minute.
+const RECOUNT_MINUTES: i64 = 3;
+
+async fn upsert_gauge(
+    tx: &mut sqlx::SqliteConnection,
+    metric: &str,
+    key: &str,
+    at: i64,
+    value: f64,
+    keep_highest: bool,
+) -> anyhow::Result<()> {
+    let sql = if keep_highest {
+        "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES (?, ?, 60, ?, ?)
+         ON CONFLICT DO UPDATE SET value = MAX(value, excluded.value)"
+    } else {
+        "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES (?, ?, 60, ?, ?)
+         ON CONFLICT DO UPDATE SET value = excluded.value"
+    };
+    sqlx::query(sql).bind(metric).bind(key).bind(at).bind(value).execute(&mut *tx).await?;
     Ok(())
 }
 
-/// Runs a per-bucket aggregate whose SQL takes `?1` = bucket length and `?2` = range start, both in milliseconds.
-async fn bucketed<T>(store: &Store, sql: &str, bucket_ms: i64, start_ms: i64) -> Result<Vec<T>, sqlx::Error>
-where
-    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
-{
-    sqlx::query_as(sql).bind(bucket_ms).bind(start_ms).fetch_all(store.read_pool()).await
+/// Writes the current minute's gauges and recomputes recent counters and their hours (see the module docs).
+pub async fn record(
+    store: &Store,
+    recorder: &mut Recorder,
+    health: &QueueHealth,
+    retention: &MetricsConfig,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let now_ms = ms(now);
+    let minute = now_ms / MINUTE * MINUTE;
+    // On the first run, rebuild the minutes the process was away for (within retention, at most 48 h).
+    let from = match recorder.counted_until {
+        Some(until) => until.min(minute - RECOUNT_MINUTES * MINUTE),
+        None => minute - (retention.minute_retention_hours.min(48) as i64) * HOUR,
+    };
+    let mut tx = store.begin_write().await?;
+    for t in std::iter::once(&health.overall).chain(&health.targets) {
+        upsert_gauge(&mut tx, "pending", &t.target, minute, t.pending as f64, true).await?;
+        upsert_gauge(&mut tx, "oldest_age_s", &t.target, minute, t.oldest_pending_age_seconds.unwrap_or(0.0), true)
+            .await?;
+    }
+    for class in ErrorClass::ALL {
+        let n = health.overall.dead_open_by_class.get(class.as_str()).copied().unwrap_or(0);
+        upsert_gauge(&mut tx, "dead_open", class.as_str(), minute, n as f64, false).await?;
+    }
+    // Counters, recomputed from the raw tables for every minute in [from, now].
+    sqlx::query(
+        "INSERT INTO metric_point (metric, key, resolution, at, value)
+         SELECT 'events', source, 60, received_at / ?1 * ?1, COUNT(*) FROM inbound_event
+          WHERE received_at >= ?2 GROUP BY source, received_at / ?1
+         ON CONFLICT DO UPDATE SET value = excluded.value",
+    )
+    .bind(MINUTE)
+    .bind(from)
+    .execute(&mut *tx)
+    .await
+    .context("cannot count events per minute")?;
+    for (metric, condition) in [
+        ("delivered", "a.outcome = 'delivered'"),
+        ("failed", "a.outcome IN ('retry', 'dead')"),
+        ("dead_lettered", "a.outcome = 'dead'"),
+    ] {
+        sqlx::query(&format!(
+            "INSERT INTO metric_point (metric, key, resolution, at, value)
+             SELECT '{metric}', d.target, 60, a.started_at / ?1 * ?1, COUNT(*)
+               FROM attempt a JOIN delivery d ON d.id = a.delivery_id
+              WHERE a.started_at >= ?2 AND {condition} GROUP BY d.target, a.started_at / ?1
+             ON CONFLICT DO UPDATE SET value = excluded.value"
+        ))
+        .bind(MINUTE)
+        .bind(from)
+        .execute(&mut *tx)
+        .await
+        .with_context(|| format!("cannot count {metric} per minute"))?;
+    }
+    // Roll the touched hours up from their minutes.
+    let hour_from = from / HOUR * HOUR;
+    sqlx::query(&format!(
+        "INSERT INTO metric_point (metric, key, resolution, at, value)
+         SELECT metric, key, 3600, at / ?1 * ?1,
+                CASE WHEN metric IN ({}) THEN SUM(value) ELSE MAX(value) END
+           FROM metric_point WHERE resolution = 60 AND at >= ?2
+          GROUP BY metric, key, at / ?1
+         ON CONFLICT DO UPDATE SET value = excluded.value",
+        COUNTERS.map(|c| format!("'{c}'")).join(", ")
+    ))
+    .bind(HOUR)
+    .bind(hour_from)
+    .execute(&mut *tx)
+    .await
+    .context("cannot roll up hours")?;
+    let hour = minute / HOUR * HOUR;
+    if recorder.pruned_hour != Some(hour) {
+        prune(&mut tx, retention, now_ms).await?;
+    }
+    tx.commit().await.context("cannot commit metrics")?;
+    recorder.counted_until = Some(minute);
+    recorder.pruned_hour = Some(hour);
+    Ok(())
+}
+
+async fn prune(tx: &mut sqlx::SqliteConnection, retention: &MetricsConfig, now_ms: i64) -> anyhow::Result<()> {
+    let minutes = sqlx::query("DELETE FROM metric_point WHERE resolution = 60 AND at < ?")
+        .bind(now_ms - retention.minute_retention_hours as i64 * HOUR)
+        .execute(&mut *tx)
+        .await
+        .context("cannot prune minute metrics")?
+        .rows_affected();
+    let hours = sqlx::query("DELETE FROM metric_point WHERE resolution = 3600 AND at < ?")
+        .bind(now_ms - retention.hourly_retention_days as i64 * 24 * HOUR)
+        .execute(&mut *tx)
+        .await
+        .context("cannot prune hourly metrics")?
+        .rows_affected();
+    if minutes + hours > 0 {
+        tracing::debug!(minutes, hours, "pruned metric history");
+    }
+    Ok(())
+}
+
+/// Hourly event counts of one source from `since` (bucket start in Unix ms → count). Hours without events
+/// have no row: they count as zero.
+pub async fn hourly_events(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<Vec<(i64, f64)>> {
+    let rows: Vec<(i64, f64)> = sqlx::query_as(
+        "SELECT at, value FROM metric_point WHERE metric = 'events' AND key = ? AND resolution = 3600 AND at >= ?
+          ORDER BY at",
+    )
+    .bind(source)
+    .bind(ms(since))
+    .fetch_all(store.read_pool())
+    .await
+    .context("cannot read hourly events")?;
+    Ok(rows)
+}
+
+/// The start of the first hour with events of `source` still in the history, if any.
+pub async fn first_hour(store: &Store, source: &str) -> anyhow::Result<Option<i64>> {
+    let (at,): (Option<i64>,) =
+        sqlx::query_as("SELECT MIN(at) FROM metric_point WHERE metric = 'events' AND key = ? AND resolution = 3600")
+            .bind(source)
+            .fetch_one(store.read_pool())
+            .await
+            .context("cannot read first hour")?;
+    Ok(at)
 }
 
 pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::Result<MetricSeries> {
-    let (span, bucket) = range.span_and_bucket();
+    let (span, bucket, resolution) = range.plan();
     let end = now.timestamp() / bucket * bucket + bucket;
     let start = end - span;
     let n = (span / bucket) as usize;
+    let at: Vec<i64> = (0..n as i64).map(|i| start + i * bucket).collect();
     let index = |t_ms: i64| -> Option<usize> {
         let i = (t_ms / 1000 - start) / bucket;
         (0..n as i64).contains(&i).then_some(i as usize)
     };
-    let at: Vec<i64> = (0..n as i64).map(|i| start + i * bucket).collect();
-    let b_ms = bucket * 1000;
-    let start_ms = start * 1000;
+    // One pass: per bucket, metric and key, the sum (counters) and the highest value (gauges).
+    let rows: Vec<(i64, String, String, f64, f64)> = sqlx::query_as(
+        "SELECT at / ?1 * ?1, metric, key, SUM(value), MAX(value) FROM metric_point
+          WHERE resolution = ?2 AND at >= ?3 GROUP BY at / ?1, metric, key",
+    )
+    .bind(bucket * 1000)
+    .bind(resolution)
+    .bind(start * 1000)
+    .fetch_all(store.read_pool())
+    .await
+    .context("cannot read metric history")?;
 
     let mut pending = vec![None; n];
     let mut oldest = vec![None; n];
-    let mut dead: BTreeMap<String, Vec<Option<f64>>> =
-        ErrorClass::ALL.iter().map(|c| (c.as_str().to_string(), vec![None; n])).collect();
-    let class_cols: String = ErrorClass::ALL
-        .iter()
-        .map(|c| format!(", MAX(COALESCE(json_extract(dead_by_class, '$.{0}'), 0))", c.as_str()))
-        .collect();
-    // Bucket, max pending, max oldest age, then the open dead letters of each class in ErrorClass::ALL order.
-    type SampleRow = (i64, i64, Option<f64>, i64, i64, i64, i64, i64);
-    let sql = format!(
-        "SELECT at / ?1 * ?1, MAX(pending), MAX(oldest_age_s){class_cols}
-           FROM queue_sample WHERE at >= ?2 GROUP BY at / ?1"
-    );
-    let rows: Vec<SampleRow> = bucketed(store, &sql, b_ms, start_ms).await.context("cannot read queue samples")?;
-    for (t, p, o, c0, c1, c2, c3, c4) in rows {
-        if let Some(i) = index(t) {
-            pending[i] = Some(p as f64);
-            oldest[i] = Some(o.unwrap_or(0.0));
-            for (class, v) in ErrorClass::ALL.iter().zip([c0, c1, c2, c3, c4]) {
-                if let Some(series) = dead.get_mut(class.as_str()) {
-                    series[i] = Some(v as f64);
-                }
-            }
-        }
-    }
-
     let mut delivered = vec![0.0; n];
     let mut failed = vec![0.0; n];
-    let rows: Vec<(i64, i64, i64)> = bucketed(
-        store,
-        "SELECT started_at / ?1 * ?1, COALESCE(SUM(outcome = 'delivered'), 0), COALESCE(SUM(outcome IN ('retry', 'dead')), 0)
-           FROM attempt WHERE started_at >= ?2 GROUP BY started_at / ?1",
-        b_ms,
-        start_ms,
-    )
-    .await
-    .context("cannot read attempts per bucket")?;
-    for (t, ok, bad) in rows {
-        if let Some(i) = index(t) {
-            delivered[i] = ok as f64;
-            failed[i] = bad as f64;
-        }
-    }
-
+    let mut dead: BTreeMap<String, Vec<Option<f64>>> =
+        ErrorClass::ALL.iter().map(|c| (c.as_str().to_string(), vec![None; n])).collect();
     let mut volume: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let rows: Vec<(i64, String, i64)> = bucketed(
-        store,
-        "SELECT received_at / ?1 * ?1, source, COUNT(*) FROM inbound_event WHERE received_at >= ?2
-          GROUP BY received_at / ?1, source",
-        b_ms,
-        start_ms,
-    )
-    .await
-    .context("cannot read volume per source")?;
-    for (t, source, count) in rows {
-        if let Some(i) = index(t) {
-            volume.entry(source).or_insert_with(|| vec![0.0; n])[i] = count as f64;
+    for (t, metric, key, sum, max) in rows {
+        let Some(i) = index(t) else { continue };
+        match metric.as_str() {
+            "pending" if key == "*" => pending[i] = Some(max),
+            "oldest_age_s" if key == "*" => oldest[i] = Some(max),
+            "delivered" => delivered[i] += sum,
+            "failed" => failed[i] += sum,
+            "dead_open" => {
+                if let Some(s) = dead.get_mut(&key) {
+                    s[i] = Some(max);
+                }
+            }
+            "events" => volume.entry(key).or_insert_with(|| vec![0.0; n])[i] += sum,
+            _ => {}
         }
     }
     Ok(MetricSeries {
@@ -165,4 +285,21 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
         dead_open_by_class: dead,
         volume_by_source: volume,
     })
+}
+
+/// Per key, the sum of a counter's per-minute values since `since`.
+pub async fn sum_since(
+    store: &Store,
+    metric: &str,
+    since: DateTime<Utc>,
+) -> anyhow::Result<std::collections::HashMap<String, f64>> {
+    let rows: Vec<(String, f64)> = sqlx::query_as(
+        "SELECT key, SUM(value) FROM metric_point WHERE metric = ? AND resolution = 60 AND at >= ? GROUP BY key",
+    )
+    .bind(metric)
+    .bind(ms(since) / MINUTE * MINUTE)
+    .fetch_all(store.read_pool())
+    .await
+    .context("cannot sum metric")?;
+    Ok(rows.into_iter().collect())
 }

@@ -1,55 +1,86 @@
-//! Monitoring: alerts raised from what the worker reports and from the queue's state, chart samples, and the
-//! live health feed the UI listens to.
+//! Monitoring: alerts raised from what the worker reports, from the queue's state and from each source's volume;
+//! metric history; the live health feed the UI listens to.
 //!
-//! Alert kinds so far:
+//! Alert kinds (what each means for an operator: `docs/operators.md`):
+//! - `volume_drop` (warning, per source): improbably few leads for this hour of the week ([`volume`]).
+//! - `silence` (critical, per source): nothing at all while the baseline expected traffic ([`volume`]).
 //! - `permanent_config` (critical, per target): a lead died because our setup is wrong (credentials, a deleted
-//!   field). Every later lead to that target will fail the same way. Resolves when no such dead letter is open.
-//! - `breaker_open` (critical, per target): Leadline stopped sending to a target that looks down. Resolves when
-//!   the breaker closes.
+//!   field). Resolves when no such dead letter is open.
+//! - `dead_letter_growth` (warning, per target): `monitor.dead_letter_growth_per_hour` or more dead letters in the
+//!   last hour. Resolves below half of that.
 //! - `oldest_pending` (warning, overall): a lead has waited longer than `monitor.oldest_pending_alert_seconds`.
-//!   Resolves when the queue catches up.
+//! - `breaker_open` (critical, per target): Leadline stopped sending to a target that looks down.
+//! - `retry_budget` (warning, per target): leads whose retry time budget runs out within
+//!   `monitor.retry_budget_warning_minutes`; they will be dead-lettered unless the target recovers.
+//! - `reconciliation_found` (warning, per source): the source listed leads whose webhooks never arrived
+//!   ([`crate::reconcile`]); they were ingested. Resolves when a later run finds none missing.
+//!
+//! How each is announced (immediately, in a digest, in quiet hours, again when nobody acknowledged it) is decided
+//! by [`notify`].
 
 pub mod alerts;
 pub mod metrics;
+pub mod notify;
+pub mod sources;
+pub mod volume;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::api::{self, App, LiveEvent};
 use crate::delivery::breaker::BreakerState;
 use crate::delivery::classify::ErrorClass;
 use crate::delivery::worker::WorkerEvent;
-use alerts::{Alert, AlertSpec, Severity};
+use alerts::{AlertSpec, Held, Severity};
+use notify::Announce;
 
-/// Where new alerts are announced: desktop notifications in the app, the log in `leadline serve`.
+/// Where alerts are announced: desktop notifications in the app, the log in `leadline serve`.
 pub trait Notifier: Send + Sync + 'static {
-    fn notify(&self, alert: &Alert);
+    fn notify(&self, title: &str, body: &str);
 }
 
 /// Announces alerts in the log only.
 pub struct LogNotifier;
 
 impl Notifier for LogNotifier {
-    fn notify(&self, alert: &Alert) {
-        tracing::warn!(kind = %alert.kind, key = %alert.key, title = %alert.title, "alert opened");
+    fn notify(&self, title: &str, body: &str) {
+        tracing::warn!(title, body, "alert");
     }
 }
 
-async fn raise(app: &App, notifier: &dyn Notifier, spec: AlertSpec) {
-    match alerts::raise(&app.store, &spec, Utc::now()).await {
-        Ok((alert, true)) => {
-            notifier.notify(&alert);
-            let _ = app.live.send(LiveEvent::AlertsChanged);
+fn quiet_now(app: &App, now: DateTime<Utc>) -> bool {
+    let m = &app.config.monitor;
+    m.quiet_hours.as_ref().is_some_and(|q| q.contains(now.with_timezone(&m.tz()).time()))
+}
+
+/// Opens the alert (or counts another occurrence) and announces a new one according to its kind's policy.
+pub async fn raise(app: &App, notifier: &dyn Notifier, spec: AlertSpec, now: DateTime<Utc>) {
+    let alert = match alerts::raise(&app.store, &spec, now).await {
+        Ok((alert, true)) => alert,
+        Ok((_, false)) => return,
+        Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot raise alert"),
+    };
+    let m = &app.config.monitor;
+    let decision =
+        notify::on_open(&m.policy(&alert.kind), &alert.severity, quiet_now(app, now), m.quiet_hours_hold_critical);
+    let result = match decision {
+        Announce::Now => {
+            notifier.notify(&alert.title, &alert.detail);
+            alerts::mark_notified(&app.store, alert.id, now).await
         }
-        Ok((_, false)) => {}
-        Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot raise alert"),
+        Announce::Hold(why) => alerts::hold(&app.store, alert.id, why).await,
+        Announce::Never => Ok(()),
+    };
+    if let Err(e) = result {
+        tracing::error!(error = %format!("{e:#}"), "cannot record how the alert was announced");
     }
+    let _ = app.live.send(LiveEvent::AlertsChanged);
 }
 
-async fn resolve(app: &App, kind: &str, key: &str, note: &str) {
-    match alerts::resolve(&app.store, kind, key, note, Utc::now()).await {
+pub async fn resolve(app: &App, kind: &str, key: &str, note: &str, now: DateTime<Utc>) {
+    match alerts::resolve(&app.store, kind, key, note, now).await {
         Ok(true) => {
             let _ = app.live.send(LiveEvent::AlertsChanged);
         }
@@ -58,7 +89,48 @@ async fn resolve(app: &App, kind: &str, key: &str, note: &str) {
     }
 }
 
+/// Digest and re-notification, run every few seconds. `last_digest` is when the last digest went out.
+pub async fn announce_due(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>, last_digest: &mut DateTime<Utc>) {
+    let m = &app.config.monitor;
+    let quiet = quiet_now(app, now);
+    let mut held = Vec::new();
+    if !quiet {
+        match alerts::take_held(&app.store, Held::QuietHours, now).await {
+            Ok(a) => held.extend(a),
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read alerts held over quiet hours"),
+        }
+        if now - *last_digest >= chrono::Duration::minutes(m.digest_interval_minutes as i64) {
+            *last_digest = now;
+            match alerts::take_held(&app.store, Held::Digest, now).await {
+                Ok(a) => held.extend(a),
+                Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read the digest"),
+            }
+        }
+    }
+    if !held.is_empty() {
+        let (title, body) = notify::digest_text(&held);
+        notifier.notify(&title, &body);
+    }
+    let open = match alerts::unacknowledged(&app.store).await {
+        Ok(a) => a,
+        Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot read open alerts"),
+    };
+    for alert in open {
+        if notify::renotify_due(&m.policy(&alert.kind), &alert, now, quiet, m.quiet_hours_hold_critical) {
+            let since = human_duration((now - alert.opened_at).num_seconds() as f64);
+            notifier.notify(
+                &format!("Still open: {}", alert.title),
+                &format!("Open for {since}, not acknowledged. {}", alert.detail),
+            );
+            if let Err(e) = alerts::mark_notified(&app.store, alert.id, now).await {
+                tracing::error!(error = %format!("{e:#}"), "cannot record re-notification");
+            }
+        }
+    }
+}
+
 async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent) {
+    let now = Utc::now();
     match event {
         WorkerEvent::DeadLettered { target, class: ErrorClass::PermanentConfig, reason, .. } => {
             raise(
@@ -75,6 +147,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                         reason.trim_end_matches('.')
                     ),
                 },
+                now,
             )
             .await
         }
@@ -92,23 +165,26 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                         reason.trim_end_matches('.')
                     ),
                 },
+                now,
             )
             .await
         }
         WorkerEvent::Breaker { target, to: BreakerState::Closed, .. } => {
-            resolve(app, "breaker_open", &target, "the target answers again").await
+            resolve(app, "breaker_open", &target, "the target answers again", now).await
         }
         _ => {}
     }
 }
 
-/// Runs until aborted: reacts to worker events, samples the queue, pushes live health. One task, so that
-/// aborting it releases everything it holds.
+/// Runs until aborted: reacts to worker events, samples the queue, pushes live health, checks sources and
+/// announces alerts. One task, so that aborting it releases everything it holds.
 pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
     let mut events = app.worker.as_ref().map(|w| w.events.subscribe());
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last: Option<serde_json::Value> = None;
+    let mut recorder = metrics::Recorder::default();
+    let mut last_digest = Utc::now();
     let mut n: u64 = 0;
     loop {
         tokio::select! {
@@ -121,6 +197,7 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
             _ = tick.tick() => {}
         }
         n += 1;
+        let now = Utc::now();
         let health = match api::health(&app).await {
             Ok(h) => h,
             Err(e) => {
@@ -138,10 +215,17 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
             last = Some(fingerprint);
         }
         if n % 5 == 1 {
-            if let Err(e) = metrics::record_sample(&app.store, &health.queue).await {
-                tracing::error!(error = %format!("{e:#}"), "cannot record sample");
+            if let Err(e) =
+                metrics::record(&app.store, &mut recorder, &health.queue, &app.config.monitor.metrics, now).await
+            {
+                tracing::error!(error = %format!("{e:#}"), "cannot record metrics");
             }
-            check_queue(&app, notifier.as_ref(), &health.queue).await;
+            check_queue(&app, notifier.as_ref(), &health.queue, now).await;
+            announce_due(&app, notifier.as_ref(), now, &mut last_digest).await;
+        }
+        if n % 30 == 3 {
+            sources::check_sources(&app, notifier.as_ref(), now).await;
+            check_targets(&app, notifier.as_ref(), now).await;
         }
     }
 }
@@ -162,7 +246,7 @@ async fn next_event(events: &mut Option<tokio::sync::broadcast::Receiver<WorkerE
     }
 }
 
-async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::QueueHealth) {
+async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::QueueHealth, now: DateTime<Utc>) {
     let limit = app.config.monitor.oldest_pending_alert_seconds as f64;
     match queue.overall.oldest_pending_age_seconds {
         Some(age) if age > limit => {
@@ -190,10 +274,11 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
                         human_duration(limit)
                     ),
                 },
+                now,
             )
             .await
         }
-        _ => resolve(app, "oldest_pending", "*", "the queue caught up").await,
+        _ => resolve(app, "oldest_pending", "*", "the queue caught up", now).await,
     }
     // permanent_config alerts resolve once no such dead letter is open for their target.
     if let Ok(keys) = alerts::unresolved_keys(&app.store, "permanent_config").await {
@@ -206,8 +291,63 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
                 .copied()
                 .unwrap_or(0);
             if open == 0 {
-                resolve(app, "permanent_config", &key, "no configuration dead letter is open any more").await;
+                resolve(app, "permanent_config", &key, "no configuration dead letter is open any more", now).await;
             }
+        }
+    }
+}
+
+/// Per target: dead-letter growth over the last hour, and leads about to run out of retry time.
+pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>) {
+    let m = &app.config.monitor;
+    let growth = match metrics::sum_since(&app.store, "dead_lettered", now - chrono::Duration::hours(1)).await {
+        Ok(g) => g,
+        Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot read dead-letter growth"),
+    };
+    let threshold = m.dead_letter_growth_per_hour as f64;
+    for (target, tc) in app.config.targets.iter() {
+        let n = growth.get(target).copied().unwrap_or(0.0);
+        if n >= threshold {
+            let spec = AlertSpec {
+                kind: "dead_letter_growth",
+                key: target.clone(),
+                severity: Severity::Warning,
+                title: format!("{n:.0} leads to {target} were dead-lettered in the last hour"),
+                detail: format!(
+                    "More than the {threshold:.0} an hour this alert watches for. Open Dead letters, filter by \
+                     {target} and look at the groups: one cause usually explains most of them."
+                ),
+            };
+            raise(app, notifier, spec, now).await;
+        } else if n < threshold / 2.0 {
+            resolve(app, "dead_letter_growth", target, "dead letters no longer accumulate", now).await;
+        }
+        let budget = tc.backoff.budget_seconds as i64;
+        let warn = (m.retry_budget_warning_minutes * 60) as i64;
+        match app.store.running_out_of_budget(target, now - chrono::Duration::seconds((budget - warn).max(0))).await {
+            Ok((count, oldest)) if count > 0 => {
+                let left = oldest
+                    .map(|o| (o + chrono::Duration::seconds(budget) - now).num_seconds().max(0) as f64)
+                    .unwrap_or(0.0);
+                let spec = AlertSpec {
+                    kind: "retry_budget",
+                    key: target.clone(),
+                    severity: Severity::Warning,
+                    title: format!(
+                        "{count} {} to {target} will run out of retry time",
+                        if count == 1 { "lead" } else { "leads" }
+                    ),
+                    detail: format!(
+                        "The oldest has {} of its {} retry budget left; when it runs out the lead is \
+                         dead-lettered. Check {target}'s breaker, pause state and rate limits.",
+                        human_duration(left),
+                        human_duration(budget as f64)
+                    ),
+                };
+                raise(app, notifier, spec, now).await;
+            }
+            Ok(_) => resolve(app, "retry_budget", target, "no lead is close to its retry budget any more", now).await,
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read retry budgets"),
         }
     }
 }

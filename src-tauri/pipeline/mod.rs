@@ -29,7 +29,14 @@ pub fn new_event(
     payload: Value,
     received_at: DateTime<Utc>,
 ) -> NewEvent {
-    NewEvent { source: source.to_string(), source_ref, payload, route: config.route.clone(), received_at }
+    NewEvent {
+        source: source.to_string(),
+        source_ref,
+        payload,
+        route: config.route.clone(),
+        received_at,
+        via: Default::default(),
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,25 @@ pub struct NewEvent {
     /// Target names of the route, in order.
     pub route: Vec<String>,
     pub received_at: DateTime<Utc>,
+    /// Whether it arrived as a webhook or was found by reconciliation.
+    pub via: Via,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Via {
+    #[default]
+    Webhook,
+    /// Listed by the source but never received: ingested by reconciliation.
+    Reconciliation,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Webhook => "webhook",
+            Via::Reconciliation => "reconciliation",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,13 +51,14 @@ impl Store {
         let mut outcomes = Vec::with_capacity(events.len());
         for event in events {
             let inserted: Option<(i64,)> = sqlx::query_as(
-                "INSERT INTO inbound_event (source, source_ref, received_at, payload) VALUES (?, ?, ?, ?)
+                "INSERT INTO inbound_event (source, source_ref, received_at, payload, via) VALUES (?, ?, ?, ?, ?)
                  ON CONFLICT (source, source_ref) DO NOTHING RETURNING id",
             )
             .bind(&event.source)
             .bind(&event.source_ref)
             .bind(ms(event.received_at))
             .bind(event.payload.to_string())
+            .bind(event.via.as_str())
             .fetch_optional(&mut *tx)
             .await
             .context("cannot insert inbound_event")?;

@@ -89,4 +89,23 @@ impl Store {
         overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
         Ok(QueueHealth { generated_at: now, overall, targets: per_target.into_values().collect() })
     }
+
+    /// Undelivered due steps of `target` (pending or running) that became due before `due_before`: how many,
+    /// and when the oldest became due. Reads the `delivery_oldest` index.
+    pub async fn running_out_of_budget(
+        &self,
+        target: &str,
+        due_before: DateTime<Utc>,
+    ) -> anyhow::Result<(i64, Option<DateTime<Utc>>)> {
+        let (n, oldest): (i64, Option<i64>) = sqlx::query_as(
+            "SELECT COUNT(*), MIN(pending_since) FROM delivery
+              WHERE target = ? AND state IN ('pending', 'running') AND pending_since < ?",
+        )
+        .bind(target)
+        .bind(ms(due_before))
+        .fetch_one(self.read_pool())
+        .await
+        .context("cannot read steps near their retry budget")?;
+        Ok((n, oldest.map(super::from_ms)))
+    }
 }

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 
-pub use events::{InsertOutcome, NewEvent};
+pub use events::{InsertOutcome, NewEvent, Via};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, Completion, Job, JobOutcome};
 

@@ -57,7 +57,7 @@ delivered: Array<number>,
  */
 failed: Array<number>, 
 /**
- * Open dead letters by class at the end of each bucket.
+ * Open dead letters by class (highest in the bucket).
  */
 dead_open_by_class: { [key in string]: Array<number | null> }, 
 /**
@@ -181,7 +181,15 @@ export type Alert = { id: number, kind: string, key: string, severity: string, t
 /**
  * `open`, `acknowledged` or `resolved`.
  */
-state: string, };
+state: string, 
+/**
+ * When it was last announced (notification or digest); `null` while not announced.
+ */
+notified_at: string | null, 
+/**
+ * How many times it was announced (re-notifications included).
+ */
+notifications: number, };
 
 export type TargetView = { name: string, 
 /**

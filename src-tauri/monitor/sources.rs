@@ -1,0 +1,143 @@
+//! Each source's volume against its baseline: the assessment behind `volume_drop` and `silence` alerts and the
+//! Sources page.
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::alerts::{AlertSpec, Severity};
+use super::volume::{self, Assessment, Baseline, Verdict};
+use super::{human_duration, metrics, raise, resolve, Notifier};
+use crate::api::App;
+use crate::store::{from_ms, ms, Store};
+
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct SourceStatus {
+    pub source: String,
+    /// `normal`, `drop`, `silent`, `learning` (not enough history) or `low` (too little traffic expected now to
+    /// judge).
+    pub state: String,
+    pub assessment: Assessment,
+    pub last_event_at: Option<DateTime<Utc>>,
+    /// Events per hour the baseline expects at this hour.
+    pub expected_per_hour_now: Option<f64>,
+}
+
+/// Assesses one source at `now` from its metric history and its recent events.
+pub async fn assess_source(app: &App, source: &str, now: DateTime<Utc>) -> anyhow::Result<SourceStatus> {
+    let m = &app.config.monitor;
+    let tz = m.tz();
+    let weeks = m.volume.baseline_weeks as i64;
+    let hourly = metrics::hourly_events(&app.store, source, now - chrono::Duration::weeks(weeks)).await?;
+    let first = metrics::first_hour(&app.store, source).await?;
+    let baseline = Baseline::from_history(&hourly, first, now, tz, &m.volume, &m.business_hours);
+    let mut counts = Vec::new();
+    for minutes in volume::windows(&m.volume) {
+        counts.push((minutes, count_since(&app.store, source, now - chrono::Duration::minutes(minutes as i64)).await?));
+    }
+    let last = last_event(&app.store, source).await?;
+    let assessment = volume::assess(&baseline, &counts, last, now, &m.volume);
+    let state = if assessment.silence == Verdict::Raise {
+        "silent"
+    } else if assessment.drop == Verdict::Raise {
+        "drop"
+    } else if baseline.kind == volume::BaselineKind::Learning {
+        "learning"
+    } else if assessment.p_value.is_none() {
+        "low"
+    } else {
+        "normal"
+    };
+    Ok(SourceStatus {
+        source: source.to_string(),
+        state: state.into(),
+        assessment,
+        last_event_at: last,
+        expected_per_hour_now: baseline.rate_at(now),
+    })
+}
+
+/// Events of `source` received since `since` (webhooks only: leads recovered by reconciliation are old news).
+async fn count_since(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM inbound_event WHERE source = ? AND received_at >= ? AND via = 'webhook'")
+            .bind(source)
+            .bind(ms(since))
+            .fetch_one(store.read_pool())
+            .await
+            .context("cannot count recent events")?;
+    Ok(n.max(0) as u64)
+}
+
+/// When the last event of `source` arrived.
+async fn last_event(store: &Store, source: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
+    let (last,): (Option<i64>,) = sqlx::query_as("SELECT MAX(received_at) FROM inbound_event WHERE source = ?")
+        .bind(source)
+        .fetch_one(store.read_pool())
+        .await
+        .context("cannot read the last event")?;
+    Ok(last.map(from_ms))
+}
+
+/// Assesses every configured source and raises or resolves its `volume_drop` and `silence` alerts.
+pub async fn check_sources(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>) {
+    for source in app.config.sources.keys() {
+        let status = match assess_source(app, source, now).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(source, error = %format!("{e:#}"), "cannot assess source volume");
+                continue;
+            }
+        };
+        apply(app, notifier, &status, now).await;
+    }
+}
+
+/// Raises or resolves the alerts an assessment calls for.
+pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, now: DateTime<Utc>) {
+    let a = &status.assessment;
+    let source = &status.source;
+    match a.silence {
+        Verdict::Raise => {
+            let silent = human_duration(a.silent_minutes.unwrap_or(0.0) * 60.0);
+            let spec = AlertSpec {
+                kind: "silence",
+                key: source.clone(),
+                severity: Severity::Critical,
+                title: format!("No leads from {source} for {silent}"),
+                detail: format!(
+                    "About {:.0} were expected in that time. A webhook subscription may have dropped, a form or its \
+                     script may be broken, or the campaign was stopped. Reconciliation, where set up, recovers leads \
+                     the source still lists.",
+                    a.expected_during_silence.unwrap_or(0.0)
+                ),
+            };
+            raise(app, notifier, spec, now).await;
+        }
+        Verdict::Clear => resolve(app, "silence", source, "leads arrive again", now).await,
+        Verdict::Keep => {}
+    }
+    match a.drop {
+        Verdict::Raise => {
+            let expected = a.expected.unwrap_or(0.0);
+            let spec = AlertSpec {
+                kind: "volume_drop",
+                key: source.clone(),
+                severity: Severity::Warning,
+                title: format!("Fewer leads than usual from {source}"),
+                detail: format!(
+                    "{} in the last {} min where about {expected:.0} are normal at this hour ({:.0} %). A count this \
+                     low happens by chance with probability {:.1e}. Check the forms, the webhook subscription and \
+                     the campaigns of {source}.",
+                    a.observed,
+                    a.window_minutes,
+                    a.observed as f64 / expected.max(1.0) * 100.0,
+                    a.p_value.unwrap_or(0.0)
+                ),
+            };
+            raise(app, notifier, spec, now).await;
+        }
+        Verdict::Clear => resolve(app, "volume_drop", source, "volume is back to normal", now).await,
+        Verdict::Keep => {}
+    }
+}

@@ -1,0 +1,333 @@
+//! Volume-drop and silence detection: is a source sending less than it normally does at this hour?
+//!
+//! The baseline is the source's own history by hour of week (local time, `monitor.timezone`), averaged over
+//! `monitor.volume.baseline_weeks`. While a source is new it falls back, in this order, to:
+//! - 3 to 14 days of history: the same hour of day on days of the same kind (business day or not);
+//! - 6 business hours of history: its mean rate during business hours, and no judgement outside them;
+//! - less: no baseline ("learning"), no alert.
+//!
+//! **Volume drop**: the expected count λ over a rolling window is summed from the baseline minute by minute.
+//! Three windows are judged (a quarter, half and all of `window_minutes`) so a sharp drop shows early. Real traffic is noisier than a Poisson process (a quiet Tuesday is not an incident), so λ is
+//! lowered by `tolerance` first; then the alert opens when P(X ≤ observed | λ) < `p_value` (Poisson lower tail),
+//! and resolves when that probability is back above `resolve_p_value` (the smallest p of the windows, times
+//! their number). No judgement when λ is below
+//! `min_expected`: nights and weekends with almost no traffic never alarm, and an alert already open stays open
+//! until traffic proves it normal again.
+//!
+//! **Silence**: nothing at all for `silence_minutes`, during which the baseline expected at least
+//! `silence_min_expected` events (12 by default: with the tolerance, nothing at all then has a probability
+//! below e^-8.4 ≈ 0.02 %), in an hour that normally has traffic (the window's expectation passes
+//! `min_expected`, as for drops). Resolves with the next event. A silence includes the drop, so a source that is
+//! silent is not also reported as a drop.
+//!
+//! Everything here is pure: history, counts and time are given, so it is tested on a simulated month.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+
+use crate::config::{BusinessHours, VolumeConfig};
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// How the baseline was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum BaselineKind {
+    /// The source's own history by hour of week.
+    HourOfWeek,
+    /// A few days of history: the same hour of day on days of the same kind.
+    HourOfDay,
+    /// Hardly any history: its mean rate in business hours, no judgement outside them.
+    BusinessHours,
+    /// Not enough history to judge.
+    Learning,
+}
+
+/// Expected events per hour for each hour of the week (Monday 00:00 local = slot 0); `None`: no judgement.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    pub kind: BaselineKind,
+    pub per_hour: [Option<f64>; 168],
+    tz: Tz,
+}
+
+fn slot(t: DateTime<Utc>, tz: Tz) -> usize {
+    let local = t.with_timezone(&tz);
+    local.weekday().num_days_from_monday() as usize * 24 + local.hour() as usize
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+impl Baseline {
+    /// Builds the baseline from hourly counts (`(hour start in Unix ms, count)`, hours without events may be
+    /// missing) since the source's first hour. Only complete hours before `now` are used.
+    pub fn from_history(
+        hourly: &[(i64, f64)],
+        first_hour: Option<i64>,
+        now: DateTime<Utc>,
+        tz: Tz,
+        config: &VolumeConfig,
+        business: &BusinessHours,
+    ) -> Baseline {
+        let mut per_hour = [None; 168];
+        let Some(first) = first_hour else { return Baseline { kind: BaselineKind::Learning, per_hour, tz } };
+        let current_hour = now.timestamp_millis().div_euclid(HOUR_MS) * HOUR_MS;
+        let start = first.max(current_hour - config.baseline_weeks as i64 * 7 * 24 * HOUR_MS);
+        let counts: HashMap<i64, f64> = hourly.iter().copied().collect();
+        let hours: Vec<(DateTime<Utc>, f64)> = (0..)
+            .map(|i| start + i * HOUR_MS)
+            .take_while(|h| *h < current_hour)
+            .map(|h| (DateTime::from_timestamp_millis(h).unwrap_or_default(), counts.get(&h).copied().unwrap_or(0.0)))
+            .collect();
+        let history_hours = hours.len();
+        let is_business_day = |t: DateTime<Utc>| {
+            let local = t.with_timezone(&tz).naive_local();
+            // Business day: the business hours' start time on this date is within business hours.
+            let probe =
+                local.date().and_time(chrono::NaiveTime::parse_from_str(&business.start, "%H:%M").unwrap_or_default());
+            business.contains(probe)
+        };
+        let kind = if history_hours >= 14 * 24 {
+            BaselineKind::HourOfWeek
+        } else if history_hours >= 3 * 24 {
+            BaselineKind::HourOfDay
+        } else if hours.iter().filter(|(t, _)| business.contains(t.with_timezone(&tz).naive_local())).count() >= 6 {
+            BaselineKind::BusinessHours
+        } else {
+            BaselineKind::Learning
+        };
+        match kind {
+            BaselineKind::HourOfWeek | BaselineKind::HourOfDay => {
+                let mut by_week_slot: Vec<Vec<f64>> = vec![Vec::new(); 168];
+                // Hour of day × (business day?) for the fallback.
+                let mut by_day_slot: HashMap<(u32, bool), Vec<f64>> = HashMap::new();
+                for (t, c) in &hours {
+                    by_week_slot[slot(*t, tz)].push(*c);
+                    let h = t.with_timezone(&tz).hour();
+                    by_day_slot.entry((h, is_business_day(*t))).or_default().push(*c);
+                }
+                // A representative date for each slot of the coming week, to know its hour and day kind.
+                let week_start = current_hour - 7 * 24 * HOUR_MS;
+                for i in 0..168 {
+                    let t = DateTime::from_timestamp_millis(week_start + i * HOUR_MS).unwrap_or_default();
+                    let s = slot(t, tz);
+                    let own = &by_week_slot[s];
+                    per_hour[s] = if kind == BaselineKind::HourOfWeek && own.len() >= 2 {
+                        mean(own)
+                    } else {
+                        let h = t.with_timezone(&tz).hour();
+                        by_day_slot.get(&(h, is_business_day(t))).and_then(|v| mean(v))
+                    };
+                }
+            }
+            BaselineKind::BusinessHours => {
+                let business_counts: Vec<f64> = hours
+                    .iter()
+                    .filter(|(t, _)| business.contains(t.with_timezone(&tz).naive_local()))
+                    .map(|(_, c)| *c)
+                    .collect();
+                let rate = mean(&business_counts);
+                let week_start = current_hour - 7 * 24 * HOUR_MS;
+                for i in 0..168 {
+                    let t = DateTime::from_timestamp_millis(week_start + i * HOUR_MS).unwrap_or_default();
+                    if business.contains(t.with_timezone(&tz).naive_local()) {
+                        per_hour[slot(t, tz)] = rate;
+                    }
+                }
+            }
+            BaselineKind::Learning => {}
+        }
+        Baseline { kind, per_hour, tz }
+    }
+
+    /// Events per hour expected at `t`.
+    pub fn rate_at(&self, t: DateTime<Utc>) -> Option<f64> {
+        self.per_hour[slot(t, self.tz)]
+    }
+
+    /// Events expected in `[from, to)`, summed minute by minute. `None` when any minute has no baseline.
+    pub fn expected(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<f64> {
+        let mut total = 0.0;
+        let mut t = from;
+        while t < to {
+            let step = (to - t).min(Duration::minutes(1));
+            total += self.rate_at(t)? * step.num_milliseconds() as f64 / HOUR_MS as f64;
+            t += step;
+        }
+        Some(total)
+    }
+
+    /// Like [`expected`](Self::expected), counting minutes without a baseline as zero.
+    pub fn expected_lenient(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+        let mut total = 0.0;
+        let mut t = from;
+        while t < to {
+            let step = (to - t).min(Duration::minutes(1));
+            total += self.rate_at(t).unwrap_or(0.0) * step.num_milliseconds() as f64 / HOUR_MS as f64;
+            t += step;
+        }
+        total
+    }
+}
+
+/// P(X ≤ k) for X ~ Poisson(λ), summed in log space so large λ does not underflow.
+pub fn poisson_cdf(k: u64, lambda: f64) -> f64 {
+    if lambda <= 0.0 {
+        return 1.0;
+    }
+    if k as f64 > lambda * 10.0 + 100.0 {
+        return 1.0;
+    }
+    let ln_lambda = lambda.ln();
+    let mut ln_fact = 0.0;
+    let mut max = f64::NEG_INFINITY;
+    let mut terms = Vec::with_capacity(k as usize + 1);
+    for i in 0..=k {
+        if i > 0 {
+            ln_fact += (i as f64).ln();
+        }
+        let t = -lambda + i as f64 * ln_lambda - ln_fact;
+        max = max.max(t);
+        terms.push(t);
+    }
+    let sum: f64 = terms.iter().map(|t| (t - max).exp()).sum();
+    (max + sum.ln()).exp().min(1.0)
+}
+
+/// What to do with an alert after an assessment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Raise,
+    Clear,
+    /// No judgement possible (baseline too low or unknown): leave the alert as it is.
+    Keep,
+}
+
+/// The state of one source at one moment, with the reasoning the UI and the alert text show.
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct Assessment {
+    pub baseline: BaselineKind,
+    /// The window the verdict rests on (the most significant of the windows judged), minutes.
+    pub window_minutes: u64,
+    /// Events received in that window.
+    pub observed: u64,
+    /// Events the baseline expected in that window (before the tolerance), if it can tell.
+    pub expected: Option<f64>,
+    /// P(a count this low) under the baseline lowered by the tolerance, corrected for the number of windows.
+    pub p_value: Option<f64>,
+    pub drop: Verdict,
+    /// Minutes since the last event.
+    pub silent_minutes: Option<f64>,
+    /// Events the baseline expected during that silence.
+    pub expected_during_silence: Option<f64>,
+    pub silence: Verdict,
+}
+
+/// The windows judged: a quarter, half and all of `window_minutes`, so a sharp drop is seen in the short
+/// windows early, and a gradual one in the long window.
+pub fn windows(config: &VolumeConfig) -> Vec<u64> {
+    let w = config.window_minutes;
+    let mut v: Vec<u64> = [w / 4, w / 2, w].into_iter().filter(|m| *m >= 5).collect();
+    v.dedup();
+    if v.is_empty() {
+        v.push(w);
+    }
+    v
+}
+
+/// Judges a source at `now`: `counts` are the events observed in each of [`windows`] (`(minutes, count)`),
+/// `last_event` the time of its last event. Each window is tested; the smallest p-value, multiplied by the
+/// number of windows tested (Bonferroni), decides, so looking at several windows does not add false alarms.
+pub fn assess(
+    baseline: &Baseline,
+    counts: &[(u64, u64)],
+    last_event: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    config: &VolumeConfig,
+) -> Assessment {
+    let keep = 1.0 - config.tolerance;
+    let judged: Vec<(u64, u64, f64, f64)> = counts
+        .iter()
+        .filter_map(|&(minutes, observed)| {
+            let lambda = baseline.expected(now - Duration::minutes(minutes as i64), now)?;
+            (lambda * keep >= config.min_expected)
+                .then(|| (minutes, observed, lambda, poisson_cdf(observed, lambda * keep)))
+        })
+        .collect();
+    let tests = judged.len().max(1) as f64;
+    let best = judged.iter().min_by(|a, b| a.3.partial_cmp(&b.3).unwrap_or(std::cmp::Ordering::Equal)).copied();
+    let longest = counts.iter().max_by_key(|c| c.0).copied().unwrap_or((config.window_minutes, 0));
+    let (window_minutes, observed, expected, p_value, drop) = match best {
+        Some((minutes, observed, lambda, p)) => {
+            let p = (p * tests).min(1.0);
+            let verdict = if p < config.p_value {
+                Verdict::Raise
+            } else if p >= config.resolve_p_value {
+                Verdict::Clear
+            } else {
+                Verdict::Keep
+            };
+            (minutes, observed, Some(lambda), Some(p), verdict)
+        }
+        None => (
+            longest.0,
+            longest.1,
+            baseline.expected(now - Duration::minutes(longest.0 as i64), now),
+            None,
+            Verdict::Keep,
+        ),
+    };
+    let busy_hour = !judged.is_empty();
+    let (silent_minutes, expected_during_silence, silence) = match last_event {
+        Some(last) => {
+            let silent = (now - last).num_milliseconds().max(0) as f64 / 60_000.0;
+            let during = baseline.expected_lenient(last, now);
+            // Only in hours that normally have traffic: some window's expectation must be worth judging.
+            let verdict = if silent < config.silence_minutes as f64 {
+                Verdict::Clear
+            } else if busy_hour && during >= config.silence_min_expected {
+                Verdict::Raise
+            } else {
+                Verdict::Keep
+            };
+            (Some(silent), Some(during), verdict)
+        }
+        None => (None, None, Verdict::Keep),
+    };
+    // A silence is the extreme drop: report it once, as a silence.
+    let drop = if silence == Verdict::Raise && drop == Verdict::Raise { Verdict::Keep } else { drop };
+    Assessment {
+        baseline: baseline.kind,
+        window_minutes,
+        observed,
+        expected,
+        p_value,
+        drop,
+        silent_minutes,
+        expected_during_silence,
+        silence,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poisson_lower_tail_matches_known_values() {
+        // P(X ≤ 0 | 1) = e^-1; P(X ≤ 4 | 20) ≈ 1.69e-5; P(X ≤ 10 | 10) ≈ 0.583.
+        assert!((poisson_cdf(0, 1.0) - (-1.0f64).exp()).abs() < 1e-12);
+        assert!((poisson_cdf(4, 20.0) - 1.6944e-5).abs() < 1e-8, "{}", poisson_cdf(4, 20.0));
+        assert!((poisson_cdf(10, 10.0) - 0.58304).abs() < 1e-4);
+        // Large λ does not underflow: P(X ≤ 900 | 1000) ≈ 7.5e-4.
+        let p = poisson_cdf(900, 1000.0);
+        assert!(p > 5e-4 && p < 1e-3, "{p}");
+        assert_eq!(poisson_cdf(5, 0.0), 1.0);
+    }
+}
