@@ -12,9 +12,11 @@ pub mod demo;
 #[cfg(feature = "desktop")]
 pub mod desktop;
 pub mod dlq;
+pub mod figures;
 pub mod ingest;
 pub mod monitor;
 pub mod pipeline;
+pub mod reconcile;
 pub mod replay;
 pub mod server;
 pub mod store;

@@ -36,6 +36,7 @@ pub struct Server {
     http: JoinHandle<std::io::Result<()>>,
     worker: Option<JoinHandle<anyhow::Result<()>>>,
     monitor: JoinHandle<()>,
+    reconciler: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
 }
 
@@ -60,10 +61,21 @@ impl Server {
         let ingest_state = IngestState::new(&config, store.clone(), wake)?;
         let (live, _) = broadcast::channel(256);
         let (stop_http, closing) = watch::channel(false);
-        let app = App { store, config: Arc::new(config), worker: handle, live, demo: options.demo, closing };
+        let app = App {
+            store,
+            config: Arc::new(config),
+            worker: handle,
+            live,
+            ingest: ingest_state.clone(),
+            notifier: options.notifier.clone(),
+            started_at: chrono::Utc::now(),
+            demo: options.demo,
+            closing,
+        };
         crate::api::load_pauses(&app).await?;
         let new_token = crate::api::http::ensure_token(&app.store).await?;
-        let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier));
+        let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier.clone()));
+        let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
             .await
@@ -78,7 +90,7 @@ impl Server {
                 .await
         });
         tracing::info!(%addr, database = %url, "leadline listening");
-        Ok(Server { addr, app, new_token, http, worker, monitor, stop_http })
+        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, stop_http })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
@@ -91,6 +103,7 @@ impl Server {
             http.abort();
         }
         self.monitor.abort();
+        self.reconciler.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
             handle.shutdown();
             task.await.context("worker task panicked")??;

@@ -5,12 +5,17 @@
 //! far below 2^53.
 
 use leadline::api::{
-    BreakerView, DeadLetterList, DeadLetterView, ErrorBody, HealthView, LiveEvent, ReplayRequest, Session, TargetView,
+    BreakerView, DeadLetterList, DeadLetterView, ErrorBody, HealthView, LiveEvent, ReplayRequest, Session, SourceView,
+    TargetView,
 };
 use leadline::delivery::breaker::BreakerState;
 use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter};
+use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
 use leadline::monitor::alerts::Alert;
 use leadline::monitor::metrics::MetricSeries;
+use leadline::monitor::sources::SourceStatus;
+use leadline::monitor::volume::{Assessment, BaselineKind, Verdict};
+use leadline::reconcile::ReconciliationRun;
 use leadline::replay::{ReplayHistoryEntry, ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
 use leadline::store::{QueueHealth, TargetHealth};
 use ts_rs::TS;
@@ -41,6 +46,15 @@ fn generated() -> String {
         ReplayProgress::decl(&cfg),
         ReplayHistoryEntry::decl(&cfg),
         Alert::decl(&cfg),
+        SourceView::decl(&cfg),
+        SourceStatus::decl(&cfg),
+        Assessment::decl(&cfg),
+        BaselineKind::decl(&cfg),
+        Verdict::decl(&cfg),
+        ReconciliationRun::decl(&cfg),
+        DeliveryFigures::decl(&cfg),
+        RouteFigures::decl(&cfg),
+        TargetFigures::decl(&cfg),
         TargetView::decl(&cfg),
         LiveEvent::decl(&cfg),
     ];

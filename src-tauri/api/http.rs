@@ -127,6 +127,9 @@ pub fn router(app: App) -> Router {
         .route("/api/replays/{id}", get(replay_progress))
         .route("/api/alerts", get(alerts))
         .route("/api/alerts/{id}/acknowledge", post(acknowledge))
+        .route("/api/sources", get(sources))
+        .route("/api/sources/{name}/reconcile", post(reconcile_now))
+        .route("/api/figures", get(figures))
         .route("/api/targets", get(targets))
         .route("/api/targets/{name}/pause", post(pause))
         .route("/api/targets/{name}/resume", post(resume))
@@ -223,6 +226,18 @@ async fn alerts(State(app): State<App>) -> Result<Response, ApiError> {
 
 async fn acknowledge(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
     Ok(Json(super::acknowledge_alert(&app, id, BROWSER_ACTOR).await?).into_response())
+}
+
+async fn sources(State(app): State<App>) -> Result<Response, ApiError> {
+    Ok(Json(super::sources(&app).await?).into_response())
+}
+
+async fn reconcile_now(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    Ok(Json(super::reconcile_now(&app, &name).await?).into_response())
+}
+
+async fn figures(State(app): State<App>, Query(q): Query<RangeQuery>) -> Result<Response, ApiError> {
+    Ok(Json(super::figures(&app, q.range.as_deref().unwrap_or("24h")).await?).into_response())
 }
 
 async fn targets(State(app): State<App>) -> Result<Response, ApiError> {

@@ -14,8 +14,13 @@ use crate::config::Config;
 use crate::delivery::breaker::BreakerState;
 use crate::delivery::worker::WorkerHandle;
 use crate::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter};
+use crate::figures::{self, DeliveryFigures};
+use crate::ingest::IngestState;
 use crate::monitor::alerts::{self, Alert};
 use crate::monitor::metrics::{self, MetricSeries, Range};
+use crate::monitor::sources::SourceStatus;
+use crate::monitor::Notifier;
+use crate::reconcile::{self, ReconcileError, ReconciliationRun};
 use crate::replay::{
     self, ReplayError, ReplayHistoryEntry, ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection,
 };
@@ -29,6 +34,12 @@ pub struct App {
     pub config: Arc<Config>,
     pub worker: Option<WorkerHandle>,
     pub live: broadcast::Sender<LiveEvent>,
+    /// The ingest path (reconciliation feeds recovered leads through it).
+    pub ingest: IngestState,
+    /// Where alerts are announced.
+    pub notifier: Arc<dyn Notifier>,
+    /// When this process started: volume is judged only over time Leadline was listening.
+    pub started_at: DateTime<Utc>,
     /// The built-in demo is running (mock CRM and synthetic traffic): the UI says so.
     pub demo: bool,
     /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.
@@ -41,7 +52,11 @@ pub struct App {
 pub enum LiveEvent {
     Health(Box<HealthView>),
     AlertsChanged,
-    ReplayChanged { replay_id: i64 },
+    ReplayChanged {
+        replay_id: i64,
+    },
+    /// A reconciliation ran.
+    SourcesChanged,
 }
 
 /// Errors at the API boundary, serialised as `{code, message}`; the UI branches on `code`.
@@ -322,6 +337,68 @@ pub async fn replay_progress(app: &App, replay_id: i64) -> Result<ReplayProgress
     replay::progress(&app.store, replay_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no replay with id {replay_id}")))
+}
+
+/// A source as the Sources page shows it: its volume against the baseline and its last reconciliation.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct SourceView {
+    #[serde(flatten)]
+    pub status: SourceStatus,
+    /// `generic` or `meta`.
+    pub kind: String,
+    pub reconciles: bool,
+    pub last_reconciliation: Option<ReconciliationRun>,
+    /// Leads recovered by reconciliation in the last 7 days.
+    pub recovered_7d: i64,
+}
+
+pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for (name, sc) in &app.config.sources {
+        out.push(SourceView {
+            status: crate::monitor::sources::assess_source(app, name, now).await?,
+            kind: match sc.kind {
+                crate::config::SourceKind::Generic => "generic".into(),
+                crate::config::SourceKind::Meta => "meta".into(),
+            },
+            reconciles: sc.reconcile.is_some(),
+            last_reconciliation: reconcile::latest(&app.store, name).await?,
+            recovered_7d: reconcile::recovered_since(&app.store, name, now - chrono::Duration::days(7)).await?,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs a source's reconciliation now (the button on the Sources page), announcing what it finds like a
+/// scheduled run does.
+pub async fn reconcile_now(app: &App, source: &str) -> Result<ReconciliationRun, ApiError> {
+    let sc = app.config.sources.get(source).ok_or_else(|| ApiError::NotFound(format!("no source named `{source}`")))?;
+    if sc.reconcile.is_none() {
+        return Err(ApiError::BadRequest(format!(
+            "source `{source}` cannot be reconciled: add a [sources.{source}.reconcile] section to the configuration"
+        )));
+    }
+    let client = reconcile::client();
+    reconcile::reconcile(app, &app.ingest, &client, app.notifier.as_ref(), source, Utc::now()).await.map_err(
+        |e| match e {
+            ReconcileError::Storage(e) => ApiError::Internal(format!("{e:#}")),
+            other => ApiError::Conflict(format!("reconciliation failed: {other}")),
+        },
+    )
+}
+
+/// Delivery figures over `range` (`24h` or `7d`).
+pub async fn figures(app: &App, range: &str) -> Result<DeliveryFigures, ApiError> {
+    let span = match range {
+        "24h" => chrono::Duration::hours(24),
+        "7d" => chrono::Duration::days(7),
+        "1h" => chrono::Duration::hours(1),
+        _ => return Err(ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d"))),
+    };
+    let now = Utc::now();
+    let targets: Vec<String> = app.config.targets.keys().cloned().collect();
+    Ok(figures::figures(&app.store, &targets, now - span, now).await?)
 }
 
 pub async fn alerts(app: &App) -> Result<Vec<Alert>, ApiError> {

@@ -10,6 +10,11 @@
 //! - `POST /crm/plain` — create with no idempotency at all (a second call makes a second record).
 //! - `PUT /notify/{external_id}` — the follow-up step; needs `previous_steps.crm.crm_id`.
 //! - `GET /_mock/stats` — counts.
+//!
+//! It also plays the lead *sources'* own list endpoints, for reconciliation:
+//! - `GET /graph/{form_id}/leads?access_token=…&filtering=[…time_created GREATER_THAN…]` — Meta's Graph API
+//!   listing of a form's leads, 50 a page with `paging.next`; a wrong token gets Graph error 190.
+//! - `GET /source/{name}/leads?since=<unix>` — a generic source's list, `{"items": […], "next": url|null}`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -79,7 +84,13 @@ struct Inner {
     window_start: Option<Instant>,
     window_count: u32,
     requests: u64,
+    /// Leads the sources list (sent as a webhook or not): (list name, id, created, payload).
+    listed: Vec<(String, String, i64, Value)>,
 }
+
+/// The access token the mock Graph API accepts.
+pub const GRAPH_TOKEN: &str = "demo-graph-token";
+const PAGE: usize = 50;
 
 #[derive(Clone, Default)]
 pub struct MockCrm {
@@ -114,6 +125,8 @@ impl MockCrm {
             .route("/crm/leads/search/{external_id}", get(search))
             .route("/notify/{external_id}", put(notify))
             .route("/_mock/stats", get(stats))
+            .route("/graph/{form_id}/leads", get(graph_leads))
+            .route("/source/{name}/leads", get(source_leads))
             .with_state(self.clone())
     }
 
@@ -135,6 +148,12 @@ impl MockCrm {
             duplicated_notifications: inner.notifications.values().filter(|n| **n > 1).count(),
             requests: inner.requests,
         }
+    }
+
+    /// Adds a lead to a source's list (`list` is a Meta form id or a generic source's name).
+    pub fn list_lead(&self, list: &str, id: &str, created: chrono::DateTime<chrono::Utc>, payload: Value) {
+        let mut inner = self.inner.lock().expect("mock lock");
+        inner.listed.push((list.to_string(), id.to_string(), created.timestamp(), payload));
     }
 
     /// Records holding `external_id`.
@@ -360,4 +379,81 @@ async fn notify(State(crm): State<MockCrm>, Path(external_id): Path<String>, Jso
 
 async fn stats(State(crm): State<MockCrm>) -> Json<Stats> {
     Json(crm.stats())
+}
+
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    access_token: Option<String>,
+    filtering: Option<String>,
+    since: Option<i64>,
+    after: Option<usize>,
+}
+
+/// Leads of `list` created after `since`, from position `after`: one page and whether more follow.
+fn page(crm: &MockCrm, list: &str, since: i64, after: usize) -> (Vec<(String, i64, Value)>, bool) {
+    let inner = crm.inner.lock().expect("mock lock");
+    let all: Vec<(String, i64, Value)> = inner
+        .listed
+        .iter()
+        .filter(|(l, _, created, _)| l == list && *created > since)
+        .map(|(_, id, created, payload)| (id.clone(), *created, payload.clone()))
+        .collect();
+    let more = all.len() > after + PAGE;
+    (all.into_iter().skip(after).take(PAGE).collect(), more)
+}
+
+async fn graph_leads(
+    State(crm): State<MockCrm>,
+    Path(form_id): Path<String>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<ListQuery>,
+) -> Response {
+    if q.access_token.as_deref() != Some(GRAPH_TOKEN) {
+        let body = json!({"error": {"message": "Error validating access token", "type": "OAuthException",
+            "code": 190, "fbtrace_id": "mock"}});
+        return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+    }
+    let since = q
+        .filtering
+        .as_deref()
+        .and_then(|f| serde_json::from_str::<Value>(f).ok())
+        .and_then(|f| f.get(0).and_then(|c| c.get("value")).and_then(Value::as_i64))
+        .unwrap_or(0);
+    let after = q.after.unwrap_or(0);
+    let (leads, more) = page(&crm, &form_id, since, after);
+    let data: Vec<Value> = leads
+        .into_iter()
+        .map(|(id, created, payload)| {
+            let created = chrono::DateTime::from_timestamp(created, 0).unwrap_or_default();
+            json!({"id": id, "created_time": created.format("%Y-%m-%dT%H:%M:%S+0000").to_string(),
+                   "ad_id": payload.get("ad_id"), "field_data": payload.get("field_data")})
+        })
+        .collect();
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    let mut body = json!({"data": data, "paging": {"cursors": {"before": "a", "after": "b"}}});
+    if more {
+        let filtering = q.filtering.unwrap_or_default();
+        let next = reqwest::Url::parse_with_params(
+            &format!("http://{host}/graph/{form_id}/leads"),
+            &[("access_token", GRAPH_TOKEN), ("filtering", &filtering), ("after", &(after + PAGE).to_string())],
+        )
+        .map(|u| u.to_string())
+        .unwrap_or_default();
+        body["paging"]["next"] = Value::String(next);
+    }
+    Json(body).into_response()
+}
+
+async fn source_leads(
+    State(crm): State<MockCrm>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<ListQuery>,
+) -> Response {
+    let since = q.since.unwrap_or(0);
+    let after = q.after.unwrap_or(0);
+    let (leads, more) = page(&crm, &name, since, after);
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    let next = more.then(|| format!("http://{host}/source/{name}/leads?since={since}&after={}", after + PAGE));
+    Json(json!({"items": leads.into_iter().map(|l| l.2).collect::<Vec<_>>(), "next": next})).into_response()
 }

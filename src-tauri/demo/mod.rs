@@ -14,7 +14,8 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::config::{
-    BackoffConfig, BreakerConfig, Config, SignatureConfig, SourceConfig, SourceKind, Strategy, TargetConfig,
+    BackoffConfig, BreakerConfig, Config, ReconcileConfig, SignatureConfig, SourceConfig, SourceKind, Strategy,
+    TargetConfig,
 };
 use crate::ingest::signature;
 use mock_crm::{Behaviour, MockCrm};
@@ -22,6 +23,11 @@ use mock_crm::{Behaviour, MockCrm};
 pub const WEBFORM_SECRET_ENV: &str = "LEADLINE_DEMO_WEBFORM_SECRET";
 pub const META_SECRET_ENV: &str = "LEADLINE_DEMO_META_APP_SECRET";
 pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
+pub const META_TOKEN_ENV: &str = "LEADLINE_DEMO_META_ACCESS_TOKEN";
+/// The demo's Meta lead form.
+pub const META_FORM: &str = "4242";
+/// Share of Meta webhooks the demo "loses" on the way (reconciliation finds them).
+pub const META_WEBHOOK_LOSS: f64 = 0.1;
 
 /// The demo's configuration: three sources, a CRM and a follow-up notification, all on loopback.
 pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<String>) -> Config {
@@ -53,7 +59,15 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             signature: None,
             app_secret_env: Some(META_SECRET_ENV.into()),
             verify_token_env: Some(META_VERIFY_ENV.into()),
-            reconcile: None,
+            reconcile: Some(ReconcileConfig {
+                interval_seconds: 60,
+                lookback_minutes: 60,
+                overlap_minutes: 5,
+                graph_url: format!("{base}/graph"),
+                form_ids: vec![META_FORM.into()],
+                access_token_env: Some(META_TOKEN_ENV.into()),
+                ..Default::default()
+            }),
         },
     );
     c.sources.insert(
@@ -107,6 +121,10 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
     c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
     c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
     c.inline_secrets.insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
+    c.inline_secrets.insert(META_TOKEN_ENV.into(), mock_crm::GRAPH_TOKEN.into());
+    // A demo lasts minutes, not days: silences and hourly digests are shortened so they can be seen.
+    c.monitor.volume.silence_minutes = 10;
+    c.monitor.digest_interval_minutes = 15;
     c
 }
 
@@ -181,19 +199,77 @@ pub fn daily_rhythm(hour: u32) -> f64 {
 const FIRST: [&str; 8] = ["Anna", "Ben", "Clara", "David", "Elif", "Farid", "Greta", "Hugo"];
 const LAST: [&str; 8] = ["Schmidt", "Novak", "Rossi", "Jensen", "Kaya", "Dubois", "Silva", "Berg"];
 
+/// Leads per hour the demo traffic sends from `source` at `hour` (UTC) with `per_minute` at the peak: the same
+/// rhythm [`run_traffic`] follows, so [`seed_history`] can give the sources a believable past.
+pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
+    let share = match source {
+        "webform" => 0.5,
+        "meta_ads" | "partner_api" => 0.25,
+        _ => 0.0,
+    };
+    (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) * 60.0 * share
+}
+
+/// Gives the demo's sources four weeks of hourly history (weekends quieter), so volume-drop and silence
+/// detection work from the first minutes instead of after weeks of learning. Hours already present are kept.
+pub async fn seed_history(
+    store: &crate::store::Store,
+    now: chrono::DateTime<chrono::Utc>,
+    per_minute: f64,
+) -> anyhow::Result<()> {
+    use chrono::{Datelike, Timelike};
+    let hour_ms = 3_600_000i64;
+    let current = now.timestamp_millis() / hour_ms * hour_ms;
+    let mut rng = rand::rng();
+    let mut tx = store.begin_write().await?;
+    for h in 1..=28 * 24 {
+        let at = current - h * hour_ms;
+        let t = chrono::DateTime::from_timestamp_millis(at).unwrap_or_default();
+        let weekly = if t.weekday().num_days_from_monday() >= 5 { 0.6 } else { 1.0 };
+        for source in ["webform", "meta_ads", "partner_api"] {
+            let n = (hourly_rate(source, t.hour(), per_minute) * weekly * rng.random_range(0.9..1.1)).round();
+            sqlx::query(
+                "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 3600, ?, ?)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(source)
+            .bind(at)
+            .bind(n)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Posts synthetic leads to the ingest server at `ingest` (about `per_minute` at the daily peak) forever.
-/// The `partner_api` source falls silent after `partner_silent_after`, as a broken integration would.
-pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_after: Duration) {
+/// The `partner_api` source falls silent after `partner_silent_after`, as a broken integration would. Every Meta
+/// lead is listed by the mock Graph API on `crm`, but one in ten of their webhooks is "lost" on the way, so
+/// reconciliation has something to find.
+pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_after: Duration, crm: MockCrm) {
     let client = reqwest::Client::new();
     let start = tokio::time::Instant::now();
     let mut n: u64 = 0;
     loop {
-        let hour = chrono::Timelike::hour(&chrono::Local::now());
+        let hour = chrono::Timelike::hour(&chrono::Utc::now());
         let rate = (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) / 60.0;
         let wait = { -(1.0 - rand::rng().random::<f64>()).ln() / rate };
         tokio::time::sleep(Duration::from_secs_f64(wait.min(30.0))).await;
         n += 1;
         let (url, body, header) = synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
+        if url.ends_with("/meta_ads") {
+            if let Some(value) = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|b| b.pointer("/entry/0/changes/0/value").cloned())
+            {
+                let id = value.get("leadgen_id").map(|v| v.to_string()).unwrap_or_default();
+                crm.list_lead(META_FORM, &id, chrono::Utc::now(), value);
+            }
+            if rand::rng().random_bool(META_WEBHOOK_LOSS) {
+                continue;
+            }
+        }
         let mut req = client.post(&url).header("content-type", "application/json").body(body.clone());
         if let Some((name, value)) = &header {
             req = req.header(name.as_str(), value.as_str());

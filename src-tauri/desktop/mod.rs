@@ -94,8 +94,9 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
     let notifier = Arc::new(DesktopNotifier(handle.clone()));
     let server = Server::start_with(config, StartOptions { demo: demo_crm.is_some(), notifier }).await?;
     if let Some(crm) = demo_crm {
-        tokio::spawn(demo::run_schedule(crm));
-        tokio::spawn(demo::run_traffic(server.addr, 60.0, Duration::from_secs(20 * 60)));
+        demo::seed_history(&server.app.store, chrono::Utc::now(), 60.0).await?;
+        tokio::spawn(demo::run_schedule(crm.clone()));
+        tokio::spawn(demo::run_traffic(server.addr, 60.0, Duration::from_secs(20 * 60), crm));
     }
     // Live events to the window.
     let mut live = server.app.live.subscribe();
@@ -150,6 +151,9 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             session,
             health,
             metrics,
+            sources,
+            reconcile_now,
+            figures,
             dead_letters,
             dead_letter,
             replay_preview,
@@ -198,6 +202,21 @@ async fn health(state: S<'_>) -> CommandResult<HealthView> {
 #[tauri::command]
 async fn metrics(state: S<'_>, range: String) -> CommandResult<MetricSeries> {
     api::metrics(&state.app, &range).await
+}
+
+#[tauri::command]
+async fn sources(state: S<'_>) -> CommandResult<Vec<api::SourceView>> {
+    api::sources(&state.app).await
+}
+
+#[tauri::command]
+async fn reconcile_now(state: S<'_>, source: String) -> CommandResult<crate::reconcile::ReconciliationRun> {
+    api::reconcile_now(&state.app, &source).await
+}
+
+#[tauri::command]
+async fn figures(state: S<'_>, range: String) -> CommandResult<crate::figures::DeliveryFigures> {
+    api::figures(&state.app, &range).await
 }
 
 #[tauri::command]

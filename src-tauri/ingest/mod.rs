@@ -143,6 +143,11 @@ impl IngestState {
         Ok(IngestState { sources: Arc::new(sources), writer, max_body_bytes: config.server.max_body_bytes })
     }
 
+    /// Stores events through the group-commit writer, exactly as a webhook's events are (reconciliation uses it).
+    pub async fn submit(&self, events: Vec<NewEvent>) -> Result<Vec<InsertOutcome>, IngestError> {
+        self.store(events).await
+    }
+
     async fn store(&self, events: Vec<NewEvent>) -> Result<Vec<InsertOutcome>, IngestError> {
         let (reply, rx) = oneshot::channel();
         self.writer.send(WriteRequest { events, reply }).await.map_err(|_| IngestError::Storage)?;

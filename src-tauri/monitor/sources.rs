@@ -14,8 +14,8 @@ use crate::store::{from_ms, ms, Store};
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct SourceStatus {
     pub source: String,
-    /// `normal`, `drop`, `silent`, `learning` (not enough history) or `low` (too little traffic expected now to
-    /// judge).
+    /// `normal`, `drop`, `silent`, `learning` (not enough history), `low` (too little traffic expected now to
+    /// judge) or `starting` (Leadline has been listening for less than the shortest window).
     pub state: String,
     pub assessment: Assessment,
     pub last_event_at: Option<DateTime<Utc>>,
@@ -31,13 +31,18 @@ pub async fn assess_source(app: &App, source: &str, now: DateTime<Utc>) -> anyho
     let hourly = metrics::hourly_events(&app.store, source, now - chrono::Duration::weeks(weeks)).await?;
     let first = metrics::first_hour(&app.store, source).await?;
     let baseline = Baseline::from_history(&hourly, first, now, tz, &m.volume, &m.business_hours);
+    // Only windows Leadline was listening for all along: after a restart, the minutes it was down say nothing
+    // about the source.
+    let uptime_minutes = (now - app.started_at).num_minutes().max(0) as u64;
     let mut counts = Vec::new();
-    for minutes in volume::windows(&m.volume) {
+    for minutes in volume::windows(&m.volume).into_iter().filter(|w| *w <= uptime_minutes) {
         counts.push((minutes, count_since(&app.store, source, now - chrono::Duration::minutes(minutes as i64)).await?));
     }
-    let last = last_event(&app.store, source).await?;
+    let last = last_event(&app.store, source).await?.map(|t| t.max(app.started_at)).or(Some(app.started_at));
     let assessment = volume::assess(&baseline, &counts, last, now, &m.volume);
-    let state = if assessment.silence == Verdict::Raise {
+    let state = if counts.is_empty() {
+        "starting"
+    } else if assessment.silence == Verdict::Raise {
         "silent"
     } else if assessment.drop == Verdict::Raise {
         "drop"

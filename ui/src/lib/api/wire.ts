@@ -191,10 +191,118 @@ notified_at: string | null,
  */
 notifications: number, };
 
+export type SourceView = { 
+/**
+ * `generic` or `meta`.
+ */
+kind: string, reconciles: boolean, last_reconciliation: ReconciliationRun | null, 
+/**
+ * Leads recovered by reconciliation in the last 7 days.
+ */
+recovered_7d: number, source: string, 
+/**
+ * `normal`, `drop`, `silent`, `learning` (not enough history), `low` (too little traffic expected now to
+ * judge) or `starting` (Leadline has been listening for less than the shortest window).
+ */
+state: string, assessment: Assessment, last_event_at: string | null, 
+/**
+ * Events per hour the baseline expects at this hour.
+ */
+expected_per_hour_now: number | null, };
+
+export type SourceStatus = { source: string, 
+/**
+ * `normal`, `drop`, `silent`, `learning` (not enough history), `low` (too little traffic expected now to
+ * judge) or `starting` (Leadline has been listening for less than the shortest window).
+ */
+state: string, assessment: Assessment, last_event_at: string | null, 
+/**
+ * Events per hour the baseline expects at this hour.
+ */
+expected_per_hour_now: number | null, };
+
+export type Assessment = { baseline: BaselineKind, 
+/**
+ * The window the verdict rests on (the most significant of the windows judged), minutes.
+ */
+window_minutes: number, 
+/**
+ * Events received in that window.
+ */
+observed: number, 
+/**
+ * Events the baseline expected in that window (before the tolerance), if it can tell.
+ */
+expected: number | null, 
+/**
+ * P(a count this low) under the baseline lowered by the tolerance, corrected for the number of windows.
+ */
+p_value: number | null, drop: Verdict, 
+/**
+ * Minutes since the last event.
+ */
+silent_minutes: number | null, 
+/**
+ * Events the baseline expected during that silence.
+ */
+expected_during_silence: number | null, silence: Verdict, };
+
+export type BaselineKind = "hour_of_week" | "hour_of_day" | "business_hours" | "learning";
+
+export type Verdict = "raise" | "clear" | "keep";
+
+export type ReconciliationRun = { id: number, source: string, started_at: string, finished_at: string | null, 
+/**
+ * Leads created after this were listed.
+ */
+since: string, listed: number, 
+/**
+ * Listed by the source, never received as a webhook.
+ */
+missing: number, 
+/**
+ * Of those, stored now (the rest arrived in the meantime).
+ */
+ingested: number, 
+/**
+ * The source's ids of the recovered leads (the first 100).
+ */
+missing_refs: Array<string>, error: string | null, };
+
+export type DeliveryFigures = { since: string, until: string, routes: Array<RouteFigures>, targets: Array<TargetFigures>, };
+
+export type RouteFigures = { source: string, target: string, 
+/**
+ * Steps delivered in the period.
+ */
+delivered: number, 
+/**
+ * Received → delivered, seconds (nearest-rank percentiles); `null` when nothing was delivered.
+ */
+speed_p50_seconds: number | null, speed_p95_seconds: number | null, 
+/**
+ * Share of finished scheduled steps delivered by their first counted attempt (0–1).
+ */
+first_attempt_success: number | null, 
+/**
+ * Dead-lettered in the period.
+ */
+dead_letters: number, dead_letters_per_day: number, };
+
+export type TargetFigures = { target: string, 
+/**
+ * Time the breaker was not closed (open or probing) in the period, seconds.
+ */
+breaker_open_seconds: number, 
+/**
+ * Times it opened in the period.
+ */
+breaker_openings: number, };
+
 export type TargetView = { name: string, 
 /**
  * Scheme, host and port of the target's URL (never credentials or paths with ids).
  */
 endpoint: string, strategy: string, breaker: BreakerState | null, breaker_opened_at: string | null, paused: boolean, paused_by: string | null, paused_at: string | null, };
 
-export type LiveEvent = { "kind": "health", "data": HealthView } | { "kind": "alerts_changed" } | { "kind": "replay_changed", "data": { replay_id: number, } };
+export type LiveEvent = { "kind": "health", "data": HealthView } | { "kind": "alerts_changed" } | { "kind": "replay_changed", "data": { replay_id: number, } } | { "kind": "sources_changed" };

@@ -1,0 +1,395 @@
+//! Reconciliation: the source itself as the check of last resort.
+//!
+//! Webhooks get lost: a subscription drops, an endpoint was down longer than the source retries, a proxy ate a
+//! request. For sources that can list their leads, Leadline periodically asks for the leads created since a
+//! watermark, compares them with the stored events and ingests the missing ones through the normal path (the
+//! same group-commit writer and duplicate check as a webhook; each recovered event is marked
+//! `via = reconciliation`). Each run is recorded (`reconciliation_run`): when, from which watermark, how many
+//! were listed, how many were missing, which ones. Finding missing leads raises a `reconciliation_found` alert,
+//! because it means webhooks are being lost; a later run that finds none resolves it.
+//!
+//! - Meta Lead Ads: `GET {graph_url}/{form_id}/leads?fields=id,created_time,field_data&filtering=[time_created >
+//!   watermark]&access_token=…`, following `paging.next`.
+//! - Generic sources: `GET list_url` with `{since}` replaced by the watermark (Unix seconds); the leads are the
+//!   answer itself, its `data` or `items` array, or the array at `items_pointer`; the next page's URL is read at
+//!   `next_pointer`. Each lead's id is read with the source's `id_field`, like a webhook.
+//!
+//! The watermark is the start of the last successful run minus `overlap_minutes` (the first run looks back
+//! `lookback_minutes`). A failed run is recorded with its error and does not move the watermark.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::api::{App, LiveEvent};
+use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind};
+use crate::ingest::IngestState;
+use crate::monitor::alerts::{AlertSpec, Severity};
+use crate::monitor::{self, Notifier};
+use crate::pipeline;
+use crate::store::{from_ms, ms, InsertOutcome, NewEvent, Store, Via};
+
+/// Most pages read in one run (a safety net against a list endpoint that never ends).
+const MAX_PAGES: usize = 200;
+
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct ReconciliationRun {
+    pub id: i64,
+    pub source: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Leads created after this were listed.
+    pub since: DateTime<Utc>,
+    pub listed: i64,
+    /// Listed by the source, never received as a webhook.
+    pub missing: i64,
+    /// Of those, stored now (the rest arrived in the meantime).
+    pub ingested: i64,
+    /// The source's ids of the recovered leads (the first 100).
+    pub missing_refs: Vec<String>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("source `{0}` has no [reconcile] section")]
+    NotConfigured(String),
+    #[error("cannot reach the list endpoint: {0}")]
+    Http(String),
+    #[error("the list endpoint answered {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("the list endpoint's answer is not usable: {0}")]
+    Body(String),
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Storage(#[from] anyhow::Error),
+}
+
+/// Runs every configured source's reconciliation at its interval until aborted.
+pub async fn run(app: App, ingest: IngestState, notifier: std::sync::Arc<dyn Notifier>) {
+    let sources: Vec<(String, u64)> = app
+        .config
+        .sources
+        .iter()
+        .filter_map(|(name, s)| s.reconcile.as_ref().map(|r| (name.clone(), r.interval_seconds)))
+        .collect();
+    if sources.is_empty() {
+        return;
+    }
+    let client = client();
+    let mut next: Vec<tokio::time::Instant> = sources.iter().map(|_| tokio::time::Instant::now()).collect();
+    loop {
+        let (i, at) = next.iter().enumerate().min_by_key(|(_, t)| **t).map(|(i, t)| (i, *t)).expect("sources");
+        tokio::time::sleep_until(at).await;
+        let (source, interval) = &sources[i];
+        match reconcile(&app, &ingest, &client, notifier.as_ref(), source, Utc::now()).await {
+            Ok(r) if r.missing > 0 => {
+                tracing::warn!(source, missing = r.missing, listed = r.listed, "reconciliation recovered leads")
+            }
+            Ok(r) => tracing::debug!(source, listed = r.listed, "reconciliation: nothing missing"),
+            Err(e) => tracing::warn!(source, error = %e, "reconciliation failed"),
+        }
+        next[i] = tokio::time::Instant::now() + Duration::from_secs(*interval);
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap_or_default()
+}
+
+/// One comparison of `source` with its own list, recorded whatever the outcome.
+pub async fn reconcile(
+    app: &App,
+    ingest: &IngestState,
+    client: &reqwest::Client,
+    notifier: &dyn Notifier,
+    source: &str,
+    now: DateTime<Utc>,
+) -> Result<ReconciliationRun, ReconcileError> {
+    let sc = app.config.sources.get(source).ok_or_else(|| ReconcileError::NotConfigured(source.into()))?;
+    let rc = sc.reconcile.as_ref().ok_or_else(|| ReconcileError::NotConfigured(source.into()))?;
+    let since = watermark(&app.store, source, rc, now).await?;
+    let (run_id,): (i64,) =
+        sqlx::query_as("INSERT INTO reconciliation_run (source, started_at, since) VALUES (?, ?, ?) RETURNING id")
+            .bind(source)
+            .bind(ms(now))
+            .bind(ms(since))
+            .fetch_one(app.store.write_pool())
+            .await
+            .context("cannot record reconciliation run")?;
+    let outcome = compare(app, ingest, client, source, sc, rc, since, now).await;
+    let (listed, missing, ingested, refs, error) = match &outcome {
+        Ok((listed, missing, ingested, refs)) => (*listed, *missing, *ingested, refs.clone(), None),
+        Err(e) => (0, 0, 0, vec![], Some(e.to_string())),
+    };
+    sqlx::query(
+        "UPDATE reconciliation_run SET finished_at = ?, listed = ?, missing = ?, ingested = ?, missing_refs = ?,
+                error = ? WHERE id = ?",
+    )
+    .bind(ms(Utc::now()))
+    .bind(listed)
+    .bind(missing)
+    .bind(ingested)
+    .bind(serde_json::to_string(&refs.iter().take(100).collect::<Vec<_>>()).unwrap_or_default())
+    .bind(&error)
+    .bind(run_id)
+    .execute(app.store.write_pool())
+    .await
+    .context("cannot finish reconciliation run")?;
+    outcome?;
+    if missing > 0 {
+        let spec = AlertSpec {
+            kind: "reconciliation_found",
+            key: source.to_string(),
+            severity: Severity::Warning,
+            title: format!(
+                "{missing} {} from {source} never arrived as webhooks",
+                if missing == 1 { "lead" } else { "leads" }
+            ),
+            detail: format!(
+                "Reconciliation found {missing} listed by {source} but never received, and ingested {ingested} of \
+                 them: they are being delivered now. Webhooks from {source} are being lost: check its webhook \
+                 subscription and Leadline's reachability."
+            ),
+        };
+        monitor::raise(app, notifier, spec, now).await;
+    } else {
+        monitor::resolve(app, "reconciliation_found", source, "a later comparison found nothing missing", now).await;
+    }
+    let _ = app.live.send(LiveEvent::SourcesChanged);
+    latest(&app.store, source).await?.ok_or_else(|| ReconcileError::Storage(anyhow::anyhow!("run vanished")))
+}
+
+async fn watermark(
+    store: &Store,
+    source: &str,
+    rc: &ReconcileConfig,
+    now: DateTime<Utc>,
+) -> anyhow::Result<DateTime<Utc>> {
+    let (last,): (Option<i64>,) = sqlx::query_as(
+        "SELECT MAX(started_at) FROM reconciliation_run WHERE source = ? AND error IS NULL AND finished_at IS NOT NULL",
+    )
+    .bind(source)
+    .fetch_one(store.read_pool())
+    .await
+    .context("cannot read the reconciliation watermark")?;
+    Ok(match last {
+        Some(t) => from_ms(t) - chrono::Duration::minutes(rc.overlap_minutes as i64),
+        None => now - chrono::Duration::minutes(rc.lookback_minutes as i64),
+    })
+}
+
+/// Lists, compares and ingests. Returns (listed, missing, ingested, missing refs).
+#[allow(clippy::too_many_arguments)]
+async fn compare(
+    app: &App,
+    ingest: &IngestState,
+    client: &reqwest::Client,
+    source: &str,
+    sc: &SourceConfig,
+    rc: &ReconcileConfig,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(i64, i64, i64, Vec<String>), ReconcileError> {
+    let listed: Vec<(String, Value)> = match sc.kind {
+        SourceKind::Meta => list_meta(app, client, rc, since).await?,
+        SourceKind::Generic => list_generic(app, client, sc, rc, since).await?,
+    };
+    // Compare with what is stored, in chunks.
+    let mut known: BTreeSet<String> = BTreeSet::new();
+    for chunk in listed.chunks(500) {
+        let refs = serde_json::to_string(&chunk.iter().map(|(r, _)| r).collect::<Vec<_>>()).context("refs")?;
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT source_ref FROM inbound_event WHERE source = ? AND source_ref IN (SELECT value FROM json_each(?))",
+        )
+        .bind(source)
+        .bind(refs)
+        .fetch_all(app.store.read_pool())
+        .await
+        .context("cannot compare with stored events")?;
+        known.extend(rows.into_iter().map(|r| r.0));
+    }
+    let mut seen = BTreeSet::new();
+    let missing: Vec<NewEvent> = listed
+        .iter()
+        .filter(|(r, _)| !known.contains(r) && seen.insert(r.clone()))
+        .map(|(r, payload)| NewEvent {
+            via: Via::Reconciliation,
+            ..pipeline::new_event(source, sc, r.clone(), payload.clone(), now)
+        })
+        .collect();
+    let refs: Vec<String> = missing.iter().map(|e| e.source_ref.clone()).collect();
+    let mut ingested = 0;
+    for chunk in missing.chunks(500) {
+        let outcomes = ingest.submit(chunk.to_vec()).await.map_err(|e| ReconcileError::Storage(anyhow::anyhow!(e)))?;
+        ingested += outcomes.iter().filter(|o| matches!(o, InsertOutcome::Inserted(_))).count() as i64;
+    }
+    Ok((listed.len() as i64, refs.len() as i64, ingested, refs))
+}
+
+async fn get_json(
+    client: &reqwest::Client,
+    url: &str,
+    auth: Option<(String, String)>,
+) -> Result<Value, ReconcileError> {
+    let mut req = client.get(url);
+    if let Some((name, value)) = auth {
+        req = req.header(name, value);
+    }
+    let resp = req.send().await.map_err(|e| ReconcileError::Http(e.without_url().to_string()))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| ReconcileError::Http(e.without_url().to_string()))?;
+    if !status.is_success() {
+        let body: String = text.chars().take(300).collect();
+        return Err(ReconcileError::Status { status: status.as_u16(), body });
+    }
+    serde_json::from_str(&text).map_err(|e| ReconcileError::Body(format!("not JSON: {e}")))
+}
+
+async fn list_generic(
+    app: &App,
+    client: &reqwest::Client,
+    sc: &SourceConfig,
+    rc: &ReconcileConfig,
+    since: DateTime<Utc>,
+) -> Result<Vec<(String, Value)>, ReconcileError> {
+    let template = rc.list_url.as_deref().unwrap_or_default();
+    let auth = match &rc.auth {
+        Some(AuthConfig::BearerEnv(var)) => Some((
+            "Authorization".to_string(),
+            format!(
+                "Bearer {}",
+                app.config.secret("reconcile.auth", var).map_err(|e| ReconcileError::Config(e.to_string()))?
+            ),
+        )),
+        Some(AuthConfig::Header { name, value_env }) => Some((
+            name.clone(),
+            app.config.secret("reconcile.auth", value_env).map_err(|e| ReconcileError::Config(e.to_string()))?,
+        )),
+        None => None,
+    };
+    let mut url = Some(template.replace("{since}", &since.timestamp().to_string()));
+    let mut out = Vec::new();
+    let mut pages = 0;
+    while let Some(u) = url.take() {
+        pages += 1;
+        let body = get_json(client, &u, auth.clone()).await?;
+        let items = match &rc.items_pointer {
+            Some(p) => body.pointer(p),
+            None if body.is_array() => Some(&body),
+            None => body.get("data").or_else(|| body.get("items")),
+        }
+        .and_then(Value::as_array)
+        .ok_or_else(|| ReconcileError::Body("no array of leads in the answer (see reconcile.items_pointer)".into()))?;
+        for item in items {
+            let id = pipeline::event_id(item, &sc.id_field)
+                .ok_or_else(|| ReconcileError::Body(format!("a listed lead has no id at `{}`", sc.id_field)))?;
+            out.push((id, item.clone()));
+        }
+        if pages < MAX_PAGES {
+            url = rc.next_pointer.as_deref().and_then(|p| body.pointer(p)).and_then(Value::as_str).map(String::from);
+        }
+    }
+    Ok(out)
+}
+
+async fn list_meta(
+    app: &App,
+    client: &reqwest::Client,
+    rc: &ReconcileConfig,
+    since: DateTime<Utc>,
+) -> Result<Vec<(String, Value)>, ReconcileError> {
+    let token_env = rc.access_token_env.as_deref().unwrap_or_default();
+    let token = app
+        .config
+        .secret("reconcile.access_token_env", token_env)
+        .map_err(|e| ReconcileError::Config(e.to_string()))?;
+    let filtering = json!([{"field": "time_created", "operator": "GREATER_THAN", "value": since.timestamp()}]);
+    let mut out = Vec::new();
+    for form in &rc.form_ids {
+        let mut url = reqwest::Url::parse(&format!("{}/{form}/leads", rc.graph_url.trim_end_matches('/')))
+            .map_err(|e| ReconcileError::Config(format!("graph_url: {e}")))?;
+        url.query_pairs_mut()
+            .append_pair("fields", "id,created_time,field_data,ad_id")
+            .append_pair("filtering", &filtering.to_string())
+            .append_pair("access_token", &token);
+        let mut next = Some(url.to_string());
+        let mut pages = 0;
+        while let Some(u) = next.take() {
+            pages += 1;
+            let body = get_json(client, &u, None).await?;
+            if let Some(err) = body.get("error") {
+                return Err(ReconcileError::Body(format!(
+                    "Graph API error {}: {}",
+                    err.get("code").cloned().unwrap_or_default(),
+                    err.get("message").and_then(Value::as_str).unwrap_or("")
+                )));
+            }
+            let data = body.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
+            for lead in data {
+                let Some(id) = pipeline::event_id(&lead, "id") else { continue };
+                // The same shape a webhook's leadgen change has, plus the lead's fields.
+                let payload = json!({
+                    "leadgen_id": id,
+                    "form_id": form,
+                    "ad_id": lead.get("ad_id"),
+                    "created_time": lead.get("created_time"),
+                    "field_data": lead.get("field_data"),
+                });
+                out.push((id, payload));
+            }
+            if pages < MAX_PAGES {
+                next = body.pointer("/paging/next").and_then(Value::as_str).map(String::from);
+            }
+        }
+    }
+    Ok(out)
+}
+
+type RunRow = (i64, String, i64, Option<i64>, i64, i64, i64, i64, Option<String>, Option<String>);
+const RUN_COLUMNS: &str = "id, source, started_at, finished_at, since, listed, missing, ingested, missing_refs, error";
+
+fn to_run(r: RunRow) -> ReconciliationRun {
+    ReconciliationRun {
+        id: r.0,
+        source: r.1,
+        started_at: from_ms(r.2),
+        finished_at: r.3.map(from_ms),
+        since: from_ms(r.4),
+        listed: r.5,
+        missing: r.6,
+        ingested: r.7,
+        missing_refs: r.8.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
+        error: r.9,
+    }
+}
+
+/// The latest run of `source`.
+pub async fn latest(store: &Store, source: &str) -> anyhow::Result<Option<ReconciliationRun>> {
+    let row: Option<RunRow> = sqlx::query_as(&format!(
+        "SELECT {RUN_COLUMNS} FROM reconciliation_run WHERE source = ? ORDER BY id DESC LIMIT 1"
+    ))
+    .bind(source)
+    .fetch_optional(store.read_pool())
+    .await
+    .context("cannot read reconciliation runs")?;
+    Ok(row.map(to_run))
+}
+
+/// Leads of `source` recovered by reconciliation since `since`.
+pub async fn recovered_since(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<i64> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT COALESCE(SUM(ingested), 0) FROM reconciliation_run WHERE source = ? AND started_at >= ?",
+    )
+    .bind(source)
+    .bind(ms(since))
+    .fetch_one(store.read_pool())
+    .await
+    .context("cannot count recovered leads")?;
+    Ok(n)
+}

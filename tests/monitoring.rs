@@ -1,0 +1,270 @@
+//! Monitoring against a real server and database: the alert lifecycle (open, deduplicate, re-notify,
+//! acknowledge, resolve by itself, digest) driven by volume checks at injected times, and reconciliation
+//! recovering leads whose webhooks were dropped without duplicating those that arrived.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use leadline::api;
+use leadline::monitor::{self, alerts, sources, Notifier};
+use leadline::server::{Server, StartOptions};
+use leadline::store::NewEvent;
+
+/// Keeps every notification, so a test can count them.
+#[derive(Default)]
+struct Recording(Mutex<Vec<(String, String)>>);
+
+impl Notifier for Recording {
+    fn notify(&self, title: &str, body: &str) {
+        self.0.lock().unwrap().push((title.to_string(), body.to_string()));
+    }
+}
+
+impl Recording {
+    fn titles(&self) -> Vec<String> {
+        self.0.lock().unwrap().iter().map(|n| n.0.clone()).collect()
+    }
+}
+
+struct Setup {
+    server: Server,
+    crm: leadline::demo::mock_crm::MockCrm,
+    notes: Arc<Recording>,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Setup {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &common::idempotent_crm(crm_addr));
+    text.push_str(&format!(
+        r#"
+[sources.plain.reconcile]
+list_url = "http://{crm_addr}/source/plain/leads?since={{since}}"
+items_pointer = "/items"
+next_pointer = "/next"
+interval_seconds = 3600
+
+[sources.meta.reconcile]
+graph_url = "http://{crm_addr}/graph"
+form_ids = ["77"]
+access_token_env = "TEST_GRAPH_TOKEN"
+interval_seconds = 3600
+
+[monitor.alerts.silence]
+notify = "immediate"
+renotify_minutes = 30
+"#
+    ));
+    let mut config = common::parse_config(&text);
+    config.inline_secrets.insert("TEST_GRAPH_TOKEN".into(), leadline::demo::mock_crm::GRAPH_TOKEN.into());
+    let notes = Arc::new(Recording::default());
+    let server = Server::start_with(config, StartOptions { demo: false, notifier: notes.clone() }).await.unwrap();
+    Setup { server, crm, notes, http: reqwest::Client::new(), _dir: dir }
+}
+
+/// Four weeks of history for `source`: `per_hour` events every hour.
+async fn seed_history(setup: &Setup, source: &str, per_hour: f64) {
+    let hour = 3_600_000i64;
+    let current = setup.server.app.started_at.timestamp_millis() / hour * hour;
+    for h in 1..=28 * 24 {
+        sqlx::query("INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 3600, ?, ?)")
+            .bind(source)
+            .bind(current - h * hour)
+            .bind(per_hour)
+            .execute(setup.server.app.store.write_pool())
+            .await
+            .unwrap();
+    }
+}
+
+async fn insert_plain(setup: &Setup, refs: impl Iterator<Item = String>, at: DateTime<Utc>) {
+    let events: Vec<NewEvent> = refs
+        .map(|r| NewEvent {
+            source: "plain".into(),
+            source_ref: r.clone(),
+            payload: json!({"id": r}),
+            route: vec!["crm".into()],
+            received_at: at,
+            via: Default::default(),
+        })
+        .collect();
+    setup.server.app.store.insert_events(&events).await.unwrap();
+}
+
+async fn alert(setup: &Setup, kind: &str, key: &str) -> Option<alerts::Alert> {
+    api::alerts(&setup.server.app).await.unwrap().into_iter().find(|a| a.kind == kind && a.key == key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_themselves() {
+    let setup = start().await;
+    let app = &setup.server.app;
+    let notes = setup.notes.clone();
+    seed_history(&setup, "plain", 120.0).await;
+    let t0 = app.started_at;
+    let at = |minutes: i64| t0 + chrono::Duration::minutes(minutes);
+
+    // 45 minutes of listening and nothing from `plain`, which sends 120 an hour: a silence.
+    sources::check_sources(app, notes.as_ref(), at(45)).await;
+    let silence = alert(&setup, "silence", "plain").await.expect("silence alert");
+    assert_eq!(silence.state, "open");
+    assert_eq!(silence.severity, "critical");
+    assert_eq!(notes.titles().iter().filter(|t| t.starts_with("No leads from plain")).count(), 1);
+
+    // The same condition a minute later: the same alert, one more occurrence, no second notification.
+    sources::check_sources(app, notes.as_ref(), at(46)).await;
+    let again = alert(&setup, "silence", "plain").await.unwrap();
+    assert_eq!((again.id, again.occurrences), (silence.id, 2));
+    assert_eq!(notes.titles().len(), 1);
+
+    // Nobody acknowledged it: 30 minutes after the notification it is announced again, once.
+    let mut last_digest = t0;
+    monitor::announce_due(app, notes.as_ref(), at(60), &mut last_digest).await;
+    assert_eq!(notes.titles().len(), 1, "not yet due");
+    monitor::announce_due(app, notes.as_ref(), at(76), &mut last_digest).await;
+    monitor::announce_due(app, notes.as_ref(), at(77), &mut last_digest).await;
+    let titles = notes.titles();
+    assert_eq!(titles.len(), 2, "{titles:?}");
+    assert!(titles[1].starts_with("Still open: No leads from plain"), "{titles:?}");
+
+    // A trickle arrives (12 in 15 minutes where 30 are normal): the silence resolves by itself, and the
+    // volume is still improbably low: a volume drop opens.
+    insert_plain(&setup, (0..12).map(|i| format!("a-{i}")), at(64)).await;
+    sources::check_sources(app, notes.as_ref(), at(79)).await;
+    let silence = alert(&setup, "silence", "plain").await.unwrap();
+    assert_eq!(silence.state, "resolved");
+    assert_eq!(silence.resolution_note.as_deref(), Some("leads arrive again"));
+    let drop = alert(&setup, "volume_drop", "plain").await.expect("volume drop alert");
+    assert_eq!(drop.state, "open");
+    assert!(drop.detail.contains("12 in the last"), "{}", drop.detail);
+
+    // Acknowledged: someone is on it, so no re-notification, however long it stays open.
+    let acked = api::acknowledge_alert(app, drop.id, "ops@example.com").await.unwrap();
+    assert_eq!(acked.state, "acknowledged");
+    let before = notes.titles().len();
+    monitor::announce_due(app, notes.as_ref(), at(300), &mut last_digest).await;
+    assert!(notes.titles()[before..].iter().all(|t| !t.contains("Fewer leads")), "{:?}", notes.titles());
+
+    // Normal volume again (130 over the next hour): the drop resolves by itself; history keeps both alerts.
+    for m in 0..13 {
+        insert_plain(&setup, (0..10).map(|i| format!("b-{m}-{i}")), at(80 + m * 5)).await;
+    }
+    sources::check_sources(app, notes.as_ref(), at(140)).await;
+    let drop = alert(&setup, "volume_drop", "plain").await.unwrap();
+    assert_eq!(drop.state, "resolved", "{drop:?}");
+    let history = api::alerts(app).await.unwrap();
+    assert_eq!(history.iter().filter(|a| a.key == "plain").count(), 2);
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_recovers_dropped_webhooks_without_duplicating_the_ones_that_arrived() {
+    let setup = start().await;
+    let app = &setup.server.app;
+    // The scheduled reconciliation runs at start: let it finish (it finds nothing) so the comparisons below
+    // are the ones this test makes.
+    for source in ["plain", "meta"] {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while leadline::reconcile::latest(&app.store, source).await.unwrap().and_then(|r| r.finished_at).is_none() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the first scheduled reconciliation ran");
+    }
+    let now = Utc::now();
+    // The generic source lists 60 leads; 50 arrive as webhooks (one of them twice).
+    for i in 0..60 {
+        let id = format!("p-{i}");
+        setup.crm.list_lead("plain", &id, now, json!({"id": id, "name": format!("Lead {i}")}));
+    }
+    for i in 0..50 {
+        let r = setup
+            .http
+            .post(format!("http://{}/ingest/plain", setup.server.addr))
+            .json(&json!({"id": format!("p-{i}")}));
+        assert!(r.send().await.unwrap().status().is_success());
+    }
+    let dup = setup.http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&json!({"id": "p-7"}));
+    assert_eq!(dup.send().await.unwrap().status(), 200);
+    // Meta lists 30 leads of form 77; 25 webhooks arrive.
+    for i in 0..30u64 {
+        let id = 555_000 + i;
+        let value = json!({"leadgen_id": id, "form_id": 77, "page_id": 1, "created_time": now.timestamp()});
+        setup.crm.list_lead("77", &id.to_string(), now, value.clone());
+        if i < 25 {
+            let body = json!({"object": "page", "entry": [{"id": 1, "time": now.timestamp(),
+                "changes": [{"field": "leadgen", "value": value}]}]})
+            .to_string();
+            let sig = leadline::ingest::signature::sign(common::SECRET.as_bytes(), body.as_bytes());
+            let r = setup
+                .http
+                .post(format!("http://{}/ingest/meta", setup.server.addr))
+                .header("X-Hub-Signature-256", sig)
+                .header("content-type", "application/json")
+                .body(body);
+            assert_eq!(r.send().await.unwrap().status(), 202);
+        }
+    }
+
+    let plain = api::reconcile_now(app, "plain").await.unwrap();
+    assert_eq!((plain.listed, plain.missing, plain.ingested), (60, 10, 10), "{plain:?}");
+    let mut refs = plain.missing_refs.clone();
+    refs.sort();
+    assert_eq!(refs, (50..60).map(|i| format!("p-{i}")).collect::<Vec<_>>());
+    let meta = api::reconcile_now(app, "meta").await.unwrap();
+    assert_eq!((meta.listed, meta.missing, meta.ingested), (30, 5, 5), "{meta:?}");
+
+    // Recovered leads go the normal way: each lead in the CRM exactly once.
+    let health = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let h = api::health(app).await.unwrap().queue;
+            if h.overall.pending + h.overall.running == 0 && h.overall.delivered >= 90 {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("all 90 leads delivered");
+    assert_eq!(health.overall.dead_open, 0);
+    assert_eq!(setup.crm.distinct_leads(), 90);
+    assert_eq!(setup.crm.stats().duplicated_external_ids, 0);
+    for i in 0..60 {
+        assert_eq!(setup.crm.records_for(&format!("plain:p-{i}")), 1, "plain:p-{i}");
+    }
+    for i in 0..30u64 {
+        assert_eq!(setup.crm.records_for(&format!("meta:{}", 555_000 + i)), 1);
+    }
+    let (recovered,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM inbound_event WHERE via = 'reconciliation'")
+        .fetch_one(app.store.read_pool())
+        .await
+        .unwrap();
+    assert_eq!(recovered, 15);
+
+    // Missing leads mean webhooks are being lost: an alert per source, announced in the digest (its policy).
+    let found = alert(&setup, "reconciliation_found", "plain").await.expect("alert");
+    assert_eq!(found.title, "10 leads from plain never arrived as webhooks");
+    assert_eq!(found.notifications, 0);
+    let mut last_digest = now;
+    monitor::announce_due(app, setup.notes.as_ref(), now + chrono::Duration::minutes(61), &mut last_digest).await;
+    let notes = setup.notes.0.lock().unwrap().clone();
+    let digest = notes.iter().find(|n| n.0 == "Leadline: 2 alerts").expect("one digest for both");
+    assert!(digest.1.contains("10 leads from plain") && digest.1.contains("5 leads from meta"), "{digest:?}");
+
+    // A second comparison finds nothing missing (nothing ingested twice) and resolves the alert.
+    let again = api::reconcile_now(app, "plain").await.unwrap();
+    assert_eq!((again.listed, again.missing), (60, 0));
+    assert_eq!(alert(&setup, "reconciliation_found", "plain").await.unwrap().state, "resolved");
+    let sources = api::sources(app).await.unwrap();
+    let plain = sources.iter().find(|s| s.status.source == "plain").unwrap();
+    assert_eq!(plain.recovered_7d, 10);
+    setup.server.shutdown().await.unwrap();
+}
