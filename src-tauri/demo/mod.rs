@@ -26,8 +26,8 @@ pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
 pub const META_TOKEN_ENV: &str = "LEADLINE_DEMO_META_ACCESS_TOKEN";
 /// The demo's Meta lead form.
 pub const META_FORM: &str = "4242";
-/// Share of Meta webhooks the demo "loses" on the way (reconciliation finds them).
-pub const META_WEBHOOK_LOSS: f64 = 0.1;
+/// One in this many Meta webhooks is "lost" on the way by the demo (reconciliation finds them).
+pub const META_WEBHOOK_LOSS_EVERY: u64 = 10;
 
 /// The demo's configuration: three sources, a CRM and a follow-up notification, all on loopback.
 pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<String>) -> Config {
@@ -251,6 +251,7 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
     let client = reqwest::Client::new();
     let start = tokio::time::Instant::now();
     let mut n: u64 = 0;
+    let mut meta_sent: u64 = 0;
     loop {
         let hour = chrono::Timelike::hour(&chrono::Utc::now());
         let rate = (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) / 60.0;
@@ -266,7 +267,9 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
                 let id = value.get("leadgen_id").map(|v| v.to_string()).unwrap_or_default();
                 crm.list_lead(META_FORM, &id, chrono::Utc::now(), value);
             }
-            if rand::rng().random_bool(META_WEBHOOK_LOSS) {
+            meta_sent += 1;
+            // Every tenth webhook is "lost", starting early so there is something to find soon after start.
+            if meta_sent % META_WEBHOOK_LOSS_EVERY == 3 {
                 continue;
             }
         }

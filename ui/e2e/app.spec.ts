@@ -67,3 +67,26 @@ test('without the token, the browser cannot change anything', async ({ page, req
   await page.goto('/');
   await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
 });
+
+test('the sources page shows each source against its usual volume, and reconciling recovers lost Meta leads', async ({ page }) => {
+  test.setTimeout(150_000);
+  await page.goto(link());
+  await page.getByRole('link', { name: 'Sources' }).click();
+  const rows = page.getByTestId('source-row');
+  await expect(rows).toHaveCount(3);
+  // The demo's sources come with four weeks of history: they are compared by hour of week.
+  await expect(rows.filter({ hasText: 'webform' })).toContainText('own history, by hour of week');
+  // The demo loses one Meta webhook in ten; the mock Graph API still lists every lead.
+  const meta = rows.filter({ hasText: 'meta_ads' });
+  await expect
+    .poll(
+      async () => {
+        await meta.getByRole('button', { name: 'Reconcile now' }).click();
+        await expect(meta.getByRole('button', { name: 'Reconcile now' })).toBeEnabled();
+        return (await meta.textContent()) ?? '';
+      },
+      { timeout: 120_000, intervals: [5_000] },
+    )
+    .toMatch(/recovered in 7 days/);
+  await expect(page.getByTestId('figures')).toContainText('meta_ads → crm');
+});

@@ -69,6 +69,7 @@ await shot('replay-confirm', {
     await page.waitForTimeout(500);
   },
 });
+await shot('sources', { hash: '#/sources' });
 await shot('alerts', { hash: '#/alerts' });
 await browser.close();
 server.kill('SIGTERM');

@@ -6,6 +6,7 @@ import type {
   Alert,
   ErrorBody,
   DeadLetterFilter,
+  DeliveryFigures,
   DeadLetterList,
   DeadLetterView,
   HealthView,
@@ -15,7 +16,9 @@ import type {
   ReplayProgress,
   ReplayReceipt,
   ReplaySelection,
+  ReconciliationRun,
   Session,
+  SourceView,
   TargetView,
 } from './api/wire';
 
@@ -113,6 +116,15 @@ export class HttpBackend implements Backend {
   }
   acknowledgeAlert(id: number) {
     return this.call<Alert>('POST', `/api/alerts/${id}/acknowledge`);
+  }
+  sources() {
+    return this.call<SourceView[]>('GET', '/api/sources');
+  }
+  reconcileNow(source: string) {
+    return this.call<ReconciliationRun>('POST', `/api/sources/${encodeURIComponent(source)}/reconcile`);
+  }
+  figures(range: string) {
+    return this.call<DeliveryFigures>('GET', `/api/figures${toQuery({ range })}`);
   }
   targets() {
     return this.call<TargetView[]>('GET', '/api/targets');

@@ -6,6 +6,7 @@ import { ApiFailure, type Backend } from './backend';
 import type {
   Alert,
   DeadLetterFilter,
+  DeliveryFigures,
   DeadLetterList,
   DeadLetterView,
   HealthView,
@@ -15,7 +16,9 @@ import type {
   ReplayProgress,
   ReplayReceipt,
   ReplaySelection,
+  ReconciliationRun,
   Session,
+  SourceView,
   TargetView,
 } from './api/wire';
 
@@ -63,6 +66,15 @@ export class TauriBackend implements Backend {
   }
   acknowledgeAlert(id: number) {
     return call<Alert>('acknowledge_alert', { id });
+  }
+  sources() {
+    return call<SourceView[]>('sources');
+  }
+  reconcileNow(source: string) {
+    return call<ReconciliationRun>('reconcile_now', { source });
+  }
+  figures(range: string) {
+    return call<DeliveryFigures>('figures', { range });
   }
   targets() {
     return call<TargetView[]>('targets');

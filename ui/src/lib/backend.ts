@@ -4,6 +4,7 @@
 import type {
   Alert,
   DeadLetterFilter,
+  DeliveryFigures,
   DeadLetterList,
   DeadLetterView,
   HealthView,
@@ -13,7 +14,9 @@ import type {
   ReplayProgress,
   ReplayReceipt,
   ReplaySelection,
+  ReconciliationRun,
   Session,
+  SourceView,
   TargetView,
 } from './api/wire';
 
@@ -42,6 +45,10 @@ export interface Backend {
   replayProgress(id: number): Promise<ReplayProgress>;
   alerts(): Promise<Alert[]>;
   acknowledgeAlert(id: number): Promise<Alert>;
+  sources(): Promise<SourceView[]>;
+  /** Compares a source with its own list of leads now and ingests what is missing. */
+  reconcileNow(source: string): Promise<ReconciliationRun>;
+  figures(range: string): Promise<DeliveryFigures>;
   targets(): Promise<TargetView[]>;
   setTargetPaused(name: string, paused: boolean): Promise<TargetView>;
   /** Live events; returns an unsubscribe function. */

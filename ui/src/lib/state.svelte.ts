@@ -6,6 +6,7 @@ import type { Alert, HealthView, Session } from './api/wire';
 export type View =
   | { page: 'overview' }
   | { page: 'dead-letters'; id?: number }
+  | { page: 'sources' }
   | { page: 'alerts' }
   | { page: 'targets' };
 
@@ -16,6 +17,8 @@ export function parseHash(hash: string): View {
       const id = Number(parts[1]);
       return Number.isInteger(id) && id > 0 ? { page: 'dead-letters', id } : { page: 'dead-letters' };
     }
+    case 'sources':
+      return { page: 'sources' };
     case 'alerts':
       return { page: 'alerts' };
     case 'targets':
@@ -40,6 +43,8 @@ class AppState {
   /** Bumped on every live health change: pages refetch what depends on it. */
   tick = $state(0);
   replayTick = $state(0);
+  /** Bumped when a reconciliation ran. */
+  sourcesTick = $state(0);
   toast = $state<{ kind: 'ok' | 'bad'; text: string } | null>(null);
 
   get openAlerts(): number {
