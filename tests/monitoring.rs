@@ -268,3 +268,118 @@ async fn reconciliation_recovers_dropped_webhooks_without_duplicating_the_ones_t
     assert_eq!(plain.recovered_7d, 10);
     setup.server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
+    use leadline::demo::mock_crm::Behaviour;
+    let setup = start().await;
+    let app = &setup.server.app;
+    let notes = setup.notes.clone();
+    let post =
+        |i: String| setup.http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&json!({"id": i}));
+
+    // The CRM rejects every lead's data: 25 dead letters within a minute.
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(422), ..Default::default() });
+    for i in 0..25 {
+        assert_eq!(post(format!("d-{i}")).send().await.unwrap().status(), 202);
+    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while api::health(app).await.unwrap().queue.overall.dead_open < 25 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("25 dead letters");
+    let mut recorder = leadline::monitor::metrics::Recorder::default();
+    let health = api::health(app).await.unwrap().queue;
+    leadline::monitor::metrics::record(&app.store, &mut recorder, &health, &app.config.monitor.metrics, Utc::now())
+        .await
+        .unwrap();
+    monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
+    let growth = alert(&setup, "dead_letter_growth", "crm").await.expect("growth alert");
+    assert_eq!(growth.title, "25 leads to crm were dead-lettered in the last hour");
+    // Its policy is the digest: no notification yet.
+    assert!(notes.titles().iter().all(|t| !t.contains("dead-lettered")));
+
+    // The CRM is down (503): leads keep retrying. The test target's budget (600 s) is shorter than the warning
+    // window (30 min), so every retrying lead is close to running out.
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(503), ..Default::default() });
+    for i in 0..3 {
+        assert_eq!(post(format!("r-{i}")).send().await.unwrap().status(), 202);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
+    let budget = alert(&setup, "retry_budget", "crm").await.expect("retry budget alert");
+    assert_eq!(budget.state, "open");
+    assert!(budget.title.starts_with("3 leads to crm will run out of retry time"), "{}", budget.title);
+    assert!(notes.titles().iter().any(|t| t.contains("will run out of retry time")));
+
+    // The CRM recovers: the leads are delivered and the alert resolves by itself.
+    setup.crm.set_behaviour(Behaviour::default());
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let o = api::health(app).await.unwrap().queue.overall;
+            if o.pending + o.running == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the retrying leads were delivered");
+    monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
+    assert_eq!(alert(&setup, "retry_budget", "crm").await.unwrap().state, "resolved");
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
+    use leadline::monitor::metrics::{self, Range, Recorder};
+    let setup = start().await;
+    let app = &setup.server.app;
+    let now = Utc::now();
+    // 5 events 2 hours ago, 7 events 30 hours ago, 4 in this minute.
+    insert_plain(&setup, (0..5).map(|i| format!("h2-{i}")), now - chrono::Duration::hours(2)).await;
+    insert_plain(&setup, (0..7).map(|i| format!("h30-{i}")), now - chrono::Duration::hours(30)).await;
+    insert_plain(&setup, (0..4).map(|i| format!("now-{i}")), now).await;
+    let mut recorder = Recorder::default();
+    let health = api::health(app).await.unwrap().queue;
+    metrics::record(&app.store, &mut recorder, &health, &app.config.monitor.metrics, now).await.unwrap();
+
+    let sum = |resolution: i64| {
+        let store = app.store.clone();
+        async move {
+            let (n,): (f64,) = sqlx::query_as(
+                "SELECT COALESCE(SUM(value), 0) FROM metric_point WHERE metric = 'events' AND key = 'plain' AND resolution = ?",
+            )
+            .bind(resolution)
+            .fetch_one(store.read_pool())
+            .await
+            .unwrap();
+            n
+        }
+    };
+    // Every event is in a minute, and the minutes are rolled up into hours.
+    assert!(sum(60).await >= 16.0);
+    assert_eq!(sum(60).await, sum(3600).await);
+    // The charts: 1 h has the 4 of this minute, 24 h also the 5 of two hours ago, 7 d all of them.
+    let volume =
+        |s: metrics::MetricSeries| s.volume_by_source.get("plain").map(|v| v.iter().sum::<f64>()).unwrap_or(0.0);
+    assert!(volume(metrics::series(&app.store, Range::Hour, now).await.unwrap()) >= 4.0);
+    assert!(volume(metrics::series(&app.store, Range::Day, now).await.unwrap()) >= 9.0);
+    assert!(volume(metrics::series(&app.store, Range::Week, now).await.unwrap()) >= 16.0);
+
+    // Two days later, the retention pass drops the minutes older than 48 h but keeps their hours.
+    let later = now + chrono::Duration::hours(20);
+    metrics::record(&app.store, &mut recorder, &health, &app.config.monitor.metrics, later).await.unwrap();
+    let (old_minutes,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM metric_point WHERE metric = 'events' AND key = 'plain' AND resolution = 60 AND at < ?",
+    )
+    .bind((later - chrono::Duration::hours(48)).timestamp_millis())
+    .fetch_one(app.store.read_pool())
+    .await
+    .unwrap();
+    assert_eq!(old_minutes, 0);
+    assert!(sum(3600).await >= 16.0, "hourly roll-ups are kept");
+    setup.server.shutdown().await.unwrap();
+}
