@@ -41,6 +41,8 @@ pub struct Config {
     pub sources: BTreeMap<String, SourceConfig>,
     #[serde(default)]
     pub targets: BTreeMap<String, TargetConfig>,
+    #[serde(default)]
+    pub replay: ReplayConfig,
     /// Secrets given in code rather than the environment (the demo and tests): variable name → value.
     /// Never read from the file.
     #[serde(skip)]
@@ -143,7 +145,7 @@ impl Default for MonitorConfig {
 }
 
 /// Every alert kind Leadline raises.
-pub const ALERT_KINDS: [&str; 8] = [
+pub const ALERT_KINDS: [&str; 9] = [
     "volume_drop",
     "silence",
     "permanent_config",
@@ -152,6 +154,7 @@ pub const ALERT_KINDS: [&str; 8] = [
     "breaker_open",
     "retry_budget",
     "reconciliation_found",
+    "auto_replay",
 ];
 
 impl MonitorConfig {
@@ -166,7 +169,7 @@ impl MonitorConfig {
             return p.clone();
         }
         match kind {
-            "dead_letter_growth" | "reconciliation_found" => {
+            "dead_letter_growth" | "reconciliation_found" | "auto_replay" => {
                 AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None }
             }
             "permanent_config" | "breaker_open" | "silence" | "volume_drop" => {
@@ -321,6 +324,25 @@ impl Default for MetricsConfig {
     }
 }
 
+/// Replays of dead letters (see `replay`) and the retention of resolved ones.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayConfig {
+    /// Leads sent first; the rest follow only when all of them were delivered. 0: no canary.
+    pub canary_size: u32,
+    /// Leads sent back per second after the canary (per replay).
+    pub rate_per_second: f64,
+    /// Payloads of dead letters resolved by hand (discarded, fixed in the CRM) are purged after this many days;
+    /// their statistics stay. 0: never.
+    pub resolved_payload_retention_days: u64,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        Self { canary_size: 10, rate_per_second: 20.0, resolved_payload_retention_days: 30 }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
@@ -456,6 +478,16 @@ pub struct TargetConfig {
     pub breaker: BreakerConfig,
     #[serde(default)]
     pub classify: ClassifyConfig,
+    /// Time-sensitive steps: a replayed lead older than this runs `fallback` instead (a welcome SMS an hour
+    /// late is worse than none; a call task is not).
+    pub max_lead_age_minutes: Option<u64>,
+    /// The target run instead of this one for leads older than `max_lead_age_minutes` on replay.
+    pub fallback: Option<String>,
+    /// Replay this target's dead letters by itself once it is healthy again: those that died of a setup problem
+    /// (`permanent_config`) or while it was down or limiting (`transient`, `rate_limited`), each at most once,
+    /// staged and paced like a manual replay.
+    #[serde(default)]
+    pub auto_replay: bool,
 }
 
 fn default_id_pointer() -> String {
@@ -608,6 +640,28 @@ impl Config {
             let key = format!("targets.{name}");
             check_name(&key, name)?;
             target.validate(&key)?;
+            match (&target.max_lead_age_minutes, &target.fallback) {
+                (Some(0), _) => return Err(invalid(format!("{key}.max_lead_age_minutes"), "must be greater than 0")),
+                (Some(_), None) => {
+                    return Err(invalid(format!("{key}.fallback"), "is required with max_lead_age_minutes"))
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(format!("{key}.max_lead_age_minutes"), "is required with fallback"))
+                }
+                (Some(_), Some(f)) if f == name => {
+                    return Err(invalid(format!("{key}.fallback"), "cannot be the target itself"))
+                }
+                (Some(_), Some(f)) if !self.targets.contains_key(f) => {
+                    return Err(invalid(
+                        format!("{key}.fallback"),
+                        format!("names target `{f}`, which is not defined under [targets]"),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if self.replay.rate_per_second.is_nan() || self.replay.rate_per_second <= 0.0 {
+            return Err(invalid("replay.rate_per_second", "must be greater than 0"));
         }
         Ok(())
     }

@@ -37,6 +37,7 @@ pub struct Server {
     worker: Option<JoinHandle<anyhow::Result<()>>>,
     monitor: JoinHandle<()>,
     reconciler: JoinHandle<()>,
+    replays: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
 }
 
@@ -75,6 +76,7 @@ impl Server {
         crate::api::load_pauses(&app).await?;
         let new_token = crate::api::http::ensure_token(&app.store).await?;
         let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier.clone()));
+        let replays = tokio::spawn(crate::replay::runner::run(app.clone()));
         let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
@@ -90,7 +92,7 @@ impl Server {
                 .await
         });
         tracing::info!(%addr, database = %url, "leadline listening");
-        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, stop_http })
+        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, stop_http })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
@@ -104,6 +106,7 @@ impl Server {
         }
         self.monitor.abort();
         self.reconciler.abort();
+        self.replays.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
             handle.shutdown();
             task.await.context("worker task panicked")??;

@@ -24,6 +24,20 @@ async fn dead_letters_from_expired_token(app: &TestApp, n: usize) {
     app.crm.set_behaviour(Behaviour::default());
 }
 
+/// Waits until the background runner has sent back every item of the replay and each has finished.
+async fn wait_replay_done(a: &leadline::api::App, id: i64) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if api::replay_progress(a, id).await.unwrap().done {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the replay finished");
+}
+
 fn class_filter(class: &str) -> ReplaySelection {
     ReplaySelection { ids: None, filter: Some(DeadLetterFilter { class: Some(class.into()), ..Default::default() }) }
 }
@@ -37,7 +51,9 @@ async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes
 
     // The operator says no: nothing changes.
     let no = Arc::new(ScriptedConfirm::always(false));
-    let r = api::replay_confirmed(a, &selection, "token renewed", "desktop user `ops`", no.clone()).await;
+    let r =
+        api::replay_confirmed(a, &selection, "token renewed", &Default::default(), "desktop user `ops`", no.clone())
+            .await;
     assert!(matches!(r, Err(ApiError::Cancelled)), "{r:?}");
     assert_eq!(app.health().await.overall.dead_open, 12);
     // The dialog said exactly what would happen.
@@ -48,8 +64,11 @@ async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes
 
     // The operator says yes: all 12 go through normal delivery again and arrive.
     let yes = Arc::new(ScriptedConfirm::always(true));
-    let receipt = api::replay_confirmed(a, &selection, "token renewed", "desktop user `ops`", yes).await.unwrap();
-    assert_eq!(receipt.requeued, 12);
+    let receipt = api::replay_confirmed(a, &selection, "token renewed", &Default::default(), "desktop user `ops`", yes)
+        .await
+        .unwrap();
+    assert_eq!(receipt.queued, 12);
+    wait_replay_done(a, receipt.replay_id).await;
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!((h.overall.dead_open, h.overall.delivered), (0, 12));
     assert_eq!(app.crm.stats().records, 12);
@@ -80,22 +99,31 @@ async fn the_preview_counts_what_the_replay_does_and_a_changed_selection_is_refu
     let preview = api::replay_preview(a, &ids).await.unwrap();
     assert_eq!((preview.eligible, preview.not_eligible), (2, 1));
     assert_eq!(preview.by_target.get("crm"), Some(&2));
-    assert!(preview.summary.contains("1 selected lead was already handled"), "{}", preview.summary);
+    assert_eq!(preview.reasons.unknown, 1);
+    assert!(preview.summary.ends_with("Skipped: 1 unknown."), "{}", preview.summary);
 
     // Someone else replays lead 1 meanwhile: the stale count is refused, nothing happens.
     let only_one = ReplayRequest {
         selection: ReplaySelection { ids: Some(vec![1]), filter: None },
         expected: 1,
         reason: "x".into(),
+        options: Default::default(),
     };
     api::replay(a, &only_one, "other operator").await.unwrap();
-    let stale = ReplayRequest { selection: ids.clone(), expected: preview.eligible, reason: "y".into() };
+    let stale = ReplayRequest {
+        selection: ids.clone(),
+        expected: preview.eligible,
+        reason: "y".into(),
+        options: Default::default(),
+    };
     let r = api::replay(a, &stale, "me").await;
     assert!(matches!(r, Err(ApiError::Conflict(_))), "{r:?}");
     let again = api::replay_preview(a, &ids).await.unwrap();
     assert_eq!(again.eligible, 1);
-    let r = api::replay(a, &ReplayRequest { selection: ids, expected: 1, reason: "y".into() }, "me").await.unwrap();
-    assert_eq!(r.requeued, 1);
+    assert_eq!((again.reasons.queued_in_another_replay, again.reasons.unknown), (1, 1));
+    let request = ReplayRequest { selection: ids, expected: 1, reason: "y".into(), options: Default::default() };
+    let r = api::replay(a, &request, "me").await.unwrap();
+    assert_eq!(r.queued, 1);
     // An empty selection is a clear error, not "replay everything".
     let r = api::replay_preview(a, &ReplaySelection::default()).await;
     assert!(matches!(r, Err(ApiError::BadRequest(_))), "{r:?}");
@@ -132,8 +160,10 @@ async fn a_configuration_error_opens_one_alert_that_can_be_acknowledged_and_reso
 
     // Fix and replay: once no configuration dead letter is open, the alert resolves by itself.
     let yes = Arc::new(ScriptedConfirm::always(true));
-    api::replay_confirmed(a, &class_filter("permanent_config"), "fixed", "ops", yes).await.unwrap();
-    app.wait_settled(Duration::from_secs(10)).await;
+    let r = api::replay_confirmed(a, &class_filter("permanent_config"), "fixed", &Default::default(), "ops", yes)
+        .await
+        .unwrap();
+    wait_replay_done(a, r.replay_id).await;
     let resolved = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let x = api::alerts(a).await.unwrap().into_iter().find(|x| x.id == alert.id).unwrap();

@@ -5,18 +5,22 @@
 //! far below 2^53.
 
 use leadline::api::{
-    BreakerView, DeadLetterList, DeadLetterView, ErrorBody, HealthView, LiveEvent, ReplayRequest, Session, SourceView,
-    TargetView,
+    BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthView, LiveEvent,
+    ReplayRequest, ResolveRequest, Session, SourceView, TargetView,
 };
 use leadline::delivery::breaker::BreakerState;
-use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter};
+use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix};
 use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
 use leadline::monitor::alerts::Alert;
 use leadline::monitor::metrics::MetricSeries;
 use leadline::monitor::sources::SourceStatus;
 use leadline::monitor::volume::{Assessment, BaselineKind, Verdict};
 use leadline::reconcile::ReconciliationRun;
-use leadline::replay::{ReplayHistoryEntry, ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
+use leadline::replay::fix::{FieldFix, FieldOp, FixReport, FixSample};
+use leadline::replay::{
+    FallbackPlan, NotEligible, ReplayEvent, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress,
+    ReplayReceipt, ReplayReportItem, ReplaySelection,
+};
 use leadline::store::{QueueHealth, TargetHealth};
 use ts_rs::TS;
 
@@ -45,6 +49,20 @@ fn generated() -> String {
         ReplayReceipt::decl(&cfg),
         ReplayProgress::decl(&cfg),
         ReplayHistoryEntry::decl(&cfg),
+        DeadLetterGroup::decl(&cfg),
+        PayloadFix::decl(&cfg),
+        FallbackPlan::decl(&cfg),
+        NotEligible::decl(&cfg),
+        ReplayOptions::decl(&cfg),
+        ReplayEvent::decl(&cfg),
+        ReplayReportItem::decl(&cfg),
+        ResolveRequest::decl(&cfg),
+        FixRequest::decl(&cfg),
+        EditRequest::decl(&cfg),
+        FieldFix::decl(&cfg),
+        FieldOp::decl(&cfg),
+        FixReport::decl(&cfg),
+        FixSample::decl(&cfg),
         Alert::decl(&cfg),
         SourceView::decl(&cfg),
         SourceStatus::decl(&cfg),

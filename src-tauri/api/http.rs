@@ -121,10 +121,16 @@ pub fn router(app: App) -> Router {
         .route("/api/metrics", get(metrics))
         .route("/api/events", get(events))
         .route("/api/dead-letters", get(dead_letters))
+        .route("/api/dead-letters/groups", get(dead_letter_groups))
+        .route("/api/dead-letters/resolve", post(resolve_dead_letters))
+        .route("/api/dead-letters/fix", post(fix_dead_letters))
         .route("/api/dead-letters/{id}", get(dead_letter))
+        .route("/api/dead-letters/{id}/edit", post(edit_dead_letter))
         .route("/api/replays/preview", post(replay_preview))
-        .route("/api/replays", post(replay))
+        .route("/api/replays", get(replays).post(replay))
         .route("/api/replays/{id}", get(replay_progress))
+        .route("/api/replays/{id}/report", get(replay_report))
+        .route("/api/replays/{id}/{action}", post(control_replay))
         .route("/api/alerts", get(alerts))
         .route("/api/alerts/{id}/acknowledge", post(acknowledge))
         .route("/api/sources", get(sources))
@@ -202,6 +208,56 @@ where
 
 async fn dead_letters(State(app): State<App>, Query(filter): Query<DeadLetterFilter>) -> Result<Response, ApiError> {
     Ok(Json(super::dead_letters(&app, &filter).await?).into_response())
+}
+
+async fn dead_letter_groups(
+    State(app): State<App>,
+    Query(filter): Query<DeadLetterFilter>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::dead_letter_groups(&app, &filter).await?).into_response())
+}
+
+async fn resolve_dead_letters(
+    State(app): State<App>,
+    Json(request): Json<super::ResolveRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::resolve_dead_letters(&app, &request, BROWSER_ACTOR).await?).into_response())
+}
+
+async fn fix_dead_letters(
+    State(app): State<App>,
+    Json(request): Json<super::FixRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::fix_dead_letters(&app, &request, BROWSER_ACTOR).await?).into_response())
+}
+
+async fn edit_dead_letter(
+    State(app): State<App>,
+    Path(id): Path<i64>,
+    Json(request): Json<super::EditRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::edit_dead_letter(&app, id, &request, BROWSER_ACTOR).await?).into_response())
+}
+
+async fn replays(State(app): State<App>) -> Result<Response, ApiError> {
+    Ok(Json(super::replays(&app).await?).into_response())
+}
+
+#[derive(Deserialize)]
+struct OutcomeQuery {
+    outcome: Option<String>,
+}
+
+async fn replay_report(
+    State(app): State<App>,
+    Path(id): Path<i64>,
+    Query(q): Query<OutcomeQuery>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::replay_report(&app, id, q.outcome.as_deref()).await?).into_response())
+}
+
+async fn control_replay(State(app): State<App>, Path((id, action)): Path<(i64, String)>) -> Result<Response, ApiError> {
+    Ok(Json(super::control_replay(&app, id, &action, BROWSER_ACTOR).await?).into_response())
 }
 
 async fn dead_letter(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {

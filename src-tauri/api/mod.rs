@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use crate::config::Config;
 use crate::delivery::breaker::BreakerState;
 use crate::delivery::worker::WorkerHandle;
-use crate::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter};
+use crate::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup};
 use crate::figures::{self, DeliveryFigures};
 use crate::ingest::IngestState;
 use crate::monitor::alerts::{self, Alert};
@@ -21,8 +21,10 @@ use crate::monitor::metrics::{self, MetricSeries, Range};
 use crate::monitor::sources::SourceStatus;
 use crate::monitor::Notifier;
 use crate::reconcile::{self, ReconcileError, ReconciliationRun};
+use crate::replay::fix::{self, FieldFix, FixReport};
 use crate::replay::{
-    self, ReplayError, ReplayHistoryEntry, ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection,
+    self, ReplayError, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress, ReplayReceipt,
+    ReplayReportItem, ReplaySelection,
 };
 use crate::store::{ms, QueueHealth, Store};
 
@@ -111,6 +113,8 @@ impl From<ReplayError> for ApiError {
         match e {
             ReplayError::EmptySelection | ReplayError::NothingEligible => ApiError::BadRequest(e.to_string()),
             ReplayError::SelectionChanged { .. } => ApiError::Conflict(e.to_string()),
+            ReplayError::Invalid(m) => ApiError::BadRequest(m),
+            ReplayError::NotFound(_) => ApiError::NotFound(e.to_string()),
             ReplayError::Storage(e) => e.into(),
         }
     }
@@ -205,7 +209,36 @@ fn check_filter(filter: &DeadLetterFilter) -> Result<(), ApiError> {
             return Err(ApiError::BadRequest("`since` must be before `until`".into()));
         }
     }
+    if let Some(status) = filter.http_status {
+        if !(100..=599).contains(&status) {
+            return Err(ApiError::BadRequest(format!("`{status}` is not an HTTP status")));
+        }
+    }
+    match (&filter.lead_field, &filter.lead_value) {
+        (Some(f), Some(_)) if dlq::json_path(f).is_none() => {
+            return Err(ApiError::BadRequest(format!(
+                "`{f}` is not a lead field: use a key like `email` or a JSON pointer like `/lead/email`"
+            )))
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(ApiError::BadRequest("a lead field and the value to look for go together".into()))
+        }
+        _ => {}
+    }
     Ok(())
+}
+
+fn check_selection(selection: &ReplaySelection) -> Result<(), ApiError> {
+    if let Some(f) = &selection.filter {
+        check_filter(f)?;
+    }
+    Ok(())
+}
+
+/// Dead letters matching `filter`, grouped by cause (class, target and reason with lead-specific values masked).
+pub async fn dead_letter_groups(app: &App, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterGroup>, ApiError> {
+    check_filter(filter)?;
+    Ok(dlq::groups(&app.store, filter).await?)
 }
 
 pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<DeadLetterList, ApiError> {
@@ -242,10 +275,8 @@ pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterView, 
 }
 
 pub async fn replay_preview(app: &App, selection: &ReplaySelection) -> Result<ReplayPreview, ApiError> {
-    if let Some(f) = &selection.filter {
-        check_filter(f)?;
-    }
-    Ok(replay::preview(&app.store, selection, Utc::now()).await?)
+    check_selection(selection)?;
+    Ok(replay::preview(&app.store, &app.config, selection, Utc::now()).await?)
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
@@ -255,17 +286,133 @@ pub struct ReplayRequest {
     pub expected: i64,
     /// Why (kept in the audit).
     pub reason: String,
+    #[serde(default)]
+    pub options: ReplayOptions,
 }
 
 pub async fn replay(app: &App, request: &ReplayRequest, actor: &str) -> Result<ReplayReceipt, ApiError> {
+    check_selection(&request.selection)?;
     let reason = request.reason.trim();
     let reason = if reason.is_empty() { "no reason given" } else { reason };
-    let receipt = replay::replay(&app.store, &request.selection, request.expected, actor, reason, Utc::now()).await?;
-    if let Some(w) = &app.worker {
-        w.wake.notify_one();
-    }
+    let receipt = replay::start(
+        &app.store,
+        &app.config,
+        &request.selection,
+        request.expected,
+        &request.options,
+        actor,
+        reason,
+        false,
+        Utc::now(),
+    )
+    .await?;
     let _ = app.live.send(LiveEvent::ReplayChanged { replay_id: receipt.replay_id });
     Ok(receipt)
+}
+
+pub async fn replays(app: &App) -> Result<Vec<ReplayProgress>, ApiError> {
+    Ok(replay::recent(&app.store, 20).await?)
+}
+
+pub async fn replay_report(
+    app: &App,
+    replay_id: i64,
+    outcome: Option<&str>,
+) -> Result<Vec<ReplayReportItem>, ApiError> {
+    if let Some(o) = outcome {
+        const OUTCOMES: [&str; 6] =
+            ["delivered", "in_progress", "queued", "failed_same_reason", "failed_new_reason", "resolved_by_hand"];
+        if !OUTCOMES.contains(&o) {
+            return Err(ApiError::BadRequest(format!("unknown outcome `{o}`: use one of {}", OUTCOMES.join(", "))));
+        }
+    }
+    replay_progress(app, replay_id).await?;
+    Ok(replay::report(&app.store, replay_id, outcome, 500).await?)
+}
+
+/// `cancel`, `pause` or `resume` a replay.
+pub async fn control_replay(app: &App, replay_id: i64, action: &str, actor: &str) -> Result<ReplayProgress, ApiError> {
+    let now = Utc::now();
+    match action {
+        "cancel" => replay::cancel(&app.store, replay_id, actor, now).await?,
+        "pause" => replay::pause(&app.store, replay_id, actor, now).await?,
+        "resume" => replay::resume(&app.store, replay_id, actor, now).await?,
+        other => return Err(ApiError::BadRequest(format!("unknown action `{other}`: use cancel, pause or resume"))),
+    }
+    let _ = app.live.send(LiveEvent::ReplayChanged { replay_id });
+    replay_progress(app, replay_id).await
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ResolveRequest {
+    pub selection: ReplaySelection,
+    /// `discarded` or `fixed_manually`.
+    pub resolution: String,
+    /// Why (kept with each dead letter).
+    pub note: String,
+    /// How many the operator saw; nothing happens if the selection changed.
+    pub expected: Option<i64>,
+}
+
+/// Discards dead letters, or marks them fixed by hand. Returns how many.
+pub async fn resolve_dead_letters(app: &App, request: &ResolveRequest, actor: &str) -> Result<i64, ApiError> {
+    check_selection(&request.selection)?;
+    let n = replay::resolve(
+        &app.store,
+        &request.selection,
+        &request.resolution,
+        &request.note,
+        actor,
+        request.expected,
+        Utc::now(),
+    )
+    .await?;
+    let _ = app.live.send(LiveEvent::AlertsChanged);
+    Ok(n)
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct FixRequest {
+    pub selection: ReplaySelection,
+    pub fix: FieldFix,
+    /// Why (kept with each change). Not needed for a dry run.
+    #[serde(default)]
+    pub reason: String,
+    /// Only count and show examples.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+pub async fn fix_dead_letters(app: &App, request: &FixRequest, actor: &str) -> Result<FixReport, ApiError> {
+    check_selection(&request.selection)?;
+    Ok(fix::fix_selection(
+        &app.store,
+        &app.config,
+        &request.selection,
+        &request.fix,
+        actor,
+        &request.reason,
+        request.dry_run,
+        Utc::now(),
+    )
+    .await?)
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct EditRequest {
+    #[ts(type = "unknown")]
+    pub payload: serde_json::Value,
+    pub reason: String,
+}
+
+pub async fn edit_dead_letter(
+    app: &App,
+    delivery_id: i64,
+    request: &EditRequest,
+    actor: &str,
+) -> Result<DeadLetterView, ApiError> {
+    fix::edit(&app.store, &app.config, delivery_id, &request.payload, actor, &request.reason, Utc::now()).await?;
+    dead_letter(app, delivery_id).await
 }
 
 /// Asks a person to confirm something: a native dialog in the desktop app, a script in tests.
@@ -301,11 +448,26 @@ impl Confirm for ScriptedConfirm {
     }
 }
 
-/// Previews, asks for confirmation with the preview's sentence, and replays only on "yes".
+/// Asks `confirm` on a blocking thread (a native dialog blocks); `Cancelled` on "no".
+pub async fn ask(confirm: Arc<dyn Confirm>, title: &str, message: String) -> Result<(), ApiError> {
+    let title = title.to_string();
+    let yes = tokio::task::spawn_blocking(move || confirm.confirm(&title, &message))
+        .await
+        .map_err(|e| ApiError::Internal(format!("confirmation dialog failed: {e}")))?;
+    if yes {
+        Ok(())
+    } else {
+        Err(ApiError::Cancelled)
+    }
+}
+
+/// Previews, asks for confirmation with the preview's sentence (fallbacks and pace included), and starts the
+/// replay only on "yes".
 pub async fn replay_confirmed(
     app: &App,
     selection: &ReplaySelection,
     reason: &str,
+    options: &ReplayOptions,
     actor: &str,
     confirm: Arc<dyn Confirm>,
 ) -> Result<ReplayReceipt, ApiError> {
@@ -313,21 +475,27 @@ pub async fn replay_confirmed(
     if preview.eligible == 0 {
         return Err(ApiError::BadRequest(preview.summary));
     }
+    let canary = options.canary.unwrap_or(app.config.replay.canary_size);
+    let rate = options.rate_per_second.unwrap_or(app.config.replay.rate_per_second);
+    let pace = if canary > 0 && i64::from(canary) < preview.eligible {
+        format!("{canary} go first; the rest follow only if all of those are delivered, {rate} a second.")
+    } else {
+        format!("They are sent {rate} a second.")
+    };
     let message = format!(
-        "{}\n\nThey go through normal delivery again, with fresh attempts. Reason: {}",
+        "{}\n\n{pace} They go through normal delivery again, with fresh attempts. Reason: {}",
         preview.summary,
         if reason.trim().is_empty() { "none given" } else { reason.trim() }
     );
-    let asked = confirm.clone();
-    let yes = tokio::task::spawn_blocking(move || asked.confirm("Replay dead letters", &message))
-        .await
-        .map_err(|e| ApiError::Internal(format!("confirmation dialog failed: {e}")))?;
-    if !yes {
-        return Err(ApiError::Cancelled);
-    }
+    ask(confirm, "Replay dead letters", message).await?;
     replay(
         app,
-        &ReplayRequest { selection: selection.clone(), expected: preview.eligible, reason: reason.into() },
+        &ReplayRequest {
+            selection: selection.clone(),
+            expected: preview.eligible,
+            reason: reason.into(),
+            options: options.clone(),
+        },
         actor,
     )
     .await

@@ -9,6 +9,7 @@
 //! - `GET /crm/leads/search/{external_id}` — `{"results": [{"id": ...}]}` or an empty list.
 //! - `POST /crm/plain` — create with no idempotency at all (a second call makes a second record).
 //! - `PUT /notify/{external_id}` — the follow-up step; needs `previous_steps.crm.crm_id`.
+//! - `PUT /tasks/{external_id}` — a call task for a sales rep (the follow-up's fallback for old leads).
 //! - `GET /_mock/stats` — counts.
 //!
 //! It also plays the lead *sources'* own list endpoints, for reconciliation:
@@ -71,6 +72,8 @@ pub struct Stats {
     pub notifications: usize,
     /// Leads whose notification was sent more than once.
     pub duplicated_notifications: usize,
+    /// Call tasks created (the follow-up's fallback).
+    pub tasks: usize,
     pub requests: u64,
 }
 
@@ -80,6 +83,7 @@ struct Inner {
     by_external: HashMap<String, Vec<usize>>,
     idempotency: HashMap<String, (u16, Value)>,
     notifications: HashMap<String, u32>,
+    tasks: HashMap<String, u32>,
     behaviour: Behaviour,
     window_start: Option<Instant>,
     window_count: u32,
@@ -124,6 +128,7 @@ impl MockCrm {
             .route("/crm/leads/{external_id}", put(upsert))
             .route("/crm/leads/search/{external_id}", get(search))
             .route("/notify/{external_id}", put(notify))
+            .route("/tasks/{external_id}", put(task))
             .route("/_mock/stats", get(stats))
             .route("/graph/{form_id}/leads", get(graph_leads))
             .route("/source/{name}/leads", get(source_leads))
@@ -146,6 +151,7 @@ impl MockCrm {
             rewritten_records: inner.records.iter().filter(|r| r.writes > 1).count(),
             notifications: inner.notifications.len(),
             duplicated_notifications: inner.notifications.values().filter(|n| **n > 1).count(),
+            tasks: inner.tasks.len(),
             requests: inner.requests,
         }
     }
@@ -375,6 +381,16 @@ async fn notify(State(crm): State<MockCrm>, Path(external_id): Path<String>, Jso
     }
     let status = if first { StatusCode::CREATED } else { StatusCode::OK };
     (status, Json(json!({"id": "sms-queued"}))).into_response()
+}
+
+async fn task(State(crm): State<MockCrm>, Path(external_id): Path<String>) -> Response {
+    if let Err(r) = pass(&crm, &Value::Null, true).await {
+        return r;
+    }
+    let mut inner = crm.inner.lock().expect("mock lock");
+    let n = inner.tasks.entry(external_id.clone()).or_default();
+    *n += 1;
+    (StatusCode::OK, Json(json!({"id": format!("task-{external_id}")}))).into_response()
 }
 
 async fn stats(State(crm): State<MockCrm>) -> Json<Stats> {

@@ -99,6 +99,9 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             backoff: backoff.clone(),
             breaker: breaker.clone(),
             classify: Default::default(),
+            max_lead_age_minutes: None,
+            fallback: None,
+            auto_replay: false,
         },
     );
     c.targets.insert(
@@ -113,9 +116,33 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             auth: None,
             timeout_ms: 1_500,
             concurrency: 4,
+            backoff: backoff.clone(),
+            breaker: breaker.clone(),
+            classify: Default::default(),
+            // A follow-up hours late is worse than none: replayed old leads get a call task instead.
+            max_lead_age_minutes: Some(30),
+            fallback: Some("call_task".into()),
+            auto_replay: false,
+        },
+    );
+    c.targets.insert(
+        "call_task".into(),
+        TargetConfig {
+            url: format!("{base}/tasks/{{external_id}}"),
+            method: None,
+            strategy: Strategy::Upsert,
+            search_url: None,
+            id_pointer: "/id".into(),
+            headers: BTreeMap::new(),
+            auth: None,
+            timeout_ms: 1_500,
+            concurrency: 4,
             backoff,
             breaker,
             classify: Default::default(),
+            max_lead_age_minutes: None,
+            fallback: None,
+            auto_replay: false,
         },
     );
     c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());

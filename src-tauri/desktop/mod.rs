@@ -159,6 +159,13 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             replay_preview,
             replay,
             replay_progress,
+            replays,
+            replay_report,
+            control_replay,
+            dead_letter_groups,
+            resolve_dead_letters,
+            fix_dead_letters,
+            edit_dead_letter,
             alerts,
             acknowledge_alert,
             targets,
@@ -236,8 +243,77 @@ async fn replay_preview(state: S<'_>, selection: ReplaySelection) -> CommandResu
 
 /// Replays after a native confirmation dialog that states how many leads go to which target.
 #[tauri::command]
-async fn replay(state: S<'_>, selection: ReplaySelection, reason: String) -> CommandResult<ReplayReceipt> {
-    api::replay_confirmed(&state.app, &selection, &reason, &state.actor, state.confirm.clone()).await
+async fn replay(
+    state: S<'_>,
+    selection: ReplaySelection,
+    reason: String,
+    options: Option<crate::replay::ReplayOptions>,
+) -> CommandResult<ReplayReceipt> {
+    let options = options.unwrap_or_default();
+    api::replay_confirmed(&state.app, &selection, &reason, &options, &state.actor, state.confirm.clone()).await
+}
+
+#[tauri::command]
+async fn replays(state: S<'_>) -> CommandResult<Vec<ReplayProgress>> {
+    api::replays(&state.app).await
+}
+
+#[tauri::command]
+async fn replay_report(
+    state: S<'_>,
+    id: i64,
+    outcome: Option<String>,
+) -> CommandResult<Vec<crate::replay::ReplayReportItem>> {
+    api::replay_report(&state.app, id, outcome.as_deref()).await
+}
+
+#[tauri::command]
+async fn control_replay(state: S<'_>, id: i64, action: String) -> CommandResult<ReplayProgress> {
+    api::control_replay(&state.app, id, &action, &state.actor).await
+}
+
+#[tauri::command]
+async fn dead_letter_groups(state: S<'_>, filter: DeadLetterFilter) -> CommandResult<Vec<crate::dlq::DeadLetterGroup>> {
+    api::dead_letter_groups(&state.app, &filter).await
+}
+
+/// Discarding or marking fixed is confirmed in a native dialog, like a replay.
+#[tauri::command]
+async fn resolve_dead_letters(state: S<'_>, request: api::ResolveRequest) -> CommandResult<i64> {
+    let n = request.expected.map(|n| n.to_string()).unwrap_or_else(|| "the selected".into());
+    let what = if request.resolution == "discarded" { "Discard" } else { "Mark as fixed by hand" };
+    api::ask(
+        state.confirm.clone(),
+        "Resolve dead letters",
+        format!("{what}: {n} dead letters? They leave the list and are not sent. Note: {}", request.note.trim()),
+    )
+    .await?;
+    api::resolve_dead_letters(&state.app, &request, &state.actor).await
+}
+
+/// Applying a field fix is confirmed in a native dialog; a dry run is not.
+#[tauri::command]
+async fn fix_dead_letters(state: S<'_>, request: api::FixRequest) -> CommandResult<crate::replay::fix::FixReport> {
+    if !request.dry_run {
+        let preview =
+            api::fix_dead_letters(&state.app, &api::FixRequest { dry_run: true, ..request.clone() }, &state.actor)
+                .await?;
+        api::ask(
+            state.confirm.clone(),
+            "Fix lead data",
+            format!(
+                "Change `{}` in {} leads? The original data is kept in each lead's history.",
+                request.fix.field, preview.changed
+            ),
+        )
+        .await?;
+    }
+    api::fix_dead_letters(&state.app, &request, &state.actor).await
+}
+
+#[tauri::command]
+async fn edit_dead_letter(state: S<'_>, id: i64, request: api::EditRequest) -> CommandResult<DeadLetterView> {
+    api::edit_dead_letter(&state.app, id, &request, &state.actor).await
 }
 
 #[tauri::command]

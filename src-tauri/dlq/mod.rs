@@ -19,6 +19,8 @@ pub struct DeadLetter {
     pub http_status: Option<i64>,
     /// The CRM's own message where it gave one, and what Leadline concluded.
     pub reason: String,
+    /// The reason with lead-specific values masked: what dead letters are grouped by.
+    pub cause: String,
     /// The field the CRM blamed, if it named one.
     pub field: Option<String>,
     pub attempts: i64,
@@ -26,6 +28,14 @@ pub struct DeadLetter {
     /// When it was dead-lettered (the time of its last attempt).
     pub dead_at: DateTime<Utc>,
     pub resolution: String,
+    /// Who resolved it by hand (discarded, fixed in the CRM), when and why.
+    pub resolved_by: Option<String>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub resolution_note: Option<String>,
+    /// The lead's data was purged (retention): it can no longer be replayed.
+    pub purged: bool,
+    /// A running replay has it queued (not sent back yet).
+    pub queued_in_replay: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ts_rs::TS)]
@@ -38,11 +48,33 @@ pub struct DeadLetterFilter {
     pub until: Option<DateTime<Utc>>,
     /// Matched against the reason, the source's event id and the field.
     pub text: Option<String>,
+    /// The HTTP status of the last attempt.
+    pub http_status: Option<i64>,
+    /// Exactly this cause (a group).
+    pub cause: Option<String>,
+    /// A field of the lead: a top-level key (`email`) or a JSON pointer (`/lead/email`)…
+    pub lead_field: Option<String>,
+    /// …whose value contains this (case-insensitive), e.g. `@gmail.com` or a form id.
+    pub lead_value: Option<String>,
     /// `open` (default), `all`, or one resolution.
     pub resolution: Option<String>,
     pub limit: Option<u32>,
     /// Page: only dead letters with a smaller delivery id.
     pub before_id: Option<i64>,
+}
+
+/// Dead letters with the same class, target and cause: one problem, however many leads it hit.
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct DeadLetterGroup {
+    pub class: String,
+    pub target: String,
+    pub cause: String,
+    pub count: i64,
+    pub http_status: Option<i64>,
+    pub first_dead_at: DateTime<Utc>,
+    pub last_dead_at: DateTime<Utc>,
+    /// One of them, to open as an example.
+    pub example_id: i64,
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -63,52 +95,135 @@ pub struct DeadLetterDetail {
     pub letter: DeadLetter,
     #[ts(type = "unknown")]
     pub payload: serde_json::Value,
+    /// The lead as received, when it was fixed since.
+    #[ts(type = "unknown")]
+    pub original_payload: Option<serde_json::Value>,
     pub attempts_timeline: Vec<Attempt>,
+    pub fixes: Vec<PayloadFix>,
 }
 
-type Row = (
-    i64,
-    i64,
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-    Option<i64>,
-    Option<String>,
-);
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct PayloadFix {
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub reason: String,
+    #[ts(type = "unknown")]
+    pub operation: serde_json::Value,
+    #[ts(type = "unknown")]
+    pub before: serde_json::Value,
+    #[ts(type = "unknown")]
+    pub after: serde_json::Value,
+}
 
-const SELECT: &str =
-    "SELECT d.id, d.event_id, e.source, e.source_ref, d.target, d.step_index, d.dead_class, d.dead_status,
-        d.dead_reason, d.dead_field, d.attempts, e.received_at, d.dead_at, d.resolution
-   FROM delivery d JOIN inbound_event e ON e.id = d.event_id";
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    event_id: i64,
+    source: String,
+    source_ref: String,
+    target: String,
+    step_index: i64,
+    dead_class: Option<String>,
+    dead_status: Option<i64>,
+    dead_reason: Option<String>,
+    dead_cause: Option<String>,
+    dead_field: Option<String>,
+    attempts: i64,
+    received_at: i64,
+    dead_at: Option<i64>,
+    resolution: Option<String>,
+    resolved_by: Option<String>,
+    resolved_at: Option<i64>,
+    resolution_note: Option<String>,
+    purged_at: Option<i64>,
+    queued_in_replay: Option<i64>,
+}
+
+/// Dead letters queued in a running or paused replay and not sent back yet: not eligible for another one.
+pub const QUEUED_IN_REPLAY: &str = "(SELECT ri.replay_id FROM replay_item ri JOIN replay r ON r.id = ri.replay_id
+     WHERE ri.delivery_id = d.id AND ri.requeued_at IS NULL AND r.status IN ('running', 'paused') LIMIT 1)";
+
+fn select() -> String {
+    format!(
+        "SELECT d.id, d.event_id, e.source, e.source_ref, d.target, d.step_index, d.dead_class, d.dead_status,
+            d.dead_reason, d.dead_cause, d.dead_field, d.attempts, e.received_at, d.dead_at, d.resolution,
+            d.resolved_by, d.resolved_at, d.resolution_note, e.purged_at, {QUEUED_IN_REPLAY} AS queued_in_replay
+       FROM delivery d JOIN inbound_event e ON e.id = d.event_id"
+    )
+}
 
 fn to_letter(r: Row) -> DeadLetter {
+    let reason = r.dead_reason.unwrap_or_default();
     DeadLetter {
-        delivery_id: r.0,
-        event_id: r.1,
-        source: r.2,
-        source_ref: r.3,
-        target: r.4,
-        step_index: r.5,
-        class: r.6.unwrap_or_default(),
-        http_status: r.7,
-        reason: r.8.unwrap_or_default(),
-        field: r.9,
-        attempts: r.10,
-        received_at: from_ms(r.11),
-        dead_at: from_ms(r.12.unwrap_or(0)),
-        resolution: r.13.unwrap_or_else(|| "open".into()),
+        delivery_id: r.id,
+        event_id: r.event_id,
+        source: r.source,
+        source_ref: r.source_ref,
+        target: r.target,
+        step_index: r.step_index,
+        class: r.dead_class.unwrap_or_default(),
+        http_status: r.dead_status,
+        cause: r.dead_cause.unwrap_or_else(|| reason.clone()),
+        reason,
+        field: r.dead_field,
+        attempts: r.attempts,
+        received_at: from_ms(r.received_at),
+        dead_at: from_ms(r.dead_at.unwrap_or(0)),
+        resolution: r.resolution.unwrap_or_else(|| "open".into()),
+        resolved_by: r.resolved_by,
+        resolved_at: r.resolved_at.map(from_ms),
+        resolution_note: r.resolution_note,
+        purged: r.purged_at.is_some(),
+        queued_in_replay: r.queued_in_replay,
     }
 }
 
+/// The cause of a failure: its reason with what is specific to one lead masked — quoted values, e-mail
+/// addresses, long numbers and ids — so failures with one cause group together.
+pub fn cause_of(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let chars: Vec<char> = reason.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        // A quoted value: 'x' or "x" (an apostrophe inside a word is not a quote).
+        if (c == '\'' || c == '"') && (i == 0 || !chars[i - 1].is_alphanumeric()) {
+            if let Some(len) = chars[i + 1..].iter().position(|&q| q == c) {
+                out.push(c);
+                out.push('…');
+                out.push(c);
+                i += len + 2;
+                continue;
+            }
+        }
+        // A token: masked when it is an e-mail address, or holds 5+ digits, or is a long id.
+        if c.is_alphanumeric() || c == '@' || c == '+' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || "@+._-".contains(chars[i])) {
+                i += 1;
+            }
+            // Keep a trailing full stop as punctuation.
+            let mut end = i;
+            while end > start && chars[end - 1] == '.' {
+                end -= 1;
+            }
+            let token: String = chars[start..end].iter().collect();
+            let digits = token.chars().filter(char::is_ascii_digit).count();
+            let masked = token.contains('@') && token.contains('.')
+                || digits >= 5
+                || (token.len() >= 16 && token.chars().all(|c| c.is_ascii_hexdigit() || c == '-'));
+            out.push_str(if masked { "…" } else { &token });
+            out.extend(&chars[end..i]);
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
 /// Appends the WHERE clause of `filter` (over `delivery d JOIN inbound_event e`) to `q`.
-fn push_where(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, filter: &DeadLetterFilter) {
+pub fn push_where(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, filter: &DeadLetterFilter) {
     q.push(" WHERE d.state = 'dead'");
     match filter.resolution.as_deref().unwrap_or("open") {
         "all" => {}
@@ -132,7 +247,7 @@ fn push_where(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, filter: &DeadLetterF
         q.push(" AND d.dead_at < ").push_bind(ms(until));
     }
     if let Some(text) = filter.text.as_deref().filter(|t| !t.trim().is_empty()) {
-        let like = format!("%{}%", text.trim().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let like = format!("%{}%", escape_like(text.trim()));
         q.push(" AND (d.dead_reason LIKE ")
             .push_bind(like.clone())
             .push(" ESCAPE '\\' OR e.source_ref LIKE ")
@@ -141,35 +256,89 @@ fn push_where(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, filter: &DeadLetterF
             .push_bind(like)
             .push(" ESCAPE '\\')");
     }
+    if let Some(status) = filter.http_status {
+        q.push(" AND d.dead_status = ").push_bind(status);
+    }
+    if let Some(cause) = &filter.cause {
+        q.push(" AND d.dead_cause = ").push_bind(cause.clone());
+    }
+    if let (Some(field), Some(value)) = (&filter.lead_field, &filter.lead_value) {
+        if let Some(path) = json_path(field) {
+            let like = format!("%{}%", escape_like(value.trim()));
+            q.push(" AND json_extract(e.payload, ")
+                .push_bind(path)
+                .push(") LIKE ")
+                .push_bind(like)
+                .push(" ESCAPE '\\'");
+        }
+    }
     if let Some(before) = filter.before_id {
         q.push(" AND d.id < ").push_bind(before);
     }
 }
 
+fn escape_like(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
+/// A lead field as an SQLite JSON path: `email` → `$.email`, `/lead/email` → `$.lead.email`, `/items/0` →
+/// `$.items[0]`. `None` when a part is not a plain name or index.
+pub fn json_path(field: &str) -> Option<String> {
+    let field = field.trim();
+    let parts: Vec<&str> = if let Some(p) = field.strip_prefix('/') { p.split('/').collect() } else { vec![field] };
+    let mut path = String::from("$");
+    for part in parts {
+        if part.is_empty() || !part.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+            return None;
+        }
+        if part.chars().all(|c| c.is_ascii_digit()) {
+            path.push_str(&format!("[{part}]"));
+        } else {
+            path.push_str(&format!(".\"{part}\""));
+        }
+    }
+    Some(path)
+}
+
 /// Dead letters matching `filter`, newest first.
 pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<DeadLetter>> {
-    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(SELECT);
+    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(select());
     push_where(&mut q, filter);
     q.push(" ORDER BY d.id DESC LIMIT ").push_bind(i64::from(filter.limit.unwrap_or(100).min(1000)));
     let rows: Vec<Row> = q.build_query_as().fetch_all(store.read_pool()).await.context("cannot list dead letters")?;
     Ok(rows.into_iter().map(to_letter).collect())
 }
 
-/// Every dead letter matching `filter` (no page limit): delivery id, target, when the lead was received.
-pub async fn matching(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<(i64, String, DateTime<Utc>)>> {
+/// Dead letters matching `filter`, grouped by class, target and cause, largest group first.
+pub async fn groups(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<DeadLetterGroup>> {
     let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-        "SELECT d.id, d.target, e.received_at FROM delivery d JOIN inbound_event e ON e.id = d.event_id",
+        "SELECT d.dead_class, d.target, COALESCE(d.dead_cause, d.dead_reason, ''), COUNT(*), MAX(d.dead_status),
+                MIN(d.dead_at), MAX(d.dead_at), MAX(d.id)
+           FROM delivery d JOIN inbound_event e ON e.id = d.event_id",
     );
     push_where(&mut q, filter);
-    q.push(" ORDER BY d.id");
-    let rows: Vec<(i64, String, i64)> =
-        q.build_query_as().fetch_all(store.read_pool()).await.context("cannot select dead letters")?;
-    Ok(rows.into_iter().map(|(id, t, at)| (id, t, from_ms(at))).collect())
+    q.push(" GROUP BY d.dead_class, d.target, d.dead_cause ORDER BY COUNT(*) DESC LIMIT 200");
+    type G = (Option<String>, String, String, i64, Option<i64>, Option<i64>, Option<i64>, i64);
+    let rows: Vec<G> = q.build_query_as().fetch_all(store.read_pool()).await.context("cannot group dead letters")?;
+    Ok(rows
+        .into_iter()
+        .map(|(class, target, cause, count, http_status, first, last, example)| DeadLetterGroup {
+            class: class.unwrap_or_default(),
+            target,
+            cause,
+            count,
+            http_status,
+            first_dead_at: from_ms(first.unwrap_or(0)),
+            last_dead_at: from_ms(last.unwrap_or(0)),
+            example_id: example,
+        })
+        .collect())
 }
 
-/// One dead letter (or any delivery) with its payload and attempt timeline; `None` when there is no such id.
+/// One dead letter (or any delivery) with its payload, fixes and attempt timeline; `None` when there is no such
+/// id.
 pub async fn detail(store: &Store, delivery_id: i64) -> anyhow::Result<Option<DeadLetterDetail>> {
-    let sql = format!("{SELECT} WHERE d.id = ?");
+    let sql = format!("{} WHERE d.id = ?", select());
     let row: Option<Row> = sqlx::query_as(&sql)
         .bind(delivery_id)
         .fetch_optional(store.read_pool())
@@ -177,16 +346,37 @@ pub async fn detail(store: &Store, delivery_id: i64) -> anyhow::Result<Option<De
         .context("cannot read dead letter")?;
     let Some(row) = row else { return Ok(None) };
     let letter = to_letter(row);
-    let (payload,): (String,) = sqlx::query_as("SELECT payload FROM inbound_event WHERE id = ?")
-        .bind(letter.event_id)
-        .fetch_one(store.read_pool())
-        .await
-        .context("cannot read event payload")?;
+    let (payload, original): (String, Option<String>) =
+        sqlx::query_as("SELECT payload, original_payload FROM inbound_event WHERE id = ?")
+            .bind(letter.event_id)
+            .fetch_one(store.read_pool())
+            .await
+            .context("cannot read event payload")?;
     let attempts = attempts(store, delivery_id).await?;
+    let fixes: Vec<(i64, String, String, String, String, String)> = sqlx::query_as(
+        "SELECT at, actor, reason, operation, before, after FROM payload_fix WHERE event_id = ? ORDER BY id",
+    )
+    .bind(letter.event_id)
+    .fetch_all(store.read_pool())
+    .await
+    .context("cannot read payload fixes")?;
+    let json = |s: &str| serde_json::from_str(s).unwrap_or(serde_json::Value::Null);
     Ok(Some(DeadLetterDetail {
         letter,
-        payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null),
+        payload: json(&payload),
+        original_payload: original.as_deref().map(json),
         attempts_timeline: attempts,
+        fixes: fixes
+            .into_iter()
+            .map(|(at, actor, reason, op, before, after)| PayloadFix {
+                at: from_ms(at),
+                actor,
+                reason,
+                operation: json(&op),
+                before: json(&before),
+                after: json(&after),
+            })
+            .collect(),
     }))
 }
 
@@ -214,4 +404,29 @@ pub async fn attempts(store: &Store, delivery_id: i64) -> anyhow::Result<Vec<Att
             trigger: a.7,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_mask_what_is_specific_to_one_lead() {
+        let a = "HTTP 422: Property values were not valid: phone '0151 1234 5678' is not in E.164 format";
+        let b = "HTTP 422: Property values were not valid: phone '0170 999 1234' is not in E.164 format";
+        assert_eq!(cause_of(a), cause_of(b));
+        assert_eq!(cause_of(a), "HTTP 422: Property values were not valid: phone '…' is not in E.164 format");
+        assert_eq!(cause_of("HTTP 409: contact ada.lovelace@example.com exists."), "HTTP 409: contact … exists.");
+        assert_eq!(cause_of("HTTP 404: record 0065g00000XyZ12AAB not found"), "HTTP 404: record … not found");
+        assert_eq!(cause_of("HTTP 401: token expired"), "HTTP 401: token expired");
+        assert_eq!(cause_of("the CRM's answer"), "the CRM's answer");
+    }
+
+    #[test]
+    fn lead_fields_become_json_paths() {
+        assert_eq!(json_path("email").as_deref(), Some("$.\"email\""));
+        assert_eq!(json_path("/lead/items/0").as_deref(), Some("$.\"lead\".\"items\"[0]"));
+        assert_eq!(json_path("a'b"), None);
+        assert_eq!(json_path("/"), None);
+    }
 }

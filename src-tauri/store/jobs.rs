@@ -249,7 +249,7 @@ impl Store {
                 .context("cannot schedule retry")?,
                 JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
                     "UPDATE delivery SET state = 'dead', dead_at = ?, dead_class = ?, dead_status = ?, dead_reason = ?,
-                            dead_field = ?, resolution = 'open', attempts = attempts + ?,
+                            dead_cause = ?, dead_field = ?, resolution = 'open', attempts = attempts + ?,
                             lease_owner = NULL, lease_until = NULL
                       WHERE id = ? AND lease_token = ? AND state = 'running'",
                 )
@@ -257,6 +257,7 @@ impl Store {
                 .bind(class.as_str())
                 .bind(http_status.map(i64::from))
                 .bind(reason)
+                .bind(crate::dlq::cause_of(reason))
                 .bind(field)
                 .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
                 .bind(c.job_id)

@@ -71,6 +71,22 @@ export type DeadLetterFilter = { class: string | null, source: string | null, ta
  */
 text: string | null, 
 /**
+ * The HTTP status of the last attempt.
+ */
+http_status: number | null, 
+/**
+ * Exactly this cause (a group).
+ */
+cause: string | null, 
+/**
+ * A field of the lead: a top-level key (`email`) or a JSON pointer (`/lead/email`)…
+ */
+lead_field: string | null, 
+/**
+ * …whose value contains this (case-insensitive), e.g. `@gmail.com` or a form id.
+ */
+lead_value: string | null, 
+/**
  * `open` (default), `all`, or one resolution.
  */
 resolution: string | null, limit: number | null, 
@@ -91,37 +107,81 @@ export type DeadLetter = { delivery_id: number, event_id: number, source: string
  */
 reason: string, 
 /**
+ * The reason with lead-specific values masked: what dead letters are grouped by.
+ */
+cause: string, 
+/**
  * The field the CRM blamed, if it named one.
  */
 field: string | null, attempts: number, received_at: string, 
 /**
  * When it was dead-lettered (the time of its last attempt).
  */
-dead_at: string, resolution: string, };
+dead_at: string, resolution: string, 
+/**
+ * Who resolved it by hand (discarded, fixed in the CRM), when and why.
+ */
+resolved_by: string | null, resolved_at: string | null, resolution_note: string | null, 
+/**
+ * The lead's data was purged (retention): it can no longer be replayed.
+ */
+purged: boolean, 
+/**
+ * A running replay has it queued (not sent back yet).
+ */
+queued_in_replay: number | null, };
 
-export type DeadLetterDetail = { payload: unknown, attempts_timeline: Array<Attempt>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+export type DeadLetterDetail = { payload: unknown, 
+/**
+ * The lead as received, when it was fixed since.
+ */
+original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
 reason: string, 
 /**
+ * The reason with lead-specific values masked: what dead letters are grouped by.
+ */
+cause: string, 
+/**
  * The field the CRM blamed, if it named one.
  */
 field: string | null, attempts: number, received_at: string, 
 /**
  * When it was dead-lettered (the time of its last attempt).
  */
-dead_at: string, resolution: string, };
+dead_at: string, resolution: string, 
+/**
+ * Who resolved it by hand (discarded, fixed in the CRM), when and why.
+ */
+resolved_by: string | null, resolved_at: string | null, resolution_note: string | null, 
+/**
+ * The lead's data was purged (retention): it can no longer be replayed.
+ */
+purged: boolean, 
+/**
+ * A running replay has it queued (not sent back yet).
+ */
+queued_in_replay: number | null, };
 
 export type DeadLetterView = { 
 /**
  * The CRM record, when a step of this lead was delivered (e.g. after a replay).
  */
-crm_record: unknown, replays: Array<ReplayHistoryEntry>, payload: unknown, attempts_timeline: Array<Attempt>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+crm_record: unknown, replays: Array<ReplayHistoryEntry>, payload: unknown, 
+/**
+ * The lead as received, when it was fixed since.
+ */
+original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
 reason: string, 
+/**
+ * The reason with lead-specific values masked: what dead letters are grouped by.
+ */
+cause: string, 
 /**
  * The field the CRM blamed, if it named one.
  */
@@ -129,7 +189,19 @@ field: string | null, attempts: number, received_at: string,
 /**
  * When it was dead-lettered (the time of its last attempt).
  */
-dead_at: string, resolution: string, };
+dead_at: string, resolution: string, 
+/**
+ * Who resolved it by hand (discarded, fixed in the CRM), when and why.
+ */
+resolved_by: string | null, resolved_at: string | null, resolution_note: string | null, 
+/**
+ * The lead's data was purged (retention): it can no longer be replayed.
+ */
+purged: boolean, 
+/**
+ * A running replay has it queued (not sent back yet).
+ */
+queued_in_replay: number | null, };
 
 export type Attempt = { started_at: string, duration_ms: number, http_status: number | null, outcome: string, class: string | null, reason: string, response_excerpt: string | null, trigger: string, };
 
@@ -143,19 +215,19 @@ expected: number,
 /**
  * Why (kept in the audit).
  */
-reason: string, };
+reason: string, options: ReplayOptions, };
 
 export type ReplayPreview = { 
 /**
- * Open dead letters that will be requeued.
+ * Open dead letters that will be sent back.
  */
 eligible: number, by_target: { [key in string]: number }, 
 /**
- * Chosen ids that are not open dead letters (already replayed, resolved, or unknown).
+ * Selected but not eligible (the sum of `reasons`).
  */
-not_eligible: number, 
+not_eligible: number, reasons: NotEligible, fallbacks: Array<FallbackPlan>, 
 /**
- * Eligible leads received more than 24 h ago (stale for time-sensitive follow-ups).
+ * Eligible leads received more than 24 h ago.
  */
 older_than_24h: number, 
 /**
@@ -163,9 +235,37 @@ older_than_24h: number,
  */
 summary: string, };
 
-export type ReplayReceipt = { replay_id: number, requeued: number, };
+export type ReplayReceipt = { replay_id: number, 
+/**
+ * Items the replay will send back.
+ */
+queued: number, };
 
-export type ReplayProgress = { replay_id: number, created_at: string, actor: string, reason: string, total: number, delivered: number, in_progress: number, 
+export type ReplayProgress = { replay_id: number, created_at: string, actor: string, reason: string, 
+/**
+ * The selection as the operator made it (filter or ids).
+ */
+selection: unknown, 
+/**
+ * `running`, `paused`, `cancelled` or `finished`.
+ */
+status: string, 
+/**
+ * `canary`, `canary_failed` (paused: a canary lead failed again) or `rest`.
+ */
+phase: string, canary_size: number, rate_per_second: number, 
+/**
+ * Why it is not sending right now, while running (breaker open, rate-limited, paused target).
+ */
+waiting_for: string | null, 
+/**
+ * Started by Leadline after the target recovered.
+ */
+auto: boolean, total: number, 
+/**
+ * Not sent back yet.
+ */
+queued: number, delivered: number, in_progress: number, 
 /**
  * Failed again with the same reason as before.
  */
@@ -173,9 +273,122 @@ failed_same_reason: number,
 /**
  * Failed again, but for a different reason.
  */
-failed_new_reason: number, done: boolean, };
+failed_new_reason: number, 
+/**
+ * Discarded or fixed by hand while the replay ran.
+ */
+resolved_by_hand: number, 
+/**
+ * Ran a time-sensitive step's fallback instead.
+ */
+fallbacks: number, done: boolean, finished_at: string | null, events: Array<ReplayEvent>, };
 
 export type ReplayHistoryEntry = { replay_id: number, at: string, actor: string, reason: string, prior_class: string | null, prior_reason: string | null, };
+
+export type DeadLetterGroup = { class: string, target: string, cause: string, count: number, http_status: number | null, first_dead_at: string, last_dead_at: string, 
+/**
+ * One of them, to open as an example.
+ */
+example_id: number, };
+
+export type PayloadFix = { at: string, actor: string, reason: string, operation: unknown, before: unknown, after: unknown, };
+
+export type FallbackPlan = { target: string, fallback: string, max_lead_age_minutes: number, 
+/**
+ * Eligible leads older than that.
+ */
+count: number, };
+
+export type NotEligible = { 
+/**
+ * Replayed, discarded or fixed by hand before.
+ */
+already_resolved: number, 
+/**
+ * The lead's data was purged (retention).
+ */
+payload_purged: number, 
+/**
+ * Waiting in another replay that is still running.
+ */
+queued_in_another_replay: number, 
+/**
+ * Chosen ids that are not dead letters.
+ */
+unknown: number, };
+
+export type ReplayOptions = { 
+/**
+ * Leads sent first; the rest wait until all of these were delivered. 0: no canary.
+ */
+canary: number | null, 
+/**
+ * Leads sent back per second after the canary.
+ */
+rate_per_second: number | null, };
+
+export type ReplayEvent = { at: string, 
+/**
+ * `started`, `canary_sent`, `canary_passed`, `canary_failed`, `waiting`, `resumed`, `paused`, `cancelled`,
+ * `finished`.
+ */
+kind: string, detail: string, };
+
+export type ReplayReportItem = { delivery_id: number, source: string, source_ref: string, target: string, 
+/**
+ * `delivered`, `in_progress`, `queued`, `failed_same_reason`, `failed_new_reason`, `resolved_by_hand`.
+ */
+outcome: string, prior_reason: string | null, 
+/**
+ * The reason it failed this time, when it did.
+ */
+reason: string | null, fallback_to: string | null, };
+
+export type ResolveRequest = { selection: ReplaySelection, 
+/**
+ * `discarded` or `fixed_manually`.
+ */
+resolution: string, 
+/**
+ * Why (kept with each dead letter).
+ */
+note: string, 
+/**
+ * How many the operator saw; nothing happens if the selection changed.
+ */
+expected: number | null, };
+
+export type FixRequest = { selection: ReplaySelection, fix: FieldFix, 
+/**
+ * Why (kept with each change). Not needed for a dry run.
+ */
+reason: string, 
+/**
+ * Only count and show examples.
+ */
+dry_run: boolean, };
+
+export type EditRequest = { payload: unknown, reason: string, };
+
+export type FieldFix = { field: string, } & ({ "op": "set", value: unknown, } | { "op": "normalize_phone", country_code: string, } | { "op": "trim" } | { "op": "lowercase" } | { "op": "replace", from: string, to: string, } | { "op": "remove" });
+
+export type FieldOp = { "op": "set", value: unknown, } | { "op": "normalize_phone", country_code: string, } | { "op": "trim" } | { "op": "lowercase" } | { "op": "replace", from: string, to: string, } | { "op": "remove" };
+
+export type FixReport = { 
+/**
+ * Leads whose data changes (or changed).
+ */
+changed: number, 
+/**
+ * Leads the fix leaves as they are (nothing to fix, or the field is missing).
+ */
+unchanged: number, 
+/**
+ * Up to five examples: the field before and after.
+ */
+samples: Array<FixSample>, };
+
+export type FixSample = { delivery_id: number, before: unknown, after: unknown, };
 
 export type Alert = { id: number, kind: string, key: string, severity: string, title: string, detail: string, opened_at: string, last_seen_at: string, occurrences: number, acknowledged_at: string | null, acknowledged_by: string | null, resolved_at: string | null, resolution_note: string | null, 
 /**

@@ -1,0 +1,538 @@
+//! Dead-letter operations at scale against a real server, database and mock CRM: staged and paced replays
+//! through rate limits and an outage, preview = replay, cancelling, fixing data before a replay, time-sensitive
+//! fallbacks, resolving by hand with retention, and auto-replay after a target recovers.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+
+use leadline::api::{self, ApiError, FixRequest, ReplayRequest, ResolveRequest};
+use leadline::config::Config;
+use leadline::demo::mock_crm::{Behaviour, MockCrm};
+use leadline::dlq::DeadLetterFilter;
+use leadline::replay::fix::{FieldFix, FieldOp};
+use leadline::replay::{ReplayOptions, ReplaySelection};
+use leadline::server::Server;
+
+struct Setup {
+    server: Server,
+    crm: MockCrm,
+    _dir: tempfile::TempDir,
+}
+
+/// A `plain` source routed to `crm`, and a `form` source routed to `crm` then `sms`, whose fallback for leads
+/// older than 30 minutes is `call_task`.
+async fn start(extra_crm: &str) -> Setup {
+    let (crm, addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[database]
+url = "sqlite://{db}"
+[worker]
+lease_seconds = 5
+poll_interval_ms = 20
+rescue_interval_seconds = 1
+batch_size = 200
+
+[sources.plain]
+route = ["crm"]
+[sources.form]
+route = ["crm", "sms"]
+
+[targets.crm]
+url = "http://{addr}/crm/leads"
+strategy = "idempotency_key"
+search_url = "http://{addr}/crm/leads/search/{{external_id}}"
+timeout_ms = 2000
+concurrency = 32
+backoff = {{ base_ms = 20, cap_ms = 300, max_attempts = 50, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
+{extra_crm}
+
+[targets.sms]
+url = "http://{addr}/notify/{{external_id}}"
+strategy = "upsert"
+max_lead_age_minutes = 30
+fallback = "call_task"
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600 }}
+
+[targets.call_task]
+url = "http://{addr}/tasks/{{external_id}}"
+strategy = "upsert"
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600 }}
+"#,
+        db = dir.path().join("leadline.db").display(),
+    );
+    let config = Config::parse(&text, std::path::Path::new("test.toml")).expect("valid test config");
+    let server = Server::start(config).await.unwrap();
+    Setup { server, crm, _dir: dir }
+}
+
+/// `n` open dead letters of `plain` → `crm`, written straight to the database as a long outage would leave them:
+/// class permanent_config, the CRM's 401.
+async fn seed_dead_letters(setup: &Setup, n: i64, received_minutes_ago: i64) {
+    let now = Utc::now().timestamp_millis();
+    let received = now - received_minutes_ago * 60_000;
+    let mut tx = setup.server.app.store.begin_write().await.unwrap();
+    sqlx::query(
+        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?)
+         INSERT INTO inbound_event (source, source_ref, received_at, payload)
+         SELECT 'plain', 'dl-' || i, ?, json_object('id', 'dl-' || i, 'email', 'lead' || i || '@example.com') FROM k",
+    )
+    .bind(n)
+    .bind(received)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO delivery (event_id, step_index, target, state, attempts, created_at, dead_at, dead_class, dead_status,
+                               dead_reason, dead_cause, resolution)
+         SELECT id, 0, 'crm', 'dead', 1, received_at, ?, 'permanent_config', 401, 'HTTP 401: token expired',
+                'HTTP 401: token expired', 'open'
+           FROM inbound_event WHERE source = 'plain' AND source_ref LIKE 'dl-%'",
+    )
+    .bind(now)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
+fn class(c: &str) -> ReplaySelection {
+    ReplaySelection { ids: None, filter: Some(DeadLetterFilter { class: Some(c.into()), ..Default::default() }) }
+}
+
+async fn wait_for<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    tokio::time::timeout(within, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for: {what}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_outage_arrive_exactly_once() {
+    const N: i64 = 10_000;
+    const RATE: f64 = 800.0;
+    let setup = start("").await;
+    let app = &setup.server.app;
+    seed_dead_letters(&setup, N, 10).await;
+
+    let selection = class("permanent_config");
+    let preview = api::replay_preview(app, &selection).await.unwrap();
+    assert_eq!((preview.eligible, preview.not_eligible), (N, 0));
+    assert_eq!(preview.summary, "Replay 10000 leads to crm?");
+    let started = std::time::Instant::now();
+    let request = ReplayRequest {
+        selection: selection.clone(),
+        expected: preview.eligible,
+        reason: "HubSpot token renewed".into(),
+        options: ReplayOptions { canary: Some(10), rate_per_second: Some(RATE) },
+    };
+    let receipt = api::replay(app, &request, "desktop user `ops`").await.unwrap();
+    assert_eq!(receipt.queued, N);
+
+    // The canary goes first; nothing else is sent until all ten are delivered.
+    wait_for("the canary passes", Duration::from_secs(20), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().phase == "rest"
+    })
+    .await;
+    let after_canary = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    assert!(after_canary.events.iter().any(|e| e.kind == "canary_passed"), "{:?}", after_canary.events);
+
+    // Mid-replay the CRM rate-limits for 3 s, then goes down (503) for 3 s.
+    let crm = setup.crm.clone();
+    let chaos = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        crm.set_behaviour(Behaviour { rate_limit_per_sec: Some(100), retry_after_secs: Some(1), ..Default::default() });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        crm.set_behaviour(Behaviour { fail_with: Some(503), retry_after_secs: Some(1), ..Default::default() });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        crm.set_behaviour(Behaviour::default());
+    });
+    wait_for("the replay finishes", Duration::from_secs(180), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    chaos.await.unwrap();
+    let elapsed = started.elapsed();
+
+    // Every lead exactly once in the CRM.
+    let stats = setup.crm.stats();
+    assert_eq!(stats.records, N as usize);
+    assert_eq!(stats.duplicated_external_ids, 0);
+    for i in 0..N {
+        assert_eq!(setup.crm.records_for(&format!("plain:dl-{i}")), 1, "plain:dl-{i}");
+    }
+    // Paced: 10,000 at 800 a second cannot take less than 12.5 s.
+    assert!(elapsed >= Duration::from_secs_f64(N as f64 / RATE), "{elapsed:?}");
+
+    // The report is exact and the pauses it took by itself are visible.
+    let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    assert_eq!((p.total, p.delivered, p.queued, p.in_progress), (N, N, 0, 0));
+    assert_eq!((p.failed_same_reason, p.failed_new_reason, p.resolved_by_hand), (0, 0, 0));
+    assert_eq!(p.status, "finished");
+    let kinds: Vec<&str> = p.events.iter().map(|e| e.kind.as_str()).collect();
+    println!("replay of {N} took {elapsed:?}; events: {:#?}", p.events);
+    for k in ["started", "canary_sent", "canary_passed", "waiting", "continued", "finished"] {
+        assert!(kinds.contains(&k), "no `{k}` event in {kinds:?}");
+    }
+    let waits: Vec<&str> = p.events.iter().filter(|e| e.kind == "waiting").map(|e| e.detail.as_str()).collect();
+    assert!(waits.iter().any(|d| d.contains("rate-limiting")), "{waits:?}");
+    assert!(waits.iter().any(|d| d.contains("looks down")), "{waits:?}");
+    assert_eq!(
+        p.events.last().unwrap().detail,
+        "10000 delivered, 0 failed again with the same reason, 0 with a new reason"
+    );
+    assert!(api::replay_report(app, receipt.replay_id, Some("failed_new_reason")).await.unwrap().is_empty());
+    let delivered = api::replay_report(app, receipt.replay_id, Some("delivered")).await.unwrap();
+    assert_eq!(delivered.len(), 500, "the report pages at 500");
+    assert!(delivered.iter().all(|i| i.prior_reason.as_deref() == Some("HTTP 401: token expired")));
+
+    // The audit: who, when, why, which filter; each item with its prior class; the dead letter's history.
+    assert_eq!(p.actor, "desktop user `ops`");
+    assert_eq!(p.reason, "HubSpot token renewed");
+    assert_eq!(p.selection["filter"]["class"], "permanent_config");
+    let (items, prior): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(prior_class = 'permanent_config'), 0) FROM replay_item WHERE replay_id = ?",
+    )
+    .bind(receipt.replay_id)
+    .fetch_one(app.store.read_pool())
+    .await
+    .unwrap();
+    assert_eq!((items, prior), (N, N));
+    let view = api::dead_letter(app, delivered[0].delivery_id).await.unwrap();
+    assert_eq!(view.replays[0].actor, "desktop user `ops`");
+    let last = view.detail.attempts_timeline.last().unwrap();
+    assert_eq!((last.outcome.as_str(), last.trigger.as_str()), ("delivered", "manual"));
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_the_rest_untouched() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    seed_dead_letters(&setup, 300, 10).await;
+    // 100 were discarded before, 20 lost their data to retention.
+    let discard = ReplaySelection { ids: Some((1..=100).collect()), filter: None };
+    let r = ResolveRequest {
+        selection: discard,
+        resolution: "discarded".into(),
+        note: "test leads".into(),
+        expected: Some(100),
+    };
+    assert_eq!(api::resolve_dead_letters(app, &r, "ops").await.unwrap(), 100);
+    sqlx::query("UPDATE inbound_event SET purged_at = 1 WHERE id BETWEEN 101 AND 120")
+        .execute(app.store.write_pool())
+        .await
+        .unwrap();
+
+    let selection = ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter { class: Some("permanent_config".into()), ..Default::default() }),
+    };
+    let preview = api::replay_preview(app, &selection).await.unwrap();
+    assert_eq!(preview.eligible, 180);
+    assert_eq!((preview.reasons.already_resolved, preview.reasons.payload_purged), (100, 20));
+    assert!(preview.summary.contains("Skipped: 100 already resolved, 20 with purged data."), "{}", preview.summary);
+
+    // A slow replay (10 a second after a canary of 10), cancelled once it has sent some.
+    let request = ReplayRequest {
+        selection: selection.clone(),
+        expected: preview.eligible,
+        reason: "check".into(),
+        options: ReplayOptions { canary: Some(10), rate_per_second: Some(10.0) },
+    };
+    let receipt = api::replay(app, &request, "ops").await.unwrap();
+    assert_eq!(receipt.queued, preview.eligible, "the replay takes exactly what the preview counted");
+    wait_for("30 sent back", Duration::from_secs(20), || async {
+        let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+        p.total - p.queued >= 30
+    })
+    .await;
+    let p = api::control_replay(app, receipt.replay_id, "cancel", "ops").await.unwrap();
+    assert_eq!(p.status, "cancelled");
+    wait_for("the sent ones finish", Duration::from_secs(20), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    let sent = p.total - p.queued;
+    assert_eq!(p.delivered, sent);
+    assert!(p.queued > 100, "most were never sent: {}", p.queued);
+    // The rest is untouched: still open dead letters, never sent to the CRM, eligible again.
+    assert_eq!(setup.crm.stats().records as i64, sent);
+    let health = api::health(app).await.unwrap().queue.overall;
+    assert_eq!(health.dead_open, p.queued + 20);
+    let again = api::replay_preview(app, &selection).await.unwrap();
+    assert_eq!(again.eligible, p.queued);
+    assert!(p.events.iter().any(|e| e.kind == "cancelled" && e.detail == "cancelled by ops"));
+    // A cancelled replay cannot be resumed.
+    assert!(matches!(api::control_replay(app, receipt.replay_id, "resume", "ops").await, Err(ApiError::BadRequest(_))));
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_original() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    let http = reqwest::Client::new();
+    // The CRM starts rejecting national phone numbers: 15 leads die, each with its own number in the reason;
+    // 5 more die of an expired token.
+    setup.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+    for i in 0..15 {
+        let lead = json!({"id": format!("p-{i}"), "phone": format!("0151 {:04} {:04}", 1000 + i, 2000 + i)});
+        http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&lead).send().await.unwrap();
+    }
+    wait_for("15 dead letters", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 15
+    })
+    .await;
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(401), strict_phone: true, ..Default::default() });
+    for i in 0..5 {
+        let lead = json!({"id": format!("t-{i}"), "phone": "+4915100000000"});
+        http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&lead).send().await.unwrap();
+    }
+    wait_for("20 dead letters", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 20
+    })
+    .await;
+    setup.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+
+    // 20 failures, 2 problems: 2 groups.
+    let groups = api::dead_letter_groups(app, &DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(groups.len(), 2, "{groups:#?}");
+    assert_eq!((groups[0].count, groups[0].class.as_str()), (15, "permanent_data"));
+    assert!(groups[0].cause.contains("'…'"), "{}", groups[0].cause);
+    assert_eq!(groups[1].count, 5);
+    // Filters by HTTP status and by a field of the lead.
+    let by_status = DeadLetterFilter { http_status: Some(401), ..Default::default() };
+    assert_eq!(api::dead_letters(app, &by_status).await.unwrap().items.len(), 5);
+    let by_field = DeadLetterFilter {
+        lead_field: Some("phone".into()),
+        lead_value: Some("0151 1003".into()),
+        ..Default::default()
+    };
+    assert_eq!(api::dead_letters(app, &by_field).await.unwrap().items.len(), 1);
+
+    // Fix the phone format for the whole group: a dry run shows what changes, then it is applied.
+    let group = ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter { cause: Some(groups[0].cause.clone()), ..Default::default() }),
+    };
+    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    let dry = FixRequest { selection: group.clone(), fix: fix.clone(), reason: String::new(), dry_run: true };
+    let report = api::fix_dead_letters(app, &dry, "ops").await.unwrap();
+    assert_eq!((report.changed, report.unchanged), (15, 0));
+    assert_eq!(report.samples[0].before, json!("0151 1000 2000"));
+    assert_eq!(report.samples[0].after, json!("+4915110002000"));
+    let id_fix = FixRequest { fix: FieldFix { field: "id".into(), op: FieldOp::Trim }, ..dry.clone() };
+    assert!(
+        matches!(api::fix_dead_letters(app, &id_fix, "ops").await, Err(ApiError::BadRequest(_))),
+        "ids are never changed"
+    );
+    let apply = FixRequest { reason: "CRM wants E.164".into(), dry_run: false, ..dry };
+    assert_eq!(api::fix_dead_letters(app, &apply, "ops").await.unwrap().changed, 15);
+    let one = groups[0].example_id;
+    let view = api::dead_letter(app, one).await.unwrap();
+    assert!(view.detail.payload["phone"].as_str().unwrap().starts_with("+49151"));
+    assert!(view.detail.original_payload.as_ref().unwrap()["phone"].as_str().unwrap().starts_with("0151 "));
+    assert_eq!(view.detail.fixes.len(), 1);
+    assert_eq!((view.detail.fixes[0].actor.as_str(), view.detail.fixes[0].reason.as_str()), ("ops", "CRM wants E.164"));
+
+    // Edit one of the others by hand (its id cannot change).
+    let t0 = groups[1].example_id;
+    let mut lead = api::dead_letter(app, t0).await.unwrap().detail.payload;
+    lead["note"] = json!("checked by phone");
+    let edit = api::EditRequest { payload: lead.clone(), reason: "added note".into() };
+    api::edit_dead_letter(app, t0, &edit, "ops").await.unwrap();
+    lead["id"] = json!("other");
+    let bad = api::EditRequest { payload: lead, reason: "x".into() };
+    assert!(matches!(api::edit_dead_letter(app, t0, &bad, "ops").await, Err(ApiError::BadRequest(_))));
+
+    // Replay the group, as a whole: the strict CRM accepts all 15 now.
+    let preview = api::replay_preview(app, &group).await.unwrap();
+    assert_eq!(preview.eligible, 15);
+    let request =
+        ReplayRequest { selection: group, expected: 15, reason: "phones fixed".into(), options: Default::default() };
+    let receipt = api::replay(app, &request, "ops").await.unwrap();
+    wait_for("the group is delivered", Duration::from_secs(30), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    assert_eq!((p.delivered, p.failed_same_reason, p.failed_new_reason), (15, 0, 0));
+    assert_eq!(setup.crm.stats().records, 15);
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_says_so() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    // 6 leads of `form`: delivered to the CRM, their SMS step dead; 4 arrived 2 hours ago, 2 just now.
+    let now = Utc::now().timestamp_millis();
+    for i in 0..6i64 {
+        let received = if i < 4 { now - 2 * 3_600_000 } else { now - 60_000 };
+        let (event,): (i64,) = sqlx::query_as(
+            "INSERT INTO inbound_event (source, source_ref, received_at, payload) VALUES ('form', ?, ?, ?) RETURNING id",
+        )
+        .bind(format!("f-{i}"))
+        .bind(received)
+        .bind(json!({"id": format!("f-{i}")}).to_string())
+        .fetch_one(app.store.write_pool())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO delivery (event_id, step_index, target, state, created_at, delivered_at, result)
+             VALUES (?, 0, 'crm', 'delivered', ?, ?, '{\"crm_id\": \"c-1\"}')",
+        )
+        .bind(event)
+        .bind(received)
+        .bind(received)
+        .execute(app.store.write_pool())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO delivery (event_id, step_index, target, state, created_at, dead_at, dead_class, dead_status,
+                                   dead_reason, dead_cause, resolution)
+             VALUES (?, 1, 'sms', 'dead', ?, ?, 'transient', 503, 'HTTP 503: down', 'HTTP 503: down', 'open')",
+        )
+        .bind(event)
+        .bind(received)
+        .bind(received)
+        .execute(app.store.write_pool())
+        .await
+        .unwrap();
+    }
+    let selection = class("transient");
+    let preview = api::replay_preview(app, &selection).await.unwrap();
+    assert_eq!(preview.eligible, 6);
+    assert_eq!(preview.fallbacks.len(), 1);
+    let f = &preview.fallbacks[0];
+    assert_eq!((f.target.as_str(), f.fallback.as_str(), f.max_lead_age_minutes, f.count), ("sms", "call_task", 30, 4));
+    assert_eq!(
+        preview.summary,
+        "Replay 6 leads to sms? 4 leads are older than 30 min for sms: they get call_task instead."
+    );
+
+    let request =
+        ReplayRequest { selection, expected: 6, reason: "SMS provider back".into(), options: Default::default() };
+    let receipt = api::replay(app, &request, "ops").await.unwrap();
+    wait_for("the replay finishes", Duration::from_secs(30), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    assert_eq!((p.delivered, p.fallbacks), (6, 4));
+    let stats = setup.crm.stats();
+    assert_eq!((stats.tasks, stats.notifications), (4, 2), "old leads got a call task, new ones their SMS");
+    let (moved,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM delivery WHERE target = 'call_task' AND fallback_of = 'sms' AND state = 'delivered'",
+    )
+    .fetch_one(app.store.read_pool())
+    .await
+    .unwrap();
+    assert_eq!(moved, 4);
+    // The tallies followed the move.
+    let health = api::health(app).await.unwrap().queue;
+    let delivered = |t: &str| health.targets.iter().find(|x| x.target == t).unwrap().delivered;
+    assert_eq!((delivered("sms"), delivered("call_task")), (2, 4));
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolved_by_hand_dead_letters_keep_their_audit_and_lose_their_data_after_retention() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    seed_dead_letters(&setup, 10, 5).await;
+    let pick = ReplaySelection { ids: Some(vec![1, 2, 3]), filter: None };
+    let no_note =
+        ResolveRequest { selection: pick.clone(), resolution: "discarded".into(), note: " ".into(), expected: None };
+    assert!(matches!(api::resolve_dead_letters(app, &no_note, "ops").await, Err(ApiError::BadRequest(_))));
+    let discard = ResolveRequest { note: "spam from a bot".into(), ..no_note };
+    assert_eq!(api::resolve_dead_letters(app, &discard, "ops").await.unwrap(), 3);
+    let fixed = ResolveRequest {
+        selection: ReplaySelection { ids: Some(vec![4]), filter: None },
+        resolution: "fixed_manually".into(),
+        note: "entered in HubSpot by Anna".into(),
+        expected: Some(1),
+    };
+    assert_eq!(api::resolve_dead_letters(app, &fixed, "anna").await.unwrap(), 1);
+    let health = api::health(app).await.unwrap().queue.overall;
+    assert_eq!(health.dead_open, 6);
+    let view = api::dead_letter(app, 4).await.unwrap().detail;
+    assert_eq!(view.letter.resolution, "fixed_manually");
+    assert_eq!(view.letter.resolved_by.as_deref(), Some("anna"));
+    assert_eq!(view.letter.resolution_note.as_deref(), Some("entered in HubSpot by Anna"));
+
+    // Retention (30 days by default): nothing is purged before, the four after; the rows and statistics stay.
+    let store = &app.store;
+    assert_eq!(leadline::replay::purge_resolved(store, 30, Utc::now() + chrono::Duration::days(29)).await.unwrap(), 0);
+    assert_eq!(leadline::replay::purge_resolved(store, 30, Utc::now() + chrono::Duration::days(31)).await.unwrap(), 4);
+    let view = api::dead_letter(app, 1).await.unwrap().detail;
+    assert!(view.letter.purged);
+    assert_eq!(view.payload, json!({}));
+    assert_eq!(view.letter.reason, "HTTP 401: token expired");
+    let open = api::dead_letter(app, 5).await.unwrap().detail;
+    assert!(!open.letter.purged, "open dead letters keep their data");
+    let all = DeadLetterFilter { resolution: Some("all".into()), ..Default::default() };
+    assert_eq!(api::dead_letters(app, &all).await.unwrap().items.len(), 10);
+    setup.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_with_auto_replay_gets_its_dead_letters_back_once_it_recovers() {
+    let setup = start("auto_replay = true").await;
+    let app = &setup.server.app;
+    let http = reqwest::Client::new();
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+    for i in 0..12 {
+        http.post(format!("http://{}/ingest/plain", setup.server.addr))
+            .json(&json!({"id": format!("a-{i}")}))
+            .send()
+            .await
+            .unwrap();
+    }
+    wait_for("12 dead letters", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 12
+    })
+    .await;
+    // The token is renewed: the next lead goes through, and Leadline replays the 12 by itself.
+    setup.crm.set_behaviour(Behaviour::default());
+    http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&json!({"id": "fresh"})).send().await.unwrap();
+    wait_for("the auto-replay delivers all", Duration::from_secs(60), || async {
+        let h = api::health(app).await.unwrap().queue.overall;
+        h.dead_open == 0 && h.delivered == 13
+    })
+    .await;
+    let replays = api::replays(app).await.unwrap();
+    assert_eq!(replays.len(), 1);
+    let r = &replays[0];
+    assert!(r.auto);
+    assert_eq!(r.actor, "Leadline (auto-replay)");
+    assert_eq!(r.total, 12);
+    assert_eq!(setup.crm.stats().records, 13);
+    wait_for("the auto-replay alert resolves with the result", Duration::from_secs(10), || async {
+        api::alerts(app).await.unwrap().iter().any(|a| a.kind == "auto_replay" && a.state == "resolved")
+    })
+    .await;
+    let alert = api::alerts(app).await.unwrap().into_iter().find(|a| a.kind == "auto_replay").unwrap();
+    assert_eq!(alert.title, "Auto-replay: 12 leads to crm are being sent again");
+    assert_eq!(
+        alert.resolution_note.as_deref(),
+        Some("12 delivered, 0 failed again with the same reason, 0 with a new reason")
+    );
+    setup.server.shutdown().await.unwrap();
+}
