@@ -49,13 +49,49 @@ test('a dead letter opens with its timeline, and replaying it (confirmed) delive
   await dialog.getByRole('textbox').fill('token renewed');
   await dialog.getByTestId('replay-go').click();
   await dialog.getByTestId('replay-confirm').click();
-  await expect(dialog.getByTestId('replay-state')).toContainText('Replay finished: 1 of 1 delivered', { timeout: 30_000 });
+  await expect(dialog.getByTestId('replay-state')).toContainText('Finished · 1 of 1 delivered', { timeout: 30_000 });
   await dialog.getByRole('button', { name: 'Close' }).click();
 
   // The detail now says it was replayed, with who and why.
   await expect(panel).toContainText('This lead was replayed');
   await expect(panel).toContainText('token renewed');
   await expect(panel).toContainText('browser token');
+});
+
+test('dead letters grouped by cause: filter, replay a group with a canary, watch it, read the report', async ({ page }) => {
+  test.setTimeout(120_000);
+  await page.goto(link());
+  await page.getByRole('link', { name: /Dead letters/ }).click();
+  await expect(page.getByTestId('dlq-row').first()).toBeVisible({ timeout: 30_000 });
+  // Only what the CRM answered 401, grouped by cause: the expired token is one group, however many leads.
+  await page.getByLabel('HTTP status').fill('401');
+  await page.getByTestId('view-groups').click();
+  const group = page.getByTestId('group-row').first();
+  await expect(group).toContainText('HTTP 401');
+  await expect(page.getByTestId('group-row')).toHaveCount(1);
+  const count = Number(((await group.locator('td').first().textContent()) ?? '0').replace(/\D/g, ''));
+  expect(count).toBeGreaterThan(1);
+
+  // Once the token is "renewed", replay the whole group: two leads first, then the rest.
+  const started = Number(process.env.LEADLINE_E2E_STARTED);
+  await page.waitForTimeout(Math.max(0, started + 17_000 - Date.now()));
+  await group.getByTestId('replay-group').click();
+  const dialog = page.getByRole('dialog');
+  await expect(dialog.getByTestId('replay-summary')).toHaveText(`Replay ${count} leads to crm?`);
+  await dialog.getByTestId('replay-canary').fill('2');
+  await dialog.getByTestId('replay-rate').fill('50');
+  await dialog.getByRole('textbox').fill('token renewed');
+  await dialog.getByTestId('replay-go').click();
+  await expect(dialog.getByRole('alertdialog')).toContainText('2 go first');
+  await dialog.getByTestId('replay-confirm').click();
+  // Progress is live, then the report: all delivered, and what happened in order.
+  await expect(dialog.getByTestId('replay-state')).toContainText(`Finished · ${count} of ${count} delivered`, { timeout: 60_000 });
+  await expect(dialog.getByTestId('replay-delivered')).toHaveText(String(count));
+  const events = dialog.getByTestId('replay-events');
+  await expect(events).toContainText('all 2 canary leads delivered');
+  await expect(events).toContainText(`${count} delivered, 0 failed again`);
+  await dialog.getByRole('button', { name: 'Close' }).click();
+  await expect(page.getByTestId('group-row')).toHaveCount(0);
 });
 
 test('without the token, the browser cannot change anything', async ({ page, request }) => {

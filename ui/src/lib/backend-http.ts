@@ -4,6 +4,13 @@ import { ApiFailure, type Backend } from './backend';
 import { toQuery } from './format';
 import type {
   Alert,
+  DeadLetterGroup,
+  EditRequest,
+  FixReport,
+  FixRequest,
+  ReplayOptions,
+  ReplayReportItem,
+  ResolveRequest,
   ErrorBody,
   DeadLetterFilter,
   DeliveryFigures,
@@ -23,6 +30,25 @@ import type {
 } from './api/wire';
 
 const TOKEN_KEY = 'leadline.token';
+
+/** A dead-letter filter as a query string (empty values left out). */
+export function filterQuery(filter: DeadLetterFilter): string {
+  return toQuery({
+    class: filter.class,
+    source: filter.source,
+    target: filter.target,
+    since: filter.since,
+    until: filter.until,
+    text: filter.text,
+    http_status: filter.http_status,
+    cause: filter.cause,
+    lead_field: filter.lead_field,
+    lead_value: filter.lead_value,
+    resolution: filter.resolution,
+    limit: filter.limit,
+    before_id: filter.before_id,
+  });
+}
 
 /** Takes `?token=` from the address (the link `leadline serve` prints), keeps it, and removes it from the bar. */
 export function adoptToken(location: Location, storage: Storage, history: History): string | null {
@@ -84,20 +110,10 @@ export class HttpBackend implements Backend {
     return this.call<MetricSeries>('GET', `/api/metrics${toQuery({ range })}`);
   }
   deadLetters(filter: DeadLetterFilter) {
-    return this.call<DeadLetterList>(
-      'GET',
-      `/api/dead-letters${toQuery({
-        class: filter.class,
-        source: filter.source,
-        target: filter.target,
-        since: filter.since,
-        until: filter.until,
-        text: filter.text,
-        resolution: filter.resolution,
-        limit: filter.limit,
-        before_id: filter.before_id,
-      })}`,
-    );
+    return this.call<DeadLetterList>('GET', `/api/dead-letters${filterQuery(filter)}`);
+  }
+  deadLetterGroups(filter: DeadLetterFilter) {
+    return this.call<DeadLetterGroup[]>('GET', `/api/dead-letters/groups${filterQuery(filter)}`);
   }
   deadLetter(id: number) {
     return this.call<DeadLetterView>('GET', `/api/dead-letters/${id}`);
@@ -105,11 +121,29 @@ export class HttpBackend implements Backend {
   previewReplay(selection: ReplaySelection) {
     return this.call<ReplayPreview>('POST', '/api/replays/preview', selection);
   }
-  replay(selection: ReplaySelection, reason: string, expected: number) {
-    return this.call<ReplayReceipt>('POST', '/api/replays', { selection, reason, expected });
+  replay(selection: ReplaySelection, reason: string, expected: number, options: ReplayOptions) {
+    return this.call<ReplayReceipt>('POST', '/api/replays', { selection, reason, expected, options });
   }
   replayProgress(id: number) {
     return this.call<ReplayProgress>('GET', `/api/replays/${id}`);
+  }
+  replays() {
+    return this.call<ReplayProgress[]>('GET', '/api/replays');
+  }
+  replayReport(id: number, outcome: string | null) {
+    return this.call<ReplayReportItem[]>('GET', `/api/replays/${id}/report${toQuery({ outcome })}`);
+  }
+  controlReplay(id: number, action: 'pause' | 'resume' | 'cancel') {
+    return this.call<ReplayProgress>('POST', `/api/replays/${id}/${action}`);
+  }
+  resolveDeadLetters(request: ResolveRequest) {
+    return this.call<number>('POST', '/api/dead-letters/resolve', request);
+  }
+  fixDeadLetters(request: FixRequest) {
+    return this.call<FixReport>('POST', '/api/dead-letters/fix', request);
+  }
+  editDeadLetter(id: number, request: EditRequest) {
+    return this.call<DeadLetterView>('POST', `/api/dead-letters/${id}/edit`, request);
   }
   alerts() {
     return this.call<Alert[]>('GET', '/api/alerts');

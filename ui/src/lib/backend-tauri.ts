@@ -5,6 +5,13 @@ import { listen } from '@tauri-apps/api/event';
 import { ApiFailure, type Backend } from './backend';
 import type {
   Alert,
+  DeadLetterGroup,
+  EditRequest,
+  FixReport,
+  FixRequest,
+  ReplayOptions,
+  ReplayReportItem,
+  ResolveRequest,
   DeadLetterFilter,
   DeliveryFigures,
   DeadLetterList,
@@ -51,15 +58,36 @@ export class TauriBackend implements Backend {
   deadLetter(id: number) {
     return call<DeadLetterView>('dead_letter', { id });
   }
+  deadLetterGroups(filter: DeadLetterFilter) {
+    return call<DeadLetterGroup[]>('dead_letter_groups', { filter });
+  }
   previewReplay(selection: ReplaySelection) {
     return call<ReplayPreview>('replay_preview', { selection });
   }
   // The native dialog in the Rust command is the confirmation; `expected` is re-derived there from a fresh preview.
-  replay(selection: ReplaySelection, reason: string, _expected: number) {
-    return call<ReplayReceipt>('replay', { selection, reason });
+  replay(selection: ReplaySelection, reason: string, _expected: number, options: ReplayOptions) {
+    return call<ReplayReceipt>('replay', { selection, reason, options });
   }
   replayProgress(id: number) {
     return call<ReplayProgress>('replay_progress', { id });
+  }
+  replays() {
+    return call<ReplayProgress[]>('replays');
+  }
+  replayReport(id: number, outcome: string | null) {
+    return call<ReplayReportItem[]>('replay_report', { id, outcome });
+  }
+  controlReplay(id: number, action: 'pause' | 'resume' | 'cancel') {
+    return call<ReplayProgress>('control_replay', { id, action });
+  }
+  resolveDeadLetters(request: ResolveRequest) {
+    return call<number>('resolve_dead_letters', { request });
+  }
+  fixDeadLetters(request: FixRequest) {
+    return call<FixReport>('fix_dead_letters', { request });
+  }
+  editDeadLetter(id: number, request: EditRequest) {
+    return call<DeadLetterView>('edit_dead_letter', { id, request });
   }
   alerts() {
     return call<Alert[]>('alerts');

@@ -3,6 +3,13 @@
 
 import type {
   Alert,
+  DeadLetterGroup,
+  EditRequest,
+  FixReport,
+  FixRequest,
+  ReplayOptions,
+  ReplayReportItem,
+  ResolveRequest,
   DeadLetterFilter,
   DeliveryFigures,
   DeadLetterList,
@@ -39,10 +46,20 @@ export interface Backend {
   metrics(range: string): Promise<MetricSeries>;
   deadLetters(filter: DeadLetterFilter): Promise<DeadLetterList>;
   deadLetter(id: number): Promise<DeadLetterView>;
+  deadLetterGroups(filter: DeadLetterFilter): Promise<DeadLetterGroup[]>;
   previewReplay(selection: ReplaySelection): Promise<ReplayPreview>;
-  /** Replays the selection. `expected` is the preview's count (the browser path checks it on the server). */
-  replay(selection: ReplaySelection, reason: string, expected: number): Promise<ReplayReceipt>;
+  /** Starts a replay of the selection. `expected` is the preview's count (the browser path checks it on the
+   * server; the desktop app asks in a native dialog and checks it there). */
+  replay(selection: ReplaySelection, reason: string, expected: number, options: ReplayOptions): Promise<ReplayReceipt>;
   replayProgress(id: number): Promise<ReplayProgress>;
+  replays(): Promise<ReplayProgress[]>;
+  replayReport(id: number, outcome: string | null): Promise<ReplayReportItem[]>;
+  controlReplay(id: number, action: 'pause' | 'resume' | 'cancel'): Promise<ReplayProgress>;
+  /** Discards dead letters or marks them fixed by hand (the desktop app confirms natively). */
+  resolveDeadLetters(request: ResolveRequest): Promise<number>;
+  /** Applies (or with `dry_run` previews) a field fix to the selection. */
+  fixDeadLetters(request: FixRequest): Promise<FixReport>;
+  editDeadLetter(id: number, request: EditRequest): Promise<DeadLetterView>;
   alerts(): Promise<Alert[]>;
   acknowledgeAlert(id: number): Promise<Alert>;
   sources(): Promise<SourceView[]>;
