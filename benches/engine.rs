@@ -7,6 +7,9 @@
 //!    (worker off); accepted per second, p50 and p99 latency. Every 202 is a durable commit (synchronous=FULL).
 //! 2. Delivery: jobs already queued are delivered to a loopback sink that answers at once; jobs per second.
 //! 3. Queue health: `api::health` latency with 1,000,000 stored jobs (mostly delivered, some pending and dead).
+//! 4. Dead letters: with 1,000,000 stored dead letters, the replay preview over all of them and over one cause,
+//!    grouping by cause, and the time to requeue 10,000 (recording the replay, then sending all back at the
+//!    highest pace).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -199,6 +202,125 @@ async fn bench_health(total: usize) {
     store.close().await;
 }
 
+async fn bench_dead_letters(total: usize) {
+    use leadline::replay::{self, runner, ReplayOptions, ReplaySelection};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("dead.db");
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[database]
+url = "sqlite://{db}"
+[worker]
+enabled = false
+[sources.bench]
+route = ["crm"]
+[targets.crm]
+url = "http://127.0.0.1:9/crm"
+strategy = "idempotency_key"
+[targets.notify]
+url = "http://127.0.0.1:9/notify/{{external_id}}"
+strategy = "upsert"
+[targets.erp]
+url = "http://127.0.0.1:9/erp"
+strategy = "idempotency_key"
+"#,
+        db = db.display()
+    );
+    let config = Config::parse(&text, Path::new("bench.toml")).unwrap();
+    let server = Server::start(config).await.unwrap();
+    let app = server.app.clone();
+    let fill = Instant::now();
+    // Every job dead: three targets, three classes, ten causes; one in a hundred (id % 100 = 7) has its own
+    // cause, so exactly 1% form one group.
+    {
+        let mut tx = app.store.write_pool().begin().await.unwrap();
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+             INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
+             SELECT i, 'bench', 'r-' || i, 1764460800000 + i, '{\"id\":1}' FROM n",
+        )
+        .bind(total as i64)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO delivery (event_id, step_index, target, state, created_at, dead_at, dead_class, dead_status,
+                                   dead_reason, dead_cause, resolution)
+             SELECT id, 0, CASE id % 3 WHEN 0 THEN 'crm' WHEN 1 THEN 'notify' ELSE 'erp' END, 'dead', received_at,
+                    received_at, CASE id % 3 WHEN 0 THEN 'transient' WHEN 1 THEN 'permanent_data' ELSE 'permanent_config' END,
+                    422, 'cause ' || CASE WHEN id % 100 = 7 THEN 'special' ELSE id % 10 END,
+                    'cause ' || CASE WHEN id % 100 = 7 THEN 'special' ELSE id % 10 END, 'open'
+               FROM inbound_event",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+    }
+    let fill_time = fill.elapsed();
+    let time = |label: &str, runs: Vec<Duration>| {
+        let mut runs = runs;
+        runs.sort();
+        println!("dead letters: {label}: median {}, slowest {}", ms(runs[runs.len() / 2]), ms(*runs.last().unwrap()));
+    };
+    let all = ReplaySelection { ids: None, filter: Some(Default::default()) };
+    let mut runs = Vec::new();
+    let mut eligible = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        eligible = replay::preview(&app.store, &app.config, &all, chrono::Utc::now()).await.unwrap().eligible;
+        runs.push(t.elapsed());
+    }
+    println!("dead letters: {total} stored (filled in {:.1} s)", fill_time.as_secs_f64());
+    time(&format!("preview of all ({eligible} eligible)"), runs);
+    let special = leadline::dlq::DeadLetterFilter { cause: Some("cause special".into()), ..Default::default() };
+    let group = ReplaySelection { ids: None, filter: Some(special.clone()) };
+    let mut runs = Vec::new();
+    let mut n = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        n = replay::preview(&app.store, &app.config, &group, chrono::Utc::now()).await.unwrap().eligible;
+        runs.push(t.elapsed());
+    }
+    time(&format!("preview of one cause ({n} eligible)"), runs);
+    let mut runs = Vec::new();
+    let mut groups = 0;
+    for _ in 0..5 {
+        let t = Instant::now();
+        groups = leadline::dlq::groups(&app.store, &Default::default()).await.unwrap().len();
+        runs.push(t.elapsed());
+    }
+    time(&format!("group all by cause ({groups} groups)"), runs);
+
+    // Requeue the 10,000 of one cause: record the replay, then send everything back at the highest pace.
+    let t = Instant::now();
+    let options = ReplayOptions { canary: Some(0), rate_per_second: Some(10_000.0) };
+    let receipt =
+        replay::start(&app.store, &app.config, &group, n, &options, "bench", "bench", false, chrono::Utc::now())
+            .await
+            .unwrap();
+    let recorded = t.elapsed();
+    let mut state = runner::RunnerState::default();
+    loop {
+        runner::step(&app, &mut state, chrono::Utc::now()).await.unwrap();
+        let p = replay::progress(&app.store, receipt.replay_id).await.unwrap().unwrap();
+        if p.queued == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let total_time = t.elapsed();
+    println!(
+        "dead letters: requeue {}: replay recorded in {}, all back in the queue after {} (pace 10,000/s)",
+        receipt.queued,
+        ms(recorded),
+        ms(total_time)
+    );
+    server.shutdown().await.unwrap();
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
@@ -209,5 +331,6 @@ fn main() {
         bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
         bench_delivery(arg("--delivery-jobs", 20_000)).await;
         bench_health(arg("--health-jobs", 1_000_000)).await;
+        bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
     });
 }

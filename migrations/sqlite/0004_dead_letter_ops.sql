@@ -4,7 +4,10 @@
 -- 3 problems group as 3 (computed by dlq::cause_of when the step dies; older rows keep their reason).
 ALTER TABLE delivery ADD COLUMN dead_cause TEXT;
 UPDATE delivery SET dead_cause = dead_reason WHERE state = 'dead';
-CREATE INDEX delivery_dead_cause ON delivery (dead_class, target, dead_cause) WHERE state = 'dead';
+-- Grouping reads only this index (it covers what the groups show); a group's replay seeks it.
+CREATE INDEX delivery_dead_cause ON delivery (dead_class, target, dead_cause, resolution, dead_at, dead_status)
+    WHERE state = 'dead';
+CREATE INDEX delivery_dead_cause_only ON delivery (dead_cause) WHERE state = 'dead';
 
 -- Who resolved a dead letter by hand (discarded, fixed in the CRM), when and why.
 ALTER TABLE delivery ADD COLUMN resolved_at INTEGER;

@@ -69,6 +69,29 @@ await shot('replay-confirm', {
     await page.waitForTimeout(500);
   },
 });
+await shot('dead-letter-groups', {
+  hash: '#/dead-letters',
+  before: async (page) => {
+    await page.getByTestId('view-groups').click();
+    await page.waitForTimeout(1200);
+  },
+});
+await shot('replay-progress', {
+  hash: '#/dead-letters',
+  before: async (page) => {
+    await page.getByTestId('view-groups').click();
+    await page.waitForTimeout(800);
+    await page.getByTestId('replay-group').first().click();
+    await page.waitForTimeout(800);
+    const dialog = page.getByRole('dialog');
+    await dialog.getByTestId('replay-canary').fill('5');
+    await dialog.getByTestId('replay-rate').fill('2');
+    await dialog.getByRole('textbox').fill('Phone format fixed in the form');
+    await dialog.getByTestId('replay-go').click();
+    await dialog.getByTestId('replay-confirm').click();
+    await page.waitForTimeout(6000);
+  },
+});
 await shot('sources', { hash: '#/sources' });
 await shot('alerts', { hash: '#/alerts' });
 await browser.close();
