@@ -84,67 +84,41 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
     let breaker = BreakerConfig { consecutive_failures: 5, failure_ratio: 0.5, window: 20, cooldown_ms: 15_000 };
+    // Every demo target: on the mock, quick timeouts, the same retry and breaker settings.
+    let target = |url: String, strategy: Strategy, concurrency: u32| TargetConfig {
+        url,
+        method: None,
+        strategy,
+        search_url: None,
+        id_pointer: "/id".into(),
+        headers: BTreeMap::new(),
+        auth: None,
+        timeout_ms: 1_500,
+        concurrency,
+        backoff: backoff.clone(),
+        breaker: breaker.clone(),
+        classify: Default::default(),
+        max_lead_age_minutes: None,
+        fallback: None,
+        auto_replay: false,
+    };
     c.targets.insert(
         "crm".into(),
         TargetConfig {
-            url: format!("{base}/crm/leads"),
-            method: None,
-            strategy: Strategy::IdempotencyKey,
             search_url: Some(format!("{base}/crm/leads/search/{{external_id}}")),
-            id_pointer: "/id".into(),
-            headers: BTreeMap::new(),
-            auth: None,
-            timeout_ms: 1_500,
-            concurrency: 8,
-            backoff: backoff.clone(),
-            breaker: breaker.clone(),
-            classify: Default::default(),
-            max_lead_age_minutes: None,
-            fallback: None,
-            auto_replay: false,
+            ..target(format!("{base}/crm/leads"), Strategy::IdempotencyKey, 8)
         },
     );
     c.targets.insert(
         "notify".into(),
         TargetConfig {
-            url: format!("{base}/notify/{{external_id}}"),
-            method: None,
-            strategy: Strategy::Upsert,
-            search_url: None,
-            id_pointer: "/id".into(),
-            headers: BTreeMap::new(),
-            auth: None,
-            timeout_ms: 1_500,
-            concurrency: 4,
-            backoff: backoff.clone(),
-            breaker: breaker.clone(),
-            classify: Default::default(),
             // A follow-up hours late is worse than none: replayed old leads get a call task instead.
             max_lead_age_minutes: Some(30),
             fallback: Some("call_task".into()),
-            auto_replay: false,
+            ..target(format!("{base}/notify/{{external_id}}"), Strategy::Upsert, 4)
         },
     );
-    c.targets.insert(
-        "call_task".into(),
-        TargetConfig {
-            url: format!("{base}/tasks/{{external_id}}"),
-            method: None,
-            strategy: Strategy::Upsert,
-            search_url: None,
-            id_pointer: "/id".into(),
-            headers: BTreeMap::new(),
-            auth: None,
-            timeout_ms: 1_500,
-            concurrency: 4,
-            backoff,
-            breaker,
-            classify: Default::default(),
-            max_lead_age_minutes: None,
-            fallback: None,
-            auto_replay: false,
-        },
-    );
+    c.targets.insert("call_task".into(), target(format!("{base}/tasks/{{external_id}}"), Strategy::Upsert, 4));
     c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
     c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
     c.inline_secrets.insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
@@ -237,8 +211,9 @@ pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
     (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) * 60.0 * share
 }
 
-/// Gives the demo's sources four weeks of hourly history (weekends quieter), so volume-drop and silence
-/// detection work from the first minutes instead of after weeks of learning. Hours already present are kept.
+/// Gives the demo's sources four weeks of hourly history (weekends quieter) and the last day per minute, so
+/// volume-drop and silence detection work from the first minutes instead of after weeks of learning, and the
+/// charts have a past. What is already present is kept.
 pub async fn seed_history(
     store: &crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,
@@ -264,6 +239,22 @@ pub async fn seed_history(
             .bind(n)
             .execute(&mut *tx)
             .await?;
+            // The last day also per minute, so the 24 h chart has a past too (the minutes add up to the hour).
+            if h <= 24 {
+                let n = n as i64;
+                for m in 0..60i64 {
+                    let share = n / 60 + i64::from(m < n % 60);
+                    sqlx::query(
+                        "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 60, ?, ?)
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .bind(source)
+                    .bind(at + m * 60_000)
+                    .bind(share as f64)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
         }
     }
     tx.commit().await?;

@@ -58,6 +58,8 @@ pub struct Alert {
     pub notified_at: Option<DateTime<Utc>>,
     /// How many times it was announced (re-notifications included).
     pub notifications: i64,
+    /// Waiting to be announced: in the next digest, or when quiet hours end.
+    pub held: Option<String>,
 }
 
 type Row = (
@@ -76,9 +78,10 @@ type Row = (
     Option<String>,
     Option<i64>,
     i64,
+    i64,
 );
 const COLUMNS: &str = "id, kind, key, severity, title, detail, opened_at, last_seen_at, occurrences, acknowledged_at,
-                       acknowledged_by, resolved_at, resolution_note, notified_at, notifications";
+                       acknowledged_by, resolved_at, resolution_note, notified_at, notifications, digest_pending";
 
 fn to_alert(r: Row) -> Alert {
     let state = if r.11.is_some() {
@@ -105,6 +108,11 @@ fn to_alert(r: Row) -> Alert {
         state: state.into(),
         notified_at: r.13.map(from_ms),
         notifications: r.14,
+        held: match r.15 {
+            1 => Some("digest".into()),
+            2 => Some("quiet_hours".into()),
+            _ => None,
+        },
     }
 }
 

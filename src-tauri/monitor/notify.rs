@@ -90,6 +90,7 @@ mod tests {
             state: state.into(),
             notified_at: notified_minutes_ago.map(|m| now - chrono::Duration::minutes(m)),
             notifications: 1,
+            held: None,
         }
     }
 

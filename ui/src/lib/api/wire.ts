@@ -402,7 +402,11 @@ notified_at: string | null,
 /**
  * How many times it was announced (re-notifications included).
  */
-notifications: number, };
+notifications: number, 
+/**
+ * Waiting to be announced: in the next digest, or when quiet hours end.
+ */
+held: string | null, };
 
 export type SourceView = { 
 /**
