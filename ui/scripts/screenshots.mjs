@@ -86,7 +86,7 @@ await shot('replay-progress', {
     const dialog = page.getByRole('dialog');
     await dialog.getByTestId('replay-canary').fill('5');
     await dialog.getByTestId('replay-rate').fill('2');
-    await dialog.getByRole('textbox').fill('Phone format fixed in the form');
+    await dialog.getByRole('textbox').fill('HubSpot token renewed');
     await dialog.getByTestId('replay-go').click();
     await dialog.getByTestId('replay-confirm').click();
     await page.waitForTimeout(6000);
