@@ -239,22 +239,39 @@ pub async fn seed_history(
             .bind(n)
             .execute(&mut *tx)
             .await?;
-            // The last day also per minute, so the 24 h chart has a past too (the minutes add up to the hour).
+            // The last day also per minute, so the 24 h chart has a past too (the minutes add up to about the hour).
             if h <= 24 {
-                let n = n as i64;
                 for m in 0..60i64 {
-                    let share = n / 60 + i64::from(m < n % 60);
+                    let share = (n / 60.0 * rng.random_range(0.7..1.3)).round();
                     sqlx::query(
                         "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 60, ?, ?)
                          ON CONFLICT DO NOTHING",
                     )
                     .bind(source)
                     .bind(at + m * 60_000)
-                    .bind(share as f64)
+                    .bind(share)
                     .execute(&mut *tx)
                     .await?;
                 }
             }
+        }
+    }
+    // And the minutes of this hour before the demo started, so the charts do not show a gap.
+    let weekly = if now.weekday().num_days_from_monday() >= 5 { 0.6 } else { 1.0 };
+    let started_minute = (now.timestamp_millis() - current) / 60_000;
+    for source in ["webform", "meta_ads", "partner_api"] {
+        let per_minute_now = hourly_rate(source, now.hour(), per_minute) * weekly / 60.0;
+        for m in 0..started_minute {
+            let n = (per_minute_now * rng.random_range(0.7..1.3)).round();
+            sqlx::query(
+                "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 60, ?, ?)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(source)
+            .bind(current + m * 60_000)
+            .bind(n)
+            .execute(&mut *tx)
+            .await?;
         }
     }
     tx.commit().await?;
