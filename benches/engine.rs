@@ -145,6 +145,19 @@ async fn bench_delivery(jobs: usize) {
     server.shutdown().await.unwrap();
 }
 
+/// `total` events (ids 1…total) of source `bench`, written with one statement.
+async fn fill_events(tx: &mut sqlx::SqliteConnection, total: usize) {
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
+         SELECT i, 'bench', 'r-' || i, 1764460800000 + i, '{\"id\":1}' FROM n",
+    )
+    .bind(total as i64)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+}
+
 async fn bench_health(total: usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("health.db");
@@ -153,15 +166,7 @@ async fn bench_health(total: usize) {
     // Fill with SQL: 1 event and 1 delivery per job; 1% pending, 0.5% dead (by class), the rest delivered.
     {
         let mut tx = store.write_pool().begin().await.unwrap();
-        sqlx::query(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-             INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
-             SELECT i, 'bench', 'r-' || i, 1764460800000 + i, '{\"id\":1}' FROM n",
-        )
-        .bind(total as i64)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+        fill_events(&mut tx, total).await;
         sqlx::query(
             "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at,
                                    dead_at, dead_class, dead_reason, resolution)
@@ -236,15 +241,7 @@ strategy = "idempotency_key"
     // cause, so exactly 1% form one group.
     {
         let mut tx = app.store.write_pool().begin().await.unwrap();
-        sqlx::query(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-             INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
-             SELECT i, 'bench', 'r-' || i, 1764460800000 + i, '{\"id\":1}' FROM n",
-        )
-        .bind(total as i64)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+        fill_events(&mut tx, total).await;
         sqlx::query(
             "INSERT INTO delivery (event_id, step_index, target, state, created_at, dead_at, dead_class, dead_status,
                                    dead_reason, dead_cause, resolution)

@@ -116,7 +116,7 @@ fn run(minutes: &[u64], from: usize, to: usize, step: usize, config: &VolumeConf
             baseline = Some((hour, b));
         }
         let b = &baseline.as_ref().unwrap().1;
-        let a = assess(b, &feed.windows(m, config), feed.last_event(m), feed.at(m), config);
+        let a = assess(b, &feed.windows(m, config), feed.last_event(m), None, feed.at(m), config);
         match a.drop {
             Verdict::Raise if !drop_open => {
                 drop_open = true;

@@ -558,12 +558,9 @@ pub async fn reconcile_now(app: &App, source: &str) -> Result<ReconciliationRun,
 
 /// Delivery figures over `range` (`24h` or `7d`).
 pub async fn figures(app: &App, range: &str) -> Result<DeliveryFigures, ApiError> {
-    let span = match range {
-        "24h" => chrono::Duration::hours(24),
-        "7d" => chrono::Duration::days(7),
-        "1h" => chrono::Duration::hours(1),
-        _ => return Err(ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d"))),
-    };
+    let span = Range::parse(range)
+        .ok_or_else(|| ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d")))?
+        .span();
     let now = Utc::now();
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
     Ok(figures::figures(&app.store, &targets, now - span, now).await?)

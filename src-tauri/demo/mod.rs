@@ -200,6 +200,11 @@ pub fn daily_rhythm(hour: u32) -> f64 {
 const FIRST: [&str; 8] = ["Anna", "Ben", "Clara", "David", "Elif", "Farid", "Greta", "Hugo"];
 const LAST: [&str; 8] = ["Schmidt", "Novak", "Rossi", "Jensen", "Kaya", "Dubois", "Silva", "Berg"];
 
+/// Leads per minute the demo traffic sends in total at `hour` (UTC), with `per_minute` at the daily peak.
+fn traffic_per_minute(hour: u32, per_minute: f64) -> f64 {
+    (per_minute * daily_rhythm(hour)).max(per_minute * 0.2)
+}
+
 /// Leads per hour the demo traffic sends from `source` at `hour` (UTC) with `per_minute` at the peak: the same
 /// rhythm [`run_traffic`] follows, so [`seed_history`] can give the sources a believable past.
 pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
@@ -208,71 +213,55 @@ pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
         "meta_ads" | "partner_api" => 0.25,
         _ => 0.0,
     };
-    (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) * 60.0 * share
+    traffic_per_minute(hour, per_minute) * 60.0 * share
 }
 
-/// Gives the demo's sources four weeks of hourly history (weekends quieter) and the last day per minute, so
-/// volume-drop and silence detection work from the first minutes instead of after weeks of learning, and the
-/// charts have a past. What is already present is kept.
+/// Gives the demo's sources four weeks of hourly history (weekends quieter) and per-minute history for the last
+/// day and the minutes of this hour before the start, so volume-drop and silence detection work from the first
+/// minutes instead of after weeks of learning, and the charts have a past. What is already present is kept.
 pub async fn seed_history(
     store: &crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,
     per_minute: f64,
 ) -> anyhow::Result<()> {
     use chrono::{Datelike, Timelike};
+    const SOURCES: [&str; 3] = ["webform", "meta_ads", "partner_api"];
     let hour_ms = 3_600_000i64;
     let current = now.timestamp_millis() / hour_ms * hour_ms;
-    let mut rng = rand::rng();
-    let mut tx = store.begin_write().await?;
-    for h in 1..=28 * 24 {
-        let at = current - h * hour_ms;
+    // Expected leads of `source` per hour in the hour starting at `at` (Unix ms).
+    let expected = |source: &str, at: i64| {
         let t = chrono::DateTime::from_timestamp_millis(at).unwrap_or_default();
         let weekly = if t.weekday().num_days_from_monday() >= 5 { 0.6 } else { 1.0 };
-        for source in ["webform", "meta_ads", "partner_api"] {
-            let n = (hourly_rate(source, t.hour(), per_minute) * weekly * rng.random_range(0.9..1.1)).round();
-            sqlx::query(
-                "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 3600, ?, ?)
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(source)
-            .bind(at)
-            .bind(n)
-            .execute(&mut *tx)
-            .await?;
-            // The last day also per minute, so the 24 h chart has a past too (the minutes add up to about the hour).
-            if h <= 24 {
-                for m in 0..60i64 {
-                    let share = (n / 60.0 * rng.random_range(0.7..1.3)).round();
-                    sqlx::query(
-                        "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 60, ?, ?)
-                         ON CONFLICT DO NOTHING",
-                    )
-                    .bind(source)
-                    .bind(at + m * 60_000)
-                    .bind(share)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-            }
+        hourly_rate(source, t.hour(), per_minute) * weekly
+    };
+    let mut rng = rand::rng();
+    let mut points: Vec<(&str, i64, i64, f64)> = Vec::new();
+    for h in 1..=28 * 24 {
+        let at = current - h * hour_ms;
+        for source in SOURCES {
+            points.push((source, 3600, at, (expected(source, at) * rng.random_range(0.9..1.1)).round()));
         }
     }
-    // And the minutes of this hour before the demo started, so the charts do not show a gap.
-    let weekly = if now.weekday().num_days_from_monday() >= 5 { 0.6 } else { 1.0 };
-    let started_minute = (now.timestamp_millis() - current) / 60_000;
-    for source in ["webform", "meta_ads", "partner_api"] {
-        let per_minute_now = hourly_rate(source, now.hour(), per_minute) * weekly / 60.0;
-        for m in 0..started_minute {
-            let n = (per_minute_now * rng.random_range(0.7..1.3)).round();
-            sqlx::query(
-                "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 60, ?, ?)
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(source)
-            .bind(current + m * 60_000)
-            .bind(n)
-            .execute(&mut *tx)
-            .await?;
+    // Minutes: the last day, and this hour up to the start.
+    let first_minute = current - 24 * hour_ms;
+    for at in (first_minute..now.timestamp_millis() / 60_000 * 60_000).step_by(60_000) {
+        let hour = at / hour_ms * hour_ms;
+        for source in SOURCES {
+            points.push((source, 60, at, (expected(source, hour) / 60.0 * rng.random_range(0.7..1.3)).round()));
         }
+    }
+    let mut tx = store.begin_write().await?;
+    for (source, resolution, at, value) in points {
+        sqlx::query(
+            "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, ?, ?, ?)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(source)
+        .bind(resolution)
+        .bind(at)
+        .bind(value)
+        .execute(&mut *tx)
+        .await?;
     }
     tx.commit().await?;
     Ok(())
@@ -289,7 +278,7 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
     let mut meta_sent: u64 = 0;
     loop {
         let hour = chrono::Timelike::hour(&chrono::Utc::now());
-        let rate = (per_minute * daily_rhythm(hour)).max(per_minute * 0.2) / 60.0;
+        let rate = traffic_per_minute(hour, per_minute) / 60.0;
         let wait = { -(1.0 - rand::rng().random::<f64>()).ln() / rate };
         tokio::time::sleep(Duration::from_secs_f64(wait.min(30.0))).await;
         n += 1;

@@ -43,6 +43,11 @@ impl Range {
         }
     }
 
+    /// How far back the range reaches.
+    pub fn span(self) -> chrono::Duration {
+        chrono::Duration::seconds(self.plan().0)
+    }
+
     /// (span, bucket) in seconds, and the stored resolution read.
     fn plan(self) -> (i64, i64, i64) {
         match self {

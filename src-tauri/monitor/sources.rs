@@ -38,14 +38,8 @@ pub async fn assess_source(app: &App, source: &str, now: DateTime<Utc>) -> anyho
     for minutes in volume::windows(&m.volume).into_iter().filter(|w| *w <= uptime_minutes) {
         counts.push((minutes, count_since(&app.store, source, now - chrono::Duration::minutes(minutes as i64)).await?));
     }
-    let stored_last = last_event(&app.store, source).await?;
-    // Silence is measured from when Leadline started listening at the earliest.
-    let last = stored_last.map(|t| t.max(app.started_at)).or(Some(app.started_at));
-    let mut assessment = volume::assess(&baseline, &counts, last, now, &m.volume);
-    // A restart is not a lead: only an event since the start may end a silence.
-    if assessment.silence == Verdict::Clear && stored_last.is_none_or(|t| t < app.started_at) {
-        assessment.silence = Verdict::Keep;
-    }
+    let last = last_event(&app.store, source).await?;
+    let assessment = volume::assess(&baseline, &counts, last, Some(app.started_at), now, &m.volume);
     let state = if counts.is_empty() {
         "starting"
     } else if assessment.silence == Verdict::Raise {

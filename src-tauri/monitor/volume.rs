@@ -152,26 +152,28 @@ impl Baseline {
 
     /// Events expected in `[from, to)`, summed minute by minute. `None` when any minute has no baseline.
     pub fn expected(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<f64> {
-        let mut total = 0.0;
-        let mut t = from;
-        while t < to {
-            let step = (to - t).min(Duration::minutes(1));
-            total += self.rate_at(t)? * step.num_milliseconds() as f64 / HOUR_MS as f64;
-            t += step;
-        }
-        Some(total)
+        self.sum_minutes(from, to, |t| self.rate_at(t))
     }
 
     /// Like [`expected`](Self::expected), counting minutes without a baseline as zero.
     pub fn expected_lenient(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+        self.sum_minutes(from, to, |t| Some(self.rate_at(t).unwrap_or(0.0))).unwrap_or(0.0)
+    }
+
+    fn sum_minutes(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        rate: impl Fn(DateTime<Utc>) -> Option<f64>,
+    ) -> Option<f64> {
         let mut total = 0.0;
         let mut t = from;
         while t < to {
             let step = (to - t).min(Duration::minutes(1));
-            total += self.rate_at(t).unwrap_or(0.0) * step.num_milliseconds() as f64 / HOUR_MS as f64;
+            total += rate(t)? * step.num_milliseconds() as f64 / HOUR_MS as f64;
             t += step;
         }
-        total
+        Some(total)
     }
 }
 
@@ -242,12 +244,15 @@ pub fn windows(config: &VolumeConfig) -> Vec<u64> {
 }
 
 /// Judges a source at `now`: `counts` are the events observed in each of [`windows`] (`(minutes, count)`),
-/// `last_event` the time of its last event. Each window is tested; the smallest p-value, multiplied by the
-/// number of windows tested (Bonferroni), decides, so looking at several windows does not add false alarms.
+/// `last_event` the time of its last event, `listening_since` when Leadline started receiving (`None`: always).
+/// Each window is tested; the smallest p-value, multiplied by the number of windows tested (Bonferroni),
+/// decides, so looking at several windows does not add false alarms. Silence is measured from the last event or
+/// the start of listening, whichever is later — and a start is not a lead: only an event ends a silence.
 pub fn assess(
     baseline: &Baseline,
     counts: &[(u64, u64)],
     last_event: Option<DateTime<Utc>>,
+    listening_since: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     config: &VolumeConfig,
 ) -> Assessment {
@@ -284,13 +289,26 @@ pub fn assess(
         ),
     };
     let busy_hour = !judged.is_empty();
-    let (silent_minutes, expected_during_silence, silence) = match last_event {
+    let heard_since_start = match (last_event, listening_since) {
+        (Some(last), Some(start)) => last >= start,
+        (last, None) => last.is_some(),
+        (None, Some(_)) => false,
+    };
+    let silent_since = match (last_event, listening_since) {
+        (Some(last), Some(start)) => Some(last.max(start)),
+        (last, start) => last.or(start),
+    };
+    let (silent_minutes, expected_during_silence, silence) = match silent_since {
         Some(last) => {
             let silent = (now - last).num_milliseconds().max(0) as f64 / 60_000.0;
             let during = baseline.expected_lenient(last, now);
             // Only in hours that normally have traffic: some window's expectation must be worth judging.
             let verdict = if silent < config.silence_minutes as f64 {
-                Verdict::Clear
+                if heard_since_start {
+                    Verdict::Clear
+                } else {
+                    Verdict::Keep
+                }
             } else if busy_hour && during >= config.silence_min_expected {
                 Verdict::Raise
             } else {
@@ -318,6 +336,22 @@ pub fn assess(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_is_not_a_lead_only_an_event_ends_a_silence() {
+        let config = VolumeConfig::default();
+        let mut per_hour = [Some(120.0); 168];
+        per_hour[0] = Some(120.0);
+        let baseline = Baseline { kind: BaselineKind::HourOfWeek, per_hour, tz: chrono_tz::UTC };
+        let start = DateTime::from_timestamp(1_767_600_000, 0).unwrap();
+        let now = start + Duration::minutes(1);
+        // Nothing since an hour before the start: the silence cannot be judged yet, and is not over.
+        let before = Some(start - Duration::hours(1));
+        assert_eq!(assess(&baseline, &[], before, Some(start), now, &config).silence, Verdict::Keep);
+        // A lead since the start ends it.
+        let after = Some(start + Duration::seconds(30));
+        assert_eq!(assess(&baseline, &[], after, Some(start), now, &config).silence, Verdict::Clear);
+    }
 
     #[test]
     fn poisson_lower_tail_matches_known_values() {

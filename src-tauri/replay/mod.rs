@@ -225,9 +225,13 @@ fn push_selection(
     Ok(())
 }
 
-/// The SQL condition (over `d`, `e`) for "eligible now".
-fn eligible_condition(check_queued: bool) -> String {
-    let mut c = String::from("d.resolution = 'open' AND e.purged_at IS NULL");
+/// The SQL condition (over `d`, `e`) for an open dead letter not waiting in a running replay; with
+/// `with_payload`, also one whose data was not purged (a replay needs it, resolving by hand does not).
+fn open_condition(check_queued: bool, with_payload: bool) -> String {
+    let mut c = String::from("d.resolution = 'open'");
+    if with_payload {
+        c.push_str(" AND e.purged_at IS NULL");
+    }
     if check_queued {
         c.push_str(&format!(" AND {} IS NULL", dlq::QUEUED_IN_REPLAY));
     }
@@ -424,7 +428,7 @@ pub async fn start(
     q.push_bind(replay_id).push(", d.id, d.dead_class, d.dead_reason, ROW_NUMBER() OVER (ORDER BY d.id), ");
     push_fallback_case(&mut q, &plans, now);
     push_selection(&mut q, selection)?;
-    q.push(format!(" AND {}", eligible_condition(check_queued)));
+    q.push(format!(" AND {}", open_condition(check_queued, true)));
     let queued = q.build().execute(&mut *tx).await.context("cannot record replay items")?.rows_affected() as i64;
     if queued != expected {
         // Dropping the transaction rolls everything back.
@@ -721,7 +725,7 @@ pub async fn resolve(
         .push_bind(note.trim().to_string())
         .push(" WHERE id IN (SELECT d.id");
     push_selection(&mut q, selection)?;
-    q.push(format!(" AND {})", eligible_condition(check_queued).replace(" AND e.purged_at IS NULL", "")));
+    q.push(format!(" AND {})", open_condition(check_queued, false)));
     let n = q.build().execute(&mut *tx).await.context("cannot resolve dead letters")?.rows_affected() as i64;
     if let Some(expected) = expected {
         if n != expected {
