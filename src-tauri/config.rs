@@ -145,7 +145,7 @@ impl Default for MonitorConfig {
 }
 
 /// Every alert kind Leadline raises.
-pub const ALERT_KINDS: [&str; 9] = [
+pub const ALERT_KINDS: [&str; 11] = [
     "volume_drop",
     "silence",
     "permanent_config",
@@ -155,6 +155,8 @@ pub const ALERT_KINDS: [&str; 9] = [
     "retry_budget",
     "reconciliation_found",
     "auto_replay",
+    "credentials",
+    "source_failing",
 ];
 
 impl MonitorConfig {
@@ -172,7 +174,7 @@ impl MonitorConfig {
             "dead_letter_growth" | "reconciliation_found" | "auto_replay" => {
                 AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None }
             }
-            "permanent_config" | "breaker_open" | "silence" | "volume_drop" => {
+            "permanent_config" | "breaker_open" | "silence" | "volume_drop" | "credentials" | "source_failing" => {
                 AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) }
             }
             _ => AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: None },
@@ -371,6 +373,17 @@ pub struct SourceConfig {
     pub verify_token_env: Option<String>,
     /// Periodic comparison with the source's own list of leads; missing ones are ingested.
     pub reconcile: Option<ReconcileConfig>,
+    /// Meta sources: the Facebook page the lead forms belong to. Graph's lead object does not name its page, so
+    /// leads found by reconciliation take it from here (webhook leads carry it themselves).
+    pub page_id: Option<String>,
+    /// A failing reconciliation (source unreachable, throttled) raises a `source_failing` alert once it has
+    /// failed for this long; a refused token raises a `credentials` alert at once.
+    #[serde(default = "default_source_failing_minutes")]
+    pub failing_alert_minutes: u64,
+}
+
+fn default_source_failing_minutes() -> u64 {
+    15
 }
 
 /// Reconciliation with a source that can list its leads (see `reconcile`).
@@ -396,14 +409,10 @@ pub struct ReconcileConfig {
     pub next_pointer: Option<String>,
     /// Generic sources: authentication for the list endpoint.
     pub auth: Option<AuthConfig>,
-    /// Meta sources: Graph API base URL.
-    #[serde(default = "default_graph_url")]
-    pub graph_url: String,
-    /// Meta sources: the lead forms to list.
+    /// Meta sources: the lead forms to list. The Graph API address, version and page access token are the
+    /// source's `meta_lead` step's (the first target of its route), so listing and fetching share them.
     #[serde(default)]
     pub form_ids: Vec<String>,
-    /// Meta sources: environment variable holding a page access token with `leads_retrieval`.
-    pub access_token_env: Option<String>,
 }
 
 fn default_reconcile_interval() -> u64 {
@@ -415,8 +424,8 @@ fn default_lookback() -> u64 {
 fn default_overlap() -> u64 {
     10
 }
-fn default_graph_url() -> String {
-    "https://graph.facebook.com/v21.0".into()
+fn default_graph_version() -> String {
+    "v21.0".into()
 }
 
 fn default_id_field() -> String {
@@ -450,14 +459,35 @@ pub enum Strategy {
     None,
 }
 
+/// What a target speaks.
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// Any JSON endpoint; it receives Leadline's envelope (docs/configuration.md, "What a target receives").
+    #[default]
+    Http,
+    /// Not a CRM: the first step of a Meta source's route, which fetches the lead's answers from the Graph API
+    /// (`GET /{leadgen_id}`) and stores them with the lead before any CRM sees it.
+    MetaLead,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetConfig {
+    #[serde(default)]
+    pub kind: TargetKind,
     /// Request URL; `{external_id}` is replaced by the job's external id (required for `upsert`).
+    /// `meta_lead`: the Graph API address (`https://graph.facebook.com`).
     pub url: String,
     /// HTTP method; default POST (PUT for `upsert`).
     pub method: Option<String>,
-    pub strategy: Strategy,
+    /// Required for `http`; a `meta_lead` step only reads, which is always safe to repeat.
+    pub strategy: Option<Strategy>,
+    /// `meta_lead`: the Graph API version, the first path segment of every request.
+    #[serde(default = "default_graph_version")]
+    pub api_version: String,
+    /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
+    pub access_token_env: Option<String>,
     /// `search_then_create` (required) and ambiguous look-ups (optional for other strategies):
     /// a GET URL with `{external_id}`; 200 with a record means found, 404 or an empty list means not found.
     pub search_url: Option<String>,
@@ -592,12 +622,31 @@ impl Config {
             if source.route.is_empty() {
                 return Err(invalid(format!("{key}.route"), "must name at least one target"));
             }
-            for target in &source.route {
-                if !self.targets.contains_key(target) {
+            for (i, target) in source.route.iter().enumerate() {
+                let Some(tc) = self.targets.get(target) else {
                     return Err(invalid(
                         format!("{key}.route"),
                         format!("names target `{target}`, which is not defined under [targets]"),
                     ));
+                };
+                let fetch_first = i == 0 && source.kind == SourceKind::Meta;
+                match (tc.kind, fetch_first) {
+                    (TargetKind::MetaLead, false) => {
+                        return Err(invalid(
+                            format!("{key}.route"),
+                            format!("`{target}` (kind = \"meta_lead\") can only be the first step of a Meta source"),
+                        ))
+                    }
+                    (TargetKind::Http, true) => {
+                        return Err(invalid(
+                            format!("{key}.route"),
+                            format!(
+                                "must start with a kind = \"meta_lead\" target, not `{target}`: a Meta webhook carries only \
+                                 ids, and the lead's answers must be fetched from the Graph API before a CRM sees it"
+                            ),
+                        ))
+                    }
+                    _ => {}
                 }
             }
             if source.id_field.is_empty() {
@@ -788,11 +837,6 @@ impl ReconcileConfig {
                 if self.form_ids.is_empty() {
                     return Err(invalid(format!("{key}.form_ids"), "must list at least one lead form id"));
                 }
-                if self.access_token_env.is_none() {
-                    return Err(invalid(format!("{key}.access_token_env"), "is required for a Meta source"));
-                }
-                reqwest::Url::parse(&self.graph_url)
-                    .map_err(|e| invalid(format!("{key}.graph_url"), format!("is not a valid URL: {e}")))?;
             }
         }
         Ok(())
@@ -800,7 +844,47 @@ impl ReconcileConfig {
 }
 
 impl TargetConfig {
+    /// The idempotency strategy: as configured for `http`; a `meta_lead` step only reads (an upsert in effect:
+    /// repeating it changes nothing).
+    pub fn strategy(&self) -> Strategy {
+        match self.kind {
+            TargetKind::Http => self.strategy.unwrap_or(Strategy::None),
+            TargetKind::MetaLead => Strategy::Upsert,
+        }
+    }
+
+    /// The base of Graph API requests of a `meta_lead` step: address and version.
+    pub fn graph_base(&self) -> String {
+        format!("{}/{}", self.url.trim_end_matches('/'), self.api_version.trim_matches('/'))
+    }
+
     fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        match (self.kind, self.strategy) {
+            (TargetKind::Http, None) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "is required: \"idempotency_key\", \"upsert\", \"search_then_create\" or \"none\"",
+                ))
+            }
+            (TargetKind::MetaLead, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to kind = \"meta_lead\" (it only reads)",
+                ))
+            }
+            (TargetKind::MetaLead, None) => {
+                if self.access_token_env.is_none() {
+                    return Err(invalid(
+                        format!("{key}.access_token_env"),
+                        "is required for kind = \"meta_lead\": the variable holding a page access token",
+                    ));
+                }
+                if self.api_version.is_empty() || self.api_version.contains(['/', '?', '#']) {
+                    return Err(invalid(format!("{key}.api_version"), "must be a version like \"v21.0\""));
+                }
+            }
+            _ => {}
+        }
         let url = reqwest::Url::parse(&self.url.replace("{external_id}", "x"))
             .map_err(|e| invalid(format!("{key}.url"), format!("is not a valid URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -811,10 +895,10 @@ impl TargetConfig {
                 .map_err(|_| invalid(format!("{key}.method"), format!("`{method}` is not an HTTP method")))?;
         }
         match self.strategy {
-            Strategy::Upsert if !self.url.contains("{external_id}") => {
+            Some(Strategy::Upsert) if !self.url.contains("{external_id}") => {
                 return Err(invalid(format!("{key}.url"), "must contain {external_id} for strategy = \"upsert\""));
             }
-            Strategy::SearchThenCreate if self.search_url.is_none() => {
+            Some(Strategy::SearchThenCreate) if self.search_url.is_none() => {
                 return Err(invalid(format!("{key}.search_url"), "is required for strategy = \"search_then_create\""));
             }
             _ => {}
@@ -895,7 +979,7 @@ impl TargetConfig {
     pub fn method(&self) -> reqwest::Method {
         match &self.method {
             Some(m) => reqwest::Method::from_bytes(m.as_bytes()).unwrap_or(reqwest::Method::POST),
-            None if self.strategy == Strategy::Upsert => reqwest::Method::PUT,
+            None if self.strategy() == Strategy::Upsert => reqwest::Method::PUT,
             None => reqwest::Method::POST,
         }
     }
@@ -962,6 +1046,25 @@ mod tests {
 
         let meta = OK.replace("route = [\"crm\"]", "route = [\"crm\"]\nkind = \"meta\"");
         let e = parse(&meta).unwrap_err().to_string();
+        assert!(e.starts_with("sources.webform.route:") && e.contains("meta_lead"), "{e}");
+
+        let fetch =
+            "\n[targets.fetch]\nkind = \"meta_lead\"\nurl = \"https://graph.facebook.com\"\naccess_token_env = \"T\"\n";
+        let meta =
+            format!("{}{fetch}", OK.replace("route = [\"crm\"]", "route = [\"fetch\", \"crm\"]\nkind = \"meta\""));
+        let e = parse(&meta).unwrap_err().to_string();
         assert!(e.starts_with("sources.webform.app_secret_env:"), "{e}");
+
+        let late = format!("{}{fetch}", OK.replace("route = [\"crm\"]", "route = [\"crm\", \"fetch\"]"));
+        let e = parse(&late).unwrap_err().to_string();
+        assert!(e.starts_with("sources.webform.route:") && e.contains("first step of a Meta source"), "{e}");
+
+        let no_token = format!("{OK}\n[targets.fetch]\nkind = \"meta_lead\"\nurl = \"https://graph.facebook.com\"\n");
+        let e = parse(&no_token).unwrap_err().to_string();
+        assert!(e.starts_with("targets.fetch.access_token_env:"), "{e}");
+
+        let no_strategy = OK.replace("strategy = \"idempotency_key\"", "");
+        let e = parse(&no_strategy).unwrap_err().to_string();
+        assert!(e.starts_with("targets.crm.strategy:"), "{e}");
     }
 }

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod desktop;
 pub mod dlq;
 pub mod figures;
+pub mod graph;
 pub mod ingest;
 pub mod monitor;
 pub mod pipeline;

@@ -15,6 +15,7 @@ fn start(config: &std::path::Path) -> Child {
         .args(["serve", "--config"])
         .arg(config)
         .env("RUST_LOG", "warn")
+        .env("TEST_GRAPH_TOKEN", leadline::demo::mock_crm::GRAPH_TOKEN)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -54,7 +55,10 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
         .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""))
         .replace("lease_seconds = 5", "lease_seconds = 2")
         .replace(r#"signature = { header = "X-Signature-256", secret_env = "TEST_WEBFORM_SECRET" }"#, "")
-        .replace("kind = \"meta\"\nroute = [\"crm\"]\napp_secret_env = \"TEST_META_SECRET\"\nverify_token_env = \"TEST_META_VERIFY\"", "route = [\"crm\"]");
+        .replace(
+            "kind = \"meta\"\nroute = [\"meta_fetch\", \"crm\"]\napp_secret_env = \"TEST_META_SECRET\"\nverify_token_env = \"TEST_META_VERIFY\"",
+            "route = [\"crm\"]",
+        );
     let config = dir.path().join("leadline.toml");
     std::fs::write(&config, text).unwrap();
     let base = format!("http://127.0.0.1:{port}");

@@ -128,6 +128,11 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::FORBIDDEN);
 
+    // Meta keeps the leads' answers; the webhook carries only their ids (the first step fetches them).
+    for id in ["444000000000001", "444000000000002"] {
+        let answers = json!([{"name": "email", "values": [format!("{id}@example.com")]}]);
+        app.crm.list_lead("7", id, chrono::Utc::now(), json!({"field_data": answers}));
+    }
     let body = json!({"object": "page", "entry": [{"id": 99, "time": 1764460800, "changes": [
         {"field": "leadgen", "value": {"leadgen_id": 444000000000001u64, "page_id": 99, "form_id": 7}},
         {"field": "leadgen", "value": {"leadgen_id": "444000000000002", "page_id": 99, "form_id": 7}},
@@ -166,6 +171,8 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
     app.wait_settled(std::time::Duration::from_secs(10)).await;
     assert_eq!(app.crm.records_for("meta:444000000000001"), 1);
     assert_eq!(app.crm.records_for("meta:444000000000002"), 1);
+    let lead = app.crm.lead_for("meta:444000000000001").unwrap();
+    assert_eq!(lead["fields"]["email"], "444000000000001@example.com", "{lead}");
     app.server.shutdown().await.unwrap();
 }
 

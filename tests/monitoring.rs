@@ -52,9 +52,7 @@ next_pointer = "/next"
 interval_seconds = 3600
 
 [sources.meta.reconcile]
-graph_url = "http://{crm_addr}/graph"
 form_ids = ["77"]
-access_token_env = "TEST_GRAPH_TOKEN"
 interval_seconds = 3600
 
 [monitor.alerts.silence]
@@ -62,8 +60,7 @@ notify = "immediate"
 renotify_minutes = 30
 "#
     ));
-    let mut config = common::parse_config(&text);
-    config.inline_secrets.insert("TEST_GRAPH_TOKEN".into(), leadline::demo::mock_crm::GRAPH_TOKEN.into());
+    let config = common::parse_config(&text);
     let notes = Arc::new(Recording::default());
     let server = Server::start_with(config, StartOptions { demo: false, notifier: notes.clone() }).await.unwrap();
     Setup { server, crm, notes, http: reqwest::Client::new(), _dir: dir }

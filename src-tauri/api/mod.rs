@@ -613,7 +613,7 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
             TargetView {
                 name: name.clone(),
                 endpoint,
-                strategy: serde_json::to_value(t.strategy)
+                strategy: serde_json::to_value(t.strategy())
                     .ok()
                     .and_then(|v| v.as_str().map(String::from))
                     .unwrap_or_default(),

@@ -18,34 +18,142 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::config::TargetKind;
 use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
 use crate::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
 use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
-use crate::targets::HttpTarget;
+use crate::targets::meta_lead::MetaLeadStep;
+use crate::targets::{AttemptReport, HttpTarget};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkerEvent {
-    Delivered { target: String, delivery_id: i64 },
-    DeadLettered { target: String, delivery_id: i64, class: ErrorClass, reason: String },
-    Breaker { target: String, from: BreakerState, to: BreakerState, reason: String, at: DateTime<Utc> },
+    Delivered {
+        target: String,
+        delivery_id: i64,
+    },
+    DeadLettered {
+        target: String,
+        delivery_id: i64,
+        class: ErrorClass,
+        reason: String,
+    },
+    Breaker {
+        target: String,
+        from: BreakerState,
+        to: BreakerState,
+        reason: String,
+        at: DateTime<Utc>,
+    },
+    /// The target refused a credential (the environment variable naming it): its leads wait, a person must
+    /// renew it.
+    CredentialRefused {
+        target: String,
+        credential: String,
+        reason: String,
+    },
+    /// A request with a credential that had been refused succeeded again.
+    CredentialAccepted {
+        target: String,
+        credential: String,
+    },
+}
+
+/// How a target is spoken to.
+pub enum Connector {
+    Http(HttpTarget),
+    MetaLead(MetaLeadStep),
+}
+
+/// Why nothing is sent to a target for a while, whatever lead is due.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HoldReason {
+    /// The target (or Graph) said when to come back (`Retry-After`, usage headers).
+    RateLimited,
+    /// The target refused the credential in this environment variable; one probe is let through at `until`.
+    Credentials { credential: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct Hold {
+    pub until: DateTime<Utc>,
+    pub reason: HoldReason,
 }
 
 /// A target as the worker sees it: how to reach it, its breaker, its concurrency slots.
 pub struct TargetRuntime {
-    pub http: HttpTarget,
+    pub connector: Connector,
+    config: TargetConfig,
     breaker: Mutex<Breaker>,
     slots: Arc<Semaphore>,
     /// An operator paused this target: nothing is claimed for it until resumed.
     paused: AtomicBool,
+    /// Nothing is claimed for this target before the hold's time: every worker task respects it, so a target
+    /// that said "come back at 10:42" gets no request before 10:42 from any lead.
+    hold: Mutex<Option<Hold>>,
+    /// The credential this target last refused, until a request with it succeeds again.
+    refused_credential: Mutex<Option<String>>,
 }
 
 impl TargetRuntime {
+    pub fn new(name: &str, config: &TargetConfig, all: &Config) -> anyhow::Result<TargetRuntime> {
+        let connector = match config.kind {
+            TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
+            TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
+        };
+        Ok(TargetRuntime {
+            connector,
+            config: config.clone(),
+            breaker: Mutex::new(Breaker::default()),
+            slots: Arc::new(Semaphore::new(config.concurrency as usize)),
+            paused: AtomicBool::new(false),
+            hold: Mutex::new(None),
+            refused_credential: Mutex::new(None),
+        })
+    }
+
     pub fn config(&self) -> &TargetConfig {
-        &self.http.config
+        &self.config
+    }
+
+    /// The hold in force at `now`, if any: this target's own, or Graph's for a `meta_lead` step (Graph
+    /// throttles the app and page, so reconciliation's answers hold the step too).
+    pub fn hold(&self, now: DateTime<Utc>) -> Option<Hold> {
+        let own = self.hold.lock().expect("hold lock").clone().filter(|h| h.until > now);
+        let graph = match &self.connector {
+            Connector::MetaLead(m) => crate::graph::held_until(m.base(), now),
+            Connector::Http(_) => None,
+        };
+        match (own, graph) {
+            (Some(h), Some(g)) if g > h.until => Some(Hold { until: g, reason: HoldReason::RateLimited }),
+            (Some(h), _) => Some(h),
+            (None, Some(g)) => Some(Hold { until: g, reason: HoldReason::RateLimited }),
+            (None, None) => None,
+        }
+    }
+
+    /// Holds the target until `until` (a shorter hold never cuts a longer one short).
+    pub fn hold_until(&self, until: DateTime<Utc>, reason: HoldReason) {
+        let mut hold = self.hold.lock().expect("hold lock");
+        if hold.as_ref().is_none_or(|h| h.until < until) {
+            *hold = Some(Hold { until, reason });
+        }
+    }
+
+    /// The credential this target refused and that has not worked since.
+    pub fn refused_credential(&self) -> Option<String> {
+        self.refused_credential.lock().expect("credential lock").clone()
+    }
+
+    async fn perform(&self, job: &Job, linked: Option<String>) -> AttemptReport {
+        match &self.connector {
+            Connector::Http(h) => h.deliver(job, linked, Utc::now()).await,
+            Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
+        }
     }
 
     pub fn set_paused(&self, paused: bool) {
@@ -88,15 +196,7 @@ impl Worker {
     pub fn new(store: Store, config: &Config) -> anyhow::Result<Worker> {
         let mut targets = BTreeMap::new();
         for (name, tc) in &config.targets {
-            targets.insert(
-                name.clone(),
-                Arc::new(TargetRuntime {
-                    http: HttpTarget::new(name, tc, config)?,
-                    breaker: Mutex::new(Breaker::default()),
-                    slots: Arc::new(Semaphore::new(tc.concurrency as usize)),
-                    paused: AtomicBool::new(false),
-                }),
-            );
+            targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config)?));
         }
         let (events, _) = broadcast::channel(1024);
         let (shutdown, _) = watch::channel(false);
@@ -185,6 +285,9 @@ async fn dispatch_once(
             continue;
         }
         let now = Utc::now();
+        if target.hold(now).is_some() {
+            continue;
+        }
         let (admission, transition) = target.breaker.lock().expect("breaker lock").admit(now, &target.config().breaker);
         if let Some(t) = transition {
             report_transition(store, handle, name, t).await;
@@ -192,6 +295,8 @@ async fn dispatch_once(
         let limit = match admission {
             Admission::Deny => continue,
             Admission::Probe => 1,
+            // A refused credential is probed with one lead at a time until a request with it works again.
+            Admission::Allow if target.refused_credential().is_some() => 1,
             Admission::Allow => free.min(cfg.batch_size),
         };
         let lease_until = now + chrono::Duration::seconds(cfg.lease_seconds as i64);
@@ -267,7 +372,7 @@ async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t
 /// Performs one job and decides its fate. Never fails: every path ends in a completion to write.
 #[tracing::instrument(name = "deliver", skip_all, fields(delivery_id = job.id, target = %job.target, source = %job.source, source_ref = %job.source_ref))]
 pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntime, job: Job) -> Completion {
-    let linked = if target.config().strategy == Strategy::SearchThenCreate {
+    let linked = if target.config().strategy() == Strategy::SearchThenCreate {
         match store.crm_link(&job.target, &job.external_id()).await {
             Ok(l) => l,
             Err(e) => {
@@ -278,8 +383,50 @@ pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntim
     } else {
         None
     };
-    let report = target.http.deliver(&job, linked, Utc::now()).await;
+    let report = target.perform(&job, linked).await;
     let now = Utc::now();
+    if let (Some(until), Verdict::Failed(f)) = (report.retry_after, &report.verdict) {
+        if f.class == ErrorClass::RateLimited {
+            target.hold_until(until, HoldReason::RateLimited);
+        }
+    }
+    if let (Some(credential), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
+        // An expired credential holds the target and asks for a person: its leads wait without using attempts
+        // (one probe per breaker cooldown), instead of dying one by one.
+        let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
+        target.hold_until(probe_at, HoldReason::Credentials { credential: credential.clone() });
+        let first = target.refused_credential.lock().expect("credential lock").replace(credential.clone()).is_none();
+        if first {
+            tracing::warn!(target = %job.target, credential = %credential, "credential refused: holding the target");
+        }
+        let _ = handle.events.send(WorkerEvent::CredentialRefused {
+            target: job.target.clone(),
+            credential: credential.clone(),
+            reason: f.reason.clone(),
+        });
+        return Completion {
+            job_id: job.id,
+            event_id: job.event_id,
+            step_index: job.step_index,
+            lease_token: job.lease_token,
+            trigger: job.trigger.clone(),
+            outcome: JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
+            attempt: Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: report.http_status,
+                class: Some(ErrorClass::PermanentConfig),
+                reason: format!("{} — the lead waits until the credential works again", f.reason),
+                response_excerpt: report.excerpt,
+            }),
+            now,
+        };
+    }
+    if report.verdict == Verdict::Delivered {
+        if let Some(credential) = target.refused_credential.lock().expect("credential lock").take() {
+            let _ = handle.events.send(WorkerEvent::CredentialAccepted { target: job.target.clone(), credential });
+        }
+    }
     let health = match &report.verdict {
         Verdict::Delivered => Health::Healthy,
         Verdict::Failed(f) => match f.class {
@@ -310,7 +457,15 @@ pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntim
                 None => "delivered".into(),
             });
             let _ = handle.events.send(WorkerEvent::Delivered { target: job.target.clone(), delivery_id: job.id });
-            (JobOutcome::Delivered { result: result.into(), link: report.link.clone() }, None, reason)
+            (
+                JobOutcome::Delivered {
+                    result: result.into(),
+                    link: report.link.clone(),
+                    payload: report.payload.clone(),
+                },
+                None,
+                reason,
+            )
         }
         Verdict::Failed(failure) => {
             let decision = decide_retry(

@@ -12,9 +12,16 @@
 //! - `PUT /tasks/{external_id}` — a call task for a sales rep (the follow-up's fallback for old leads).
 //! - `GET /_mock/stats` — counts.
 //!
-//! It also plays the lead *sources'* own list endpoints, for reconciliation:
-//! - `GET /graph/{form_id}/leads?access_token=…&filtering=[…time_created GREATER_THAN…]` — Meta's Graph API
-//!   listing of a form's leads, 50 a page with `paging.next`; a wrong token gets Graph error 190.
+//! It also plays the lead *sources'* own endpoints, for the Meta fetch step and reconciliation:
+//! - `GET /graph/{version}/{leadgen_id}?fields=…&access_token=…` — Meta's Graph API lead object (Graph API
+//!   "Retrieving leads": `{id, created_time: "2026-11-30T09:14:00+0000", ad_id, form_id, field_data: [{name,
+//!   values}]}`); an unknown id gets Graph error 100 / subcode 33 ("does not exist").
+//! - `GET /graph/{version}/{form_id}/leads?access_token=…&filtering=[…time_created GREATER_THAN…]` — the
+//!   listing of a form's leads, 50 a page with `paging.next`.
+//! - Graph errors follow the "Handling errors" reference (`{"error": {message, type, code, error_subcode,
+//!   fbtrace_id}}`): a wrong or expired token gets 400 / code 190; [`GraphBehaviour::throttled`] answers code 4
+//!   ("Application request limit reached") or 80001 with an `X-Business-Use-Case-Usage` header (its
+//!   `estimated_time_to_regain_access` in minutes), as the "Rate limiting" reference shows.
 //! - `GET /source/{name}/leads?since=<unix>` — a generic source's list, `{"items": […], "next": url|null}`.
 
 use std::collections::HashMap;
@@ -50,6 +57,24 @@ pub struct Behaviour {
     pub hang_ms: u64,
     /// Delay before answering anything.
     pub latency_ms: u64,
+}
+
+/// How the mock Graph API behaves right now. `Default` is healthy.
+#[derive(Debug, Clone, Default)]
+pub struct GraphBehaviour {
+    /// Every request is answered with code 190, as after the page token expired.
+    pub token_expired: bool,
+    /// Every request is answered as throttled.
+    pub throttled: Option<GraphThrottle>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GraphThrottle {
+    /// Graph's error code: 4 (app), 32 (page), 613, 80001 (business use case).
+    pub code: i64,
+    /// `estimated_time_to_regain_access` in the `X-Business-Use-Case-Usage` header, in minutes; `None`: no
+    /// usage header (Leadline must back off on its own).
+    pub regain_minutes: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -90,6 +115,9 @@ struct Inner {
     requests: u64,
     /// Leads the sources list (sent as a webhook or not): (list name, id, created, payload).
     listed: Vec<(String, String, i64, Value)>,
+    graph: GraphBehaviour,
+    /// When each Graph request arrived, and its path (for tests: nothing inside an announced back-off).
+    graph_log: Vec<(chrono::DateTime<chrono::Utc>, String)>,
 }
 
 /// The access token the mock Graph API accepts.
@@ -130,13 +158,23 @@ impl MockCrm {
             .route("/notify/{external_id}", put(notify))
             .route("/tasks/{external_id}", put(task))
             .route("/_mock/stats", get(stats))
-            .route("/graph/{form_id}/leads", get(graph_leads))
+            .route("/graph/{version}/{form_id}/leads", get(graph_leads))
+            .route("/graph/{version}/{leadgen_id}", get(graph_lead))
             .route("/source/{name}/leads", get(source_leads))
             .with_state(self.clone())
     }
 
     pub fn set_behaviour(&self, b: Behaviour) {
         self.inner.lock().expect("mock lock").behaviour = b;
+    }
+
+    pub fn set_graph(&self, g: GraphBehaviour) {
+        self.inner.lock().expect("mock lock").graph = g;
+    }
+
+    /// Every Graph request so far: when it arrived and its path.
+    pub fn graph_requests(&self) -> Vec<(chrono::DateTime<chrono::Utc>, String)> {
+        self.inner.lock().expect("mock lock").graph_log.clone()
     }
 
     pub fn behaviour(&self) -> Behaviour {
@@ -160,6 +198,13 @@ impl MockCrm {
     pub fn list_lead(&self, list: &str, id: &str, created: chrono::DateTime<chrono::Utc>, payload: Value) {
         let mut inner = self.inner.lock().expect("mock lock");
         inner.listed.push((list.to_string(), id.to_string(), created.timestamp(), payload));
+    }
+
+    /// The lead the CRM holds for `external_id` (the first record's), as it was last written.
+    pub fn lead_for(&self, external_id: &str) -> Option<Value> {
+        let inner = self.inner.lock().expect("mock lock");
+        let i = *inner.by_external.get(external_id)?.first()?;
+        Some(inner.records[i].lead.clone())
     }
 
     /// Records holding `external_id`.
@@ -418,16 +463,68 @@ fn page(crm: &MockCrm, list: &str, since: i64, after: usize) -> (Vec<(String, i6
     (all.into_iter().skip(after).take(PAGE).collect(), more)
 }
 
+/// The Graph gate: logs the request, then answers as the current [`GraphBehaviour`] says, or lets it through.
+fn graph_gate(crm: &MockCrm, path: String, token: Option<&str>) -> Option<Response> {
+    let mut inner = crm.inner.lock().expect("mock lock");
+    inner.graph_log.push((chrono::Utc::now(), path));
+    let g = inner.graph.clone();
+    if g.token_expired || token != Some(GRAPH_TOKEN) {
+        let body = json!({"error": {"message": "Error validating access token: Session has expired.",
+            "type": "OAuthException", "code": 190, "error_subcode": 463, "fbtrace_id": "mock"}});
+        return Some((StatusCode::BAD_REQUEST, Json(body)).into_response());
+    }
+    if let Some(t) = g.throttled {
+        let body = json!({"error": {"message": "Application request limit reached", "type": "OAuthException",
+            "code": t.code, "is_transient": true, "fbtrace_id": "mock"}});
+        let mut response = (StatusCode::BAD_REQUEST, Json(body)).into_response();
+        if let Some(minutes) = t.regain_minutes {
+            let usage = json!({"1234567890": [{"type": "pages", "call_count": 100, "total_cputime": 20,
+                "total_time": 20, "estimated_time_to_regain_access": minutes}]});
+            response.headers_mut().insert("x-business-use-case-usage", usage.to_string().parse().expect("json"));
+        }
+        return Some(response);
+    }
+    None
+}
+
+/// A listed lead as Graph's lead object.
+fn graph_lead_object(form_id: &str, id: &str, created: i64, payload: &Value) -> Value {
+    let created = chrono::DateTime::from_timestamp(created, 0).unwrap_or_default();
+    json!({"id": id, "created_time": created.format("%Y-%m-%dT%H:%M:%S+0000").to_string(),
+           "ad_id": payload.get("ad_id").and_then(crate::graph::id_text), "form_id": form_id,
+           "field_data": payload.get("field_data").cloned().unwrap_or_else(|| json!([]))})
+}
+
+async fn graph_lead(
+    State(crm): State<MockCrm>,
+    Path((version, leadgen_id)): Path<(String, String)>,
+    axum::extract::Query(q): axum::extract::Query<ListQuery>,
+) -> Response {
+    if let Some(r) = graph_gate(&crm, format!("/graph/{version}/{leadgen_id}"), q.access_token.as_deref()) {
+        return r;
+    }
+    let found = {
+        let inner = crm.inner.lock().expect("mock lock");
+        inner.listed.iter().find(|(_, id, _, _)| *id == leadgen_id).cloned()
+    };
+    match found {
+        Some((form, id, created, payload)) => Json(graph_lead_object(&form, &id, created, &payload)).into_response(),
+        None => {
+            let body = json!({"error": {"message": format!("Unsupported get request. Object with ID '{leadgen_id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation."),
+                "type": "GraphMethodException", "code": 100, "error_subcode": 33, "fbtrace_id": "mock"}});
+            (StatusCode::BAD_REQUEST, Json(body)).into_response()
+        }
+    }
+}
+
 async fn graph_leads(
     State(crm): State<MockCrm>,
-    Path(form_id): Path<String>,
+    Path((version, form_id)): Path<(String, String)>,
     headers: HeaderMap,
     axum::extract::Query(q): axum::extract::Query<ListQuery>,
 ) -> Response {
-    if q.access_token.as_deref() != Some(GRAPH_TOKEN) {
-        let body = json!({"error": {"message": "Error validating access token", "type": "OAuthException",
-            "code": 190, "fbtrace_id": "mock"}});
-        return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+    if let Some(r) = graph_gate(&crm, format!("/graph/{version}/{form_id}/leads"), q.access_token.as_deref()) {
+        return r;
     }
     let since = q
         .filtering
@@ -437,20 +534,14 @@ async fn graph_leads(
         .unwrap_or(0);
     let after = q.after.unwrap_or(0);
     let (leads, more) = page(&crm, &form_id, since, after);
-    let data: Vec<Value> = leads
-        .into_iter()
-        .map(|(id, created, payload)| {
-            let created = chrono::DateTime::from_timestamp(created, 0).unwrap_or_default();
-            json!({"id": id, "created_time": created.format("%Y-%m-%dT%H:%M:%S+0000").to_string(),
-                   "ad_id": payload.get("ad_id"), "field_data": payload.get("field_data")})
-        })
-        .collect();
+    let data: Vec<Value> =
+        leads.into_iter().map(|(id, created, payload)| graph_lead_object(&form_id, &id, created, &payload)).collect();
     let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
     let mut body = json!({"data": data, "paging": {"cursors": {"before": "a", "after": "b"}}});
     if more {
         let filtering = q.filtering.unwrap_or_default();
         let next = reqwest::Url::parse_with_params(
-            &format!("http://{host}/graph/{form_id}/leads"),
+            &format!("http://{host}/graph/{version}/{form_id}/leads"),
             &[("access_token", GRAPH_TOKEN), ("filtering", &filtering), ("after", &(after + PAGE).to_string())],
         )
         .map(|u| u.to_string())

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::config::{
     BackoffConfig, BreakerConfig, Config, ReconcileConfig, SignatureConfig, SourceConfig, SourceKind, Strategy,
-    TargetConfig,
+    TargetConfig, TargetKind,
 };
 use crate::ingest::signature;
 use mock_crm::{Behaviour, MockCrm};
@@ -26,6 +26,8 @@ pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
 pub const META_TOKEN_ENV: &str = "LEADLINE_DEMO_META_ACCESS_TOKEN";
 /// The demo's Meta lead form.
 pub const META_FORM: &str = "4242";
+/// The demo's Facebook page.
+pub const META_PAGE: &str = "1234567890";
 /// One in this many Meta webhooks is "lost" on the way by the demo (reconciliation finds them).
 pub const META_WEBHOOK_LOSS_EVERY: u64 = 10;
 
@@ -48,6 +50,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             app_secret_env: None,
             verify_token_env: None,
             reconcile: None,
+            page_id: None,
+            failing_alert_minutes: 15,
         },
     );
     c.sources.insert(
@@ -55,7 +59,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         SourceConfig {
             kind: SourceKind::Meta,
             id_field: "id".into(),
-            route: vec!["crm".into()],
+            // The webhook carries only ids: the first step fetches the lead's answers from the Graph API.
+            route: vec!["meta_details".into(), "crm".into()],
             signature: None,
             app_secret_env: Some(META_SECRET_ENV.into()),
             verify_token_env: Some(META_VERIFY_ENV.into()),
@@ -63,11 +68,11 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
                 interval_seconds: 60,
                 lookback_minutes: 60,
                 overlap_minutes: 5,
-                graph_url: format!("{base}/graph"),
                 form_ids: vec![META_FORM.into()],
-                access_token_env: Some(META_TOKEN_ENV.into()),
                 ..Default::default()
             }),
+            page_id: Some(META_PAGE.into()),
+            failing_alert_minutes: 15,
         },
     );
     c.sources.insert(
@@ -80,15 +85,20 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             app_secret_env: None,
             verify_token_env: None,
             reconcile: None,
+            page_id: None,
+            failing_alert_minutes: 15,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
     let breaker = BreakerConfig { consecutive_failures: 5, failure_ratio: 0.5, window: 20, cooldown_ms: 15_000 };
     // Every demo target: on the mock, quick timeouts, the same retry and breaker settings.
     let target = |url: String, strategy: Strategy, concurrency: u32| TargetConfig {
+        kind: TargetKind::Http,
         url,
         method: None,
-        strategy,
+        strategy: Some(strategy),
+        api_version: "v21.0".into(),
+        access_token_env: None,
         search_url: None,
         id_pointer: "/id".into(),
         headers: BTreeMap::new(),
@@ -116,6 +126,15 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             max_lead_age_minutes: Some(30),
             fallback: Some("call_task".into()),
             ..target(format!("{base}/notify/{{external_id}}"), Strategy::Upsert, 4)
+        },
+    );
+    c.targets.insert(
+        "meta_details".into(),
+        TargetConfig {
+            kind: TargetKind::MetaLead,
+            strategy: None,
+            access_token_env: Some(META_TOKEN_ENV.into()),
+            ..target(format!("{base}/graph"), Strategy::Upsert, 4)
         },
     );
     c.targets.insert("call_task".into(), target(format!("{base}/tasks/{{external_id}}"), Strategy::Upsert, 4));
@@ -282,12 +301,14 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
         let wait = { -(1.0 - rand::rng().random::<f64>()).ln() / rate };
         tokio::time::sleep(Duration::from_secs_f64(wait.min(30.0))).await;
         n += 1;
-        let (url, body, header) = synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
+        let (url, body, header, answers) = synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
         if url.ends_with("/meta_ads") {
-            if let Some(value) = serde_json::from_str::<serde_json::Value>(&body)
+            if let Some(mut value) = serde_json::from_str::<serde_json::Value>(&body)
                 .ok()
                 .and_then(|b| b.pointer("/entry/0/changes/0/value").cloned())
             {
+                // Meta keeps the answers; the webhook carried only ids.
+                value["field_data"] = answers.unwrap_or_default();
                 let id = value.get("leadgen_id").map(|v| v.to_string()).unwrap_or_default();
                 crm.list_lead(META_FORM, &id, chrono::Utc::now(), value);
             }
@@ -317,12 +338,13 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
     }
 }
 
-/// One synthetic request: URL, body and signature header. Lead `n` picks its source and data.
+/// One synthetic request: URL, body and signature header, and for a Meta lead the answers Meta keeps
+/// (`field_data`, fetched by the lead's first step). Lead `n` picks its source and data.
 pub fn synthetic_request(
     ingest: SocketAddr,
     n: u64,
     partner_active: bool,
-) -> (String, String, Option<(String, String)>) {
+) -> (String, String, Option<(String, String)>, Option<serde_json::Value>) {
     let mut rng = rand::rng();
     let first = FIRST[rng.random_range(0..FIRST.len())];
     let last = LAST[rng.random_range(0..LAST.len())];
@@ -340,18 +362,26 @@ pub fn synthetic_request(
             "ad_id": 777, "created_time": chrono::Utc::now().timestamp()}}]}]})
         .to_string();
         let sig = signature::sign(b"demo-meta-app-secret", body.as_bytes());
-        (format!("http://{ingest}/ingest/meta_ads"), body, Some(("X-Hub-Signature-256".into(), sig)))
+        // Field names as a Meta lead form defines them: standard questions and one custom question.
+        let when = ["morning", "afternoon", "evening"][(n % 3) as usize];
+        let answers = json!([
+            {"name": "full_name", "values": [format!("{first} {last}")]},
+            {"name": "email", "values": [email]},
+            {"name": "phone_number", "values": [phone]},
+            {"name": "when_should_we_call?", "values": [when]}
+        ]);
+        (format!("http://{ingest}/ingest/meta_ads"), body, Some(("X-Hub-Signature-256".into(), sig)), Some(answers))
     } else if pick == 1 && partner_active {
         let body = json!({"lead": {"ref": format!("P-{n}"), "name": format!("{first} {last}"), "phone": phone,
             "email": email, "product": "solar-check"}})
         .to_string();
-        (format!("http://{ingest}/ingest/partner_api"), body, None)
+        (format!("http://{ingest}/ingest/partner_api"), body, None, None)
     } else {
         let body = json!({"id": format!("wf-{n}-{}", rng.random::<u32>()), "name": format!("{first} {last}"),
             "email": email, "phone": phone, "form": "contact-us", "consent": true})
         .to_string();
         let sig = signature::sign(b"demo-webform-secret", body.as_bytes());
-        (format!("http://{ingest}/ingest/webform"), body, Some(("X-Signature-256".into(), sig)))
+        (format!("http://{ingest}/ingest/webform"), body, Some(("X-Signature-256".into(), sig)), None)
     }
 }
 

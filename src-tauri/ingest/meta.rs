@@ -65,6 +65,10 @@ pub fn leads(body: &Value) -> Result<Vec<MetaLead>, MetaBodyError> {
                     payload.insert("created_time".into(), t.clone());
                 }
             }
+            // One lead shape whatever the path: times as RFC 3339 text, like the Graph API's lead object.
+            if let Some(t) = payload.get("created_time").and_then(crate::graph::time_text) {
+                payload.insert("created_time".into(), Value::String(t));
+            }
             out.push(MetaLead { leadgen_id, payload: Value::Object(payload) });
         }
     }
@@ -95,7 +99,8 @@ mod tests {
         assert_eq!(leads[0].payload["form_id"], "555");
         assert_eq!(leads[1].payload["page_id"], "111");
         assert_eq!(leads[2].payload["page_id"], "222");
-        assert_eq!(leads[2].payload["created_time"], 1700000002);
+        assert_eq!(leads[2].payload["created_time"], "2023-11-14T22:13:22Z");
+        assert_eq!(leads[0].payload["created_time"], "2023-11-14T22:13:21Z");
     }
 
     #[test]

@@ -14,6 +14,11 @@
 //!   `monitor.retry_budget_warning_minutes`; they will be dead-lettered unless the target recovers.
 //! - `reconciliation_found` (warning, per source): the source listed leads whose webhooks never arrived
 //!   ([`crate::reconcile`]); they were ingested. Resolves when a later run finds none missing.
+//! - `credentials` (critical, per credential — the environment variable holding it): a target or a source
+//!   refused Leadline's token (Meta's expired page token). The leads wait; resolves when a request with it
+//!   works again.
+//! - `source_failing` (per source): reconciliation has failed for `failing_alert_minutes` (unreachable:
+//!   critical; throttled: warning), so lost webhooks are not being recovered. Resolves after a good run.
 //!
 //! How each is announced (immediately, in a digest, in quiet hours, again when nobody acknowledged it) is decided
 //! by [`notify`].
@@ -171,6 +176,29 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
         }
         WorkerEvent::Breaker { target, to: BreakerState::Closed, .. } => {
             resolve(app, "breaker_open", &target, "the target answers again", now).await
+        }
+        WorkerEvent::CredentialRefused { target, credential, reason } => {
+            raise(
+                app,
+                notifier,
+                AlertSpec {
+                    kind: "credentials",
+                    key: credential.clone(),
+                    severity: Severity::Critical,
+                    title: format!("{target} refused the token in {credential}: its leads are waiting"),
+                    detail: format!(
+                        "{}. Put a new token in the environment variable {credential} and restart Leadline. The \
+                         leads wait without using attempts (nothing is dead-lettered) and go on by themselves once \
+                         the token works.",
+                        reason.trim_end_matches('.')
+                    ),
+                },
+                now,
+            )
+            .await
+        }
+        WorkerEvent::CredentialAccepted { credential, .. } => {
+            resolve(app, "credentials", &credential, "a request with the credential worked again", now).await
         }
         _ => {}
     }

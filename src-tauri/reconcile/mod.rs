@@ -8,14 +8,24 @@
 //! were listed, how many were missing, which ones. Finding missing leads raises a `reconciliation_found` alert,
 //! because it means webhooks are being lost; a later run that finds none resolves it.
 //!
-//! - Meta Lead Ads: `GET {graph_url}/{form_id}/leads?fields=id,created_time,field_data&filtering=[time_created >
-//!   watermark]&access_token=…`, following `paging.next`.
+//! - Meta Lead Ads: `GET {graph}/{form_id}/leads?fields=id,created_time,ad_id,form_id,field_data&filtering=
+//!   [time_created > watermark]&access_token=…`, following `paging.next`, with the Graph address, version and
+//!   token of the source's `meta_lead` step. Listed leads are stored in the one Meta lead shape
+//!   ([`crate::graph::canonical_lead`]), answers included, so their fetch step has nothing left to ask.
+//!   Graph's throttling is honoured: while Graph said to wait, no request is sent (the run is recorded as
+//!   throttled).
 //! - Generic sources: `GET list_url` with `{since}` replaced by the watermark (Unix seconds); the leads are the
 //!   answer itself, its `data` or `items` array, or the array at `items_pointer`; the next page's URL is read at
 //!   `next_pointer`. Each lead's id is read with the source's `id_field`, like a webhook.
 //!
 //! The watermark is the start of the last successful run minus `overlap_minutes` (the first run looks back
 //! `lookback_minutes`). A failed run is recorded with its error and does not move the watermark.
+//!
+//! A failing safety net is itself an alert: a refused token raises `credentials` at once (the key is the
+//! environment variable holding it, so the fetch step and reconciliation refusing the same token are one
+//! incident); a source that stays unreachable or throttled for `failing_alert_minutes` raises
+//! `source_failing`. Both resolve after the next good run. `next` page links are followed only to the origin
+//! of the first request, so an answer can never send the credentials elsewhere.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -26,7 +36,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::api::{App, LiveEvent};
-use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind};
+use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetKind};
 use crate::ingest::IngestState;
 use crate::monitor::alerts::{AlertSpec, Severity};
 use crate::monitor::{self, Notifier};
@@ -62,6 +72,14 @@ pub enum ReconcileError {
     Http(String),
     #[error("the list endpoint answered {status}: {body}")]
     Status { status: u16, body: String },
+    #[error("{}", .0.reason)]
+    Graph(crate::graph::GraphError),
+    #[error("Meta asked to wait until {0}: no request was sent")]
+    Throttled(DateTime<Utc>),
+    #[error(
+        "the next page link points to another address ({0}); not followed, so the credentials stay with the source"
+    )]
+    ForeignLink(String),
     #[error("the list endpoint's answer is not usable: {0}")]
     Body(String),
     #[error("{0}")]
@@ -83,19 +101,47 @@ pub async fn run(app: App, ingest: IngestState, notifier: std::sync::Arc<dyn Not
     }
     let client = client();
     let mut next: Vec<tokio::time::Instant> = sources.iter().map(|_| tokio::time::Instant::now()).collect();
+    let mut failures: Vec<u32> = vec![0; sources.len()];
     loop {
         let (i, at) = next.iter().enumerate().min_by_key(|(_, t)| **t).map(|(i, t)| (i, *t)).expect("sources");
         tokio::time::sleep_until(at).await;
         let (source, interval) = &sources[i];
-        match reconcile(&app, &ingest, &client, notifier.as_ref(), source, Utc::now()).await {
-            Ok(r) if r.missing > 0 => {
-                tracing::warn!(source, missing = r.missing, listed = r.listed, "reconciliation recovered leads")
+        let now = Utc::now();
+        let wait = match reconcile(&app, &ingest, &client, notifier.as_ref(), source, now).await {
+            Ok(r) => {
+                if r.missing > 0 {
+                    tracing::warn!(source, missing = r.missing, listed = r.listed, "reconciliation recovered leads")
+                } else {
+                    tracing::debug!(source, listed = r.listed, "reconciliation: nothing missing")
+                }
+                failures[i] = 0;
+                Duration::from_secs(*interval)
             }
-            Ok(r) => tracing::debug!(source, listed = r.listed, "reconciliation: nothing missing"),
-            Err(e) => tracing::warn!(source, error = %e, "reconciliation failed"),
-        }
-        next[i] = tokio::time::Instant::now() + Duration::from_secs(*interval);
+            Err(e) => {
+                tracing::warn!(source, error = %e, "reconciliation failed");
+                failures[i] += 1;
+                next_try_after(&e, failures[i], *interval, now, &mut rand::rng())
+            }
+        };
+        next[i] = tokio::time::Instant::now() + wait;
     }
+}
+
+/// When to try a failed reconciliation again: at the time the source gave (throttling), else after a
+/// full-jitter backoff that starts at 15 s and never exceeds the normal interval — so a blip is retried soon,
+/// and a long outage is checked as often as usual (which keeps its `source_failing` alert current).
+pub fn next_try_after(
+    error: &ReconcileError,
+    consecutive_failures: u32,
+    interval_seconds: u64,
+    now: DateTime<Utc>,
+    rng: &mut impl rand::Rng,
+) -> Duration {
+    if let ReconcileError::Throttled(until) = error {
+        return (*until - now).to_std().unwrap_or_default() + Duration::from_secs(1);
+    }
+    let ceiling = 15u64.saturating_mul(1 << consecutive_failures.min(20)).min(interval_seconds.max(1));
+    Duration::from_secs(rng.random_range(ceiling.div_ceil(2)..=ceiling).max(1))
 }
 
 pub fn client() -> reqwest::Client {
@@ -141,6 +187,15 @@ pub async fn reconcile(
     .execute(app.store.write_pool())
     .await
     .context("cannot finish reconciliation run")?;
+    if let Err(e) = &outcome {
+        failure_alert(app, notifier, source, sc, e, now).await;
+    } else {
+        let note = "the next reconciliation worked";
+        monitor::resolve(app, "source_failing", source, note, now).await;
+        if let Some(credential) = credential_of(app, sc) {
+            monitor::resolve(app, "credentials", &credential, note, now).await;
+        }
+    }
     outcome?;
     if missing > 0 {
         let spec = AlertSpec {
@@ -163,6 +218,94 @@ pub async fn reconcile(
     }
     let _ = app.live.send(LiveEvent::SourcesChanged);
     latest(&app.store, source).await?.ok_or_else(|| ReconcileError::Storage(anyhow::anyhow!("run vanished")))
+}
+
+/// The environment variable holding the credential `source`'s listing uses.
+fn credential_of(app: &App, sc: &SourceConfig) -> Option<String> {
+    match sc.kind {
+        SourceKind::Meta => {
+            sc.route.first().and_then(|t| app.config.targets.get(t)).and_then(|t| t.access_token_env.clone())
+        }
+        SourceKind::Generic => match sc.reconcile.as_ref().and_then(|r| r.auth.as_ref()) {
+            Some(AuthConfig::BearerEnv(var)) | Some(AuthConfig::Header { value_env: var, .. }) => Some(var.clone()),
+            None => None,
+        },
+    }
+}
+
+/// A refused credential alerts at once; anything else once the source has failed for `failing_alert_minutes`.
+async fn failure_alert(
+    app: &App,
+    notifier: &dyn Notifier,
+    source: &str,
+    sc: &SourceConfig,
+    error: &ReconcileError,
+    now: DateTime<Utc>,
+) {
+    let refused = match error {
+        ReconcileError::Graph(g) => g.kind == crate::graph::GraphErrorKind::Token,
+        ReconcileError::Status { status, .. } => matches!(status, 401 | 403),
+        _ => false,
+    };
+    if refused {
+        let credential = credential_of(app, sc).unwrap_or_else(|| source.to_string());
+        let spec = AlertSpec {
+            kind: "credentials",
+            key: credential.clone(),
+            severity: Severity::Critical,
+            title: format!("{source} refused Leadline's access token: its leads cannot be fetched or checked"),
+            detail: format!(
+                "{error}. Put a new token in the environment variable {credential} and restart Leadline. Until then \
+                 leads from {source} wait (nothing is lost) and lost webhooks are not recovered."
+            ),
+        };
+        return monitor::raise(app, notifier, spec, now).await;
+    }
+    let since = match failing_since(&app.store, source).await {
+        Ok(Some(t)) => t,
+        Ok(None) => now,
+        Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot read reconciliation history"),
+    };
+    if now - since < chrono::Duration::minutes(sc.failing_alert_minutes as i64) {
+        return;
+    }
+    let minutes = (now - since).num_minutes();
+    let throttled = matches!(error, ReconcileError::Throttled(_))
+        || matches!(error, ReconcileError::Graph(g) if g.kind == crate::graph::GraphErrorKind::Throttled);
+    let spec = AlertSpec {
+        kind: "source_failing",
+        key: source.to_string(),
+        severity: if throttled { Severity::Warning } else { Severity::Critical },
+        title: if throttled {
+            format!("{source} has been throttling Leadline for {minutes} min: lost webhooks are not being recovered")
+        } else {
+            format!(
+                "Leadline cannot reach {source}'s lead list for {minutes} min: lost webhooks are not being recovered"
+            )
+        },
+        detail: format!(
+            "Every reconciliation since {} failed; the last said: {error}. Leads that arrive by webhook still flow; \
+             leads whose webhook was lost are found once the list answers again.",
+            since.format("%H:%M UTC")
+        ),
+    };
+    monitor::raise(app, notifier, spec, now).await;
+}
+
+/// The start of the first failed run after the last good one, if the latest run failed.
+async fn failing_since(store: &Store, source: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
+    let (first,): (Option<i64>,) = sqlx::query_as(
+        "SELECT MIN(started_at) FROM reconciliation_run
+          WHERE source = ? AND error IS NOT NULL
+            AND started_at > COALESCE((SELECT MAX(started_at) FROM reconciliation_run
+                                        WHERE source = ? AND error IS NULL AND finished_at IS NOT NULL), 0)",
+    )
+    .bind(source)
+    .bind(source)
+    .fetch_one(store.read_pool())
+    .await
+    .context("cannot read failed reconciliation runs")?;
+    Ok(first.map(from_ms))
 }
 
 async fn watermark(
@@ -197,7 +340,7 @@ async fn compare(
     now: DateTime<Utc>,
 ) -> Result<(i64, i64, i64, Vec<String>), ReconcileError> {
     let listed: Vec<(String, Value)> = match sc.kind {
-        SourceKind::Meta => list_meta(app, client, rc, since).await?,
+        SourceKind::Meta => list_meta(app, client, sc, rc, since, now).await?,
         SourceKind::Generic => list_generic(app, client, sc, rc, since).await?,
     };
     // Compare with what is stored, in chunks.
@@ -232,23 +375,39 @@ async fn compare(
     Ok((listed.len() as i64, refs.len() as i64, ingested, refs))
 }
 
+/// One GET. Returns the JSON answer and its headers; a non-success status is `Status` with an excerpt.
 async fn get_json(
     client: &reqwest::Client,
-    url: &str,
+    url: &reqwest::Url,
     auth: Option<(String, String)>,
-) -> Result<Value, ReconcileError> {
-    let mut req = client.get(url);
+) -> Result<(Value, reqwest::header::HeaderMap), (ReconcileError, Option<reqwest::header::HeaderMap>)> {
+    let mut req = client.get(url.clone());
     if let Some((name, value)) = auth {
         req = req.header(name, value);
     }
-    let resp = req.send().await.map_err(|e| ReconcileError::Http(e.without_url().to_string()))?;
+    let resp = req.send().await.map_err(|e| (ReconcileError::Http(e.without_url().to_string()), None))?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| ReconcileError::Http(e.without_url().to_string()))?;
+    let headers = resp.headers().clone();
+    let text = resp.text().await.map_err(|e| (ReconcileError::Http(e.without_url().to_string()), None))?;
     if !status.is_success() {
-        let body: String = text.chars().take(300).collect();
-        return Err(ReconcileError::Status { status: status.as_u16(), body });
+        let body: String = text.chars().take(2_000).collect();
+        return Err((ReconcileError::Status { status: status.as_u16(), body }, Some(headers)));
     }
-    serde_json::from_str(&text).map_err(|e| ReconcileError::Body(format!("not JSON: {e}")))
+    let json = serde_json::from_str(&text).map_err(|e| (ReconcileError::Body(format!("not JSON: {e}")), None))?;
+    Ok((json, headers))
+}
+
+/// The next page's address, only on the origin of the first request.
+fn follow(first: &reqwest::Url, next: Option<&str>) -> Result<Option<reqwest::Url>, ReconcileError> {
+    match next {
+        None | Some("") => Ok(None),
+        Some(link) => crate::graph::same_origin(first, link).map(Some).ok_or_else(|| {
+            let origin = reqwest::Url::parse(link)
+                .map(|u| format!("{}://{}", u.scheme(), u.host_str().unwrap_or("?")))
+                .unwrap_or_else(|_| "not a URL".into());
+            ReconcileError::ForeignLink(origin)
+        }),
+    }
 }
 
 async fn list_generic(
@@ -273,12 +432,14 @@ async fn list_generic(
         )),
         None => None,
     };
-    let mut url = Some(template.replace("{since}", &since.timestamp().to_string()));
+    let first = reqwest::Url::parse(&template.replace("{since}", &since.timestamp().to_string()))
+        .map_err(|e| ReconcileError::Config(format!("list_url: {e}")))?;
+    let mut url = Some(first.clone());
     let mut out = Vec::new();
     let mut pages = 0;
     while let Some(u) = url.take() {
         pages += 1;
-        let body = get_json(client, &u, auth.clone()).await?;
+        let (body, _) = get_json(client, &u, auth.clone()).await.map_err(|(e, _)| e)?;
         let items = match &rc.items_pointer {
             Some(p) => body.pointer(p),
             None if body.is_array() => Some(&body),
@@ -292,7 +453,7 @@ async fn list_generic(
             out.push((id, item.clone()));
         }
         if pages < MAX_PAGES {
-            url = rc.next_pointer.as_deref().and_then(|p| body.pointer(p)).and_then(Value::as_str).map(String::from);
+            url = follow(&first, rc.next_pointer.as_deref().and_then(|p| body.pointer(p)).and_then(Value::as_str))?;
         }
     }
     Ok(out)
@@ -301,50 +462,62 @@ async fn list_generic(
 async fn list_meta(
     app: &App,
     client: &reqwest::Client,
+    sc: &SourceConfig,
     rc: &ReconcileConfig,
     since: DateTime<Utc>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<(String, Value)>, ReconcileError> {
-    let token_env = rc.access_token_env.as_deref().unwrap_or_default();
-    let token = app
-        .config
-        .secret("reconcile.access_token_env", token_env)
-        .map_err(|e| ReconcileError::Config(e.to_string()))?;
+    let step = sc
+        .route
+        .first()
+        .and_then(|t| app.config.targets.get(t))
+        .filter(|t| t.kind == TargetKind::MetaLead)
+        .ok_or_else(|| ReconcileError::Config("the source's route does not start with a meta_lead step".into()))?;
+    let base = step.graph_base();
+    let token_env = step.access_token_env.as_deref().unwrap_or_default();
+    let token = app.config.secret("access_token_env", token_env).map_err(|e| ReconcileError::Config(e.to_string()))?;
     let filtering = json!([{"field": "time_created", "operator": "GREATER_THAN", "value": since.timestamp()}]);
     let mut out = Vec::new();
     for form in &rc.form_ids {
-        let mut url = reqwest::Url::parse(&format!("{}/{form}/leads", rc.graph_url.trim_end_matches('/')))
-            .map_err(|e| ReconcileError::Config(format!("graph_url: {e}")))?;
-        url.query_pairs_mut()
-            .append_pair("fields", "id,created_time,field_data,ad_id")
+        let mut first = reqwest::Url::parse(&format!("{base}/{form}/leads"))
+            .map_err(|e| ReconcileError::Config(format!("the meta_lead step's url: {e}")))?;
+        first
+            .query_pairs_mut()
+            .append_pair("fields", crate::graph::LEAD_FIELDS)
             .append_pair("filtering", &filtering.to_string())
             .append_pair("access_token", &token);
-        let mut next = Some(url.to_string());
+        let mut next = Some(first.clone());
         let mut pages = 0;
         while let Some(u) = next.take() {
+            if let Some(until) = crate::graph::held_until(&base, now) {
+                return Err(ReconcileError::Throttled(until));
+            }
             pages += 1;
-            let body = get_json(client, &u, None).await?;
-            if let Some(err) = body.get("error") {
-                return Err(ReconcileError::Body(format!(
-                    "Graph API error {}: {}",
-                    err.get("code").cloned().unwrap_or_default(),
-                    err.get("message").and_then(Value::as_str).unwrap_or("")
-                )));
+            let (body, headers) = match get_json(client, &u, None).await {
+                Ok(answer) => answer,
+                Err((ReconcileError::Status { status, body }, headers)) => {
+                    let e = crate::graph::classify_error(status, body.as_bytes());
+                    if let Some(until) = headers.as_ref().and_then(|h| crate::graph::throttled_until(h, now)) {
+                        crate::graph::hold(&base, until);
+                    }
+                    return Err(ReconcileError::Graph(e));
+                }
+                Err((e, _)) => return Err(e),
+            };
+            if let Some(until) = crate::graph::throttled_until(&headers, now) {
+                crate::graph::hold(&base, until);
+            }
+            if body.get("error").is_some() {
+                return Err(ReconcileError::Graph(crate::graph::classify_error(200, body.to_string().as_bytes())));
             }
             let data = body.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
             for lead in data {
                 let Some(id) = pipeline::event_id(&lead, "id") else { continue };
-                // The same shape a webhook's leadgen change has, plus the lead's fields.
-                let payload = json!({
-                    "leadgen_id": id,
-                    "form_id": form,
-                    "ad_id": lead.get("ad_id"),
-                    "created_time": lead.get("created_time"),
-                    "field_data": lead.get("field_data"),
-                });
+                let payload = crate::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id.as_deref());
                 out.push((id, payload));
             }
             if pages < MAX_PAGES {
-                next = body.pointer("/paging/next").and_then(Value::as_str).map(String::from);
+                next = follow(&first, body.pointer("/paging/next").and_then(Value::as_str))?;
             }
         }
     }

@@ -65,6 +65,8 @@ pub enum JobOutcome {
         result: serde_json::Value,
         /// search_then_create: remember which CRM record holds this external id.
         link: Option<(String, String)>,
+        /// The lead as stored from now on (a `meta_lead` step fetched its answers), written in the same commit.
+        payload: Option<serde_json::Value>,
     },
     Retry {
         at: DateTime<Utc>,
@@ -191,7 +193,7 @@ impl Store {
         for c in batch {
             let now = ms(c.now);
             let result = match &c.outcome {
-                JobOutcome::Delivered { result, link } => {
+                JobOutcome::Delivered { result, link, payload } => {
                     if let Some((external_id, crm_id)) = link {
                         sqlx::query(
                             "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
@@ -218,6 +220,14 @@ impl Store {
                     .execute(&mut *tx)
                     .await
                     .context("cannot mark delivered")?;
+                    if let (1, Some(p)) = (r.rows_affected(), payload) {
+                        sqlx::query("UPDATE inbound_event SET payload = ? WHERE id = ?")
+                            .bind(p.to_string())
+                            .bind(c.event_id)
+                            .execute(&mut *tx)
+                            .await
+                            .context("cannot store the fetched lead")?;
+                    }
                     if r.rows_affected() == 1 {
                         // The next step of the route becomes due now that its input exists.
                         sqlx::query(

@@ -11,6 +11,8 @@
 //!
 //! Every request carries the same JSON envelope (`docs/configuration.md`, "What a target receives").
 
+pub mod meta_lead;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -49,6 +51,30 @@ pub struct AttemptReport {
     pub note: Option<String>,
     /// A retry must first check whether the CRM already has the lead.
     pub in_doubt: bool,
+    /// The lead as it should be stored from now on (a `meta_lead` step fetched its answers).
+    pub payload: Option<serde_json::Value>,
+    /// The target refused this credential (the environment variable naming it): hold the whole target and
+    /// ask a person for a new one, instead of dead-lettering every lead.
+    pub credential_refused: Option<String>,
+}
+
+impl AttemptReport {
+    pub fn new(now: DateTime<Utc>) -> AttemptReport {
+        AttemptReport {
+            started_at: now,
+            duration_ms: 0,
+            http_status: None,
+            excerpt: None,
+            verdict: Verdict::Delivered,
+            retry_after: None,
+            crm_id: None,
+            link: None,
+            note: None,
+            in_doubt: false,
+            payload: None,
+            credential_refused: None,
+        }
+    }
 }
 
 enum Lookup {
@@ -61,6 +87,7 @@ struct Response {
     status: u16,
     body: Vec<u8>,
     retry_after: Option<DateTime<Utc>>,
+    headers: HeaderMap,
 }
 
 /// What became of a request: an answer, never sent (connection failed), or sent without an answer.
@@ -130,19 +157,8 @@ impl HttpTarget {
     pub async fn deliver(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
         let started = Instant::now();
         let external_id = job.external_id();
-        let mut report = AttemptReport {
-            started_at: now,
-            duration_ms: 0,
-            http_status: None,
-            excerpt: None,
-            verdict: Verdict::Delivered,
-            retry_after: None,
-            crm_id: None,
-            link: None,
-            note: None,
-            in_doubt: false,
-        };
-        let strategy = self.config.strategy;
+        let mut report = AttemptReport::new(now);
+        let strategy = self.config.strategy();
 
         // 1. Does the CRM already have this lead? (search_then_create always; others only when in doubt.)
         let must_look = strategy == Strategy::SearchThenCreate || (job.in_doubt && strategy == Strategy::None);
@@ -322,18 +338,20 @@ async fn send(request: reqwest::RequestBuilder) -> Outcome {
         Err(e) => return Outcome::Unanswered(error_chain(&e)),
     };
     let status = response.status().as_u16();
+    let headers = response.headers().clone();
     let retry_after = response
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| parse_retry_after(v, Utc::now()));
     match response.bytes().await {
-        Ok(body) => Outcome::Answered(Response { status, body: body.to_vec(), retry_after }),
+        Ok(body) => Outcome::Answered(Response { status, body: body.to_vec(), retry_after, headers }),
         // The status arrived, so the CRM processed the request; only the body was lost.
         Err(e) => Outcome::Answered(Response {
             status,
             body: format!("(body lost: {})", error_chain(&e)).into_bytes(),
             retry_after,
+            headers,
         }),
     }
 }

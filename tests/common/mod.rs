@@ -21,7 +21,8 @@ pub struct TestApp {
 }
 
 /// Config text for a test: a signed `webform` source routed to `crm` then `notify`, an unsigned `plain`
-/// source, fast retries. `{crm}` is the mock CRM's address, `{db}` the database path.
+/// source, a Meta source whose leads are fetched from the mock Graph API (`meta_fetch`) before `crm`, fast
+/// retries. `{crm}` is the mock CRM's address, `{db}` the database path.
 pub fn config_text(crm: SocketAddr, db: &Path, crm_target: &str) -> String {
     format!(
         r#"
@@ -47,11 +48,20 @@ route = ["crm"]
 
 [sources.meta]
 kind = "meta"
-route = ["crm"]
+route = ["meta_fetch", "crm"]
 app_secret_env = "TEST_META_SECRET"
 verify_token_env = "TEST_META_VERIFY"
+page_id = "99"
 
 {crm_target}
+
+[targets.meta_fetch]
+kind = "meta_lead"
+url = "http://{crm}/graph"
+access_token_env = "TEST_GRAPH_TOKEN"
+timeout_ms = 1000
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
 
 [targets.notify]
 url = "http://{crm}/notify/{{external_id}}"
@@ -84,6 +94,7 @@ pub fn parse_config(text: &str) -> Config {
     c.inline_secrets.insert("TEST_WEBFORM_SECRET".into(), SECRET.into());
     c.inline_secrets.insert("TEST_META_SECRET".into(), SECRET.into());
     c.inline_secrets.insert("TEST_META_VERIFY".into(), "verify-me".into());
+    c.inline_secrets.insert("TEST_GRAPH_TOKEN".into(), leadline::demo::mock_crm::GRAPH_TOKEN.into());
     c
 }
 
@@ -91,6 +102,15 @@ pub async fn spawn_with(crm_target: impl Fn(SocketAddr) -> String) -> TestApp {
     let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr));
+    let server = Server::start(parse_config(&text)).await.unwrap();
+    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
+}
+
+/// Like [`spawn_with`], with `extra` TOML appended to the config.
+pub async fn spawn_with_extra(crm_target: impl Fn(SocketAddr) -> String, extra: &str) -> TestApp {
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr)) + "\n" + extra;
     let server = Server::start(parse_config(&text)).await.unwrap();
     TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
 }
