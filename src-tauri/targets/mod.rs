@@ -11,6 +11,8 @@
 //!
 //! Every request carries the same JSON envelope (`docs/configuration.md`, "What a target receives").
 
+pub mod mapping;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
