@@ -11,6 +11,7 @@
 //!
 //! Every request carries the same JSON envelope (`docs/configuration.md`, "What a target receives").
 
+pub mod mapping;
 pub mod meta_lead;
 
 use std::time::{Duration, Instant};
