@@ -3,4 +3,5 @@
 pub mod backoff;
 pub mod breaker;
 pub mod classify;
+pub mod pacing;
 pub mod worker;

@@ -1,0 +1,1244 @@
+//! Pacing: how fast one target may be sent requests. Pure: every clock reading is passed in, nothing sleeps.
+//!
+//! A [`Pacer`] per target combines four things:
+//!
+//! * a **hold** — "send nothing before X" — set from `Retry-After` on a 429/503, or from rate-limit headers that say
+//!   the window or the day's budget is used up. It applies to every request of the target, whichever lead was
+//!   answered, and a later, earlier hold never shortens a longer one.
+//! * a **[`Limiter`]** for the effective rate: the slowest of the declared rate (configuration), the rates learned
+//!   from the target's headers, and the daily-budget slowdown.
+//! * what the target said about its **daily budget** ([`Pacer::daily_usage`]); past [`DAILY_SLOWDOWN_PERCENT`] the
+//!   remaining budget is spread over a day instead of being spent at full speed.
+//! * an **adaptive concurrency** limit (AIMD): halved by a 429, raised by one after a run of successes.
+//!
+//! # The window guarantee
+//!
+//! Vendors count differently: HubSpot counts requests in a rolling 10 s window, Pipedrive in a 2 s window, others
+//! use token buckets whose burst size is not published. A plain token bucket of capacity `count` that starts full
+//! would break a rolling window: it can send `count` at once and then `count` more as it refills within the same
+//! window (380 in the first 10 s against HubSpot's 190/10 s). So the limiter enforces two rules:
+//!
+//! 1. **Hard cap, exact:** a log of the send times within the last window (a ring of at most `count` timestamps)
+//!    refuses a request when `count` were sent in the window ending now. By construction no half-open window of the
+//!    declared length ever holds more than `count` sends.
+//! 2. **Smoothing:** a GCRA (a token bucket in "theoretical arrival time" form) paces sends one interval
+//!    (`window / count`) apart, allowing a small burst of 5 % of `count`. Under a steady backlog it alone sets the
+//!    pace, so token-bucket vendors with a small burst size are not hit by a wall of `count` requests; the log only
+//!    bites at the start and after a burst.
+//!
+//! Both use the declared window lengthened by a 1 % guard ([`GUARD_PER_MILLE`]): requests leave at exact spacing,
+//! but they arrive with network jitter, and a vendor counting a rolling window at the limit would see an extra one
+//! now and then. The guard costs 1 % of throughput.
+//!
+//! Above [`LOG_MAX_COUNT`] (daily quotas such as `250000/1d`) the log would be too large, so the limiter falls back
+//! to the GCRA alone, sized so its worst case still fits: with a burst `b` (1 % of `count`) and interval
+//! `window / (count − b + 1)`, any window holds at most `(count − b + 1) + (b − 1) = count` sends.
+//!
+//! Memory is bounded by `count ≤ LOG_MAX_COUNT` timestamps per target.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use reqwest::header::HeaderMap;
+use reqwest::StatusCode;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::delivery::backoff::parse_retry_after;
+
+/// The guard added to every window, in thousandths of the window (1 %). See the module documentation.
+pub const GUARD_PER_MILLE: u32 = 10;
+/// The largest count enforced with an exact log of send times; above it the limiter is a GCRA alone.
+pub const LOG_MAX_COUNT: u32 = 100_000;
+/// The burst the smoothing GCRA allows, in percent of the count (at least one request).
+pub const SMOOTHING_BURST_PERCENT: u32 = 5;
+/// The burst of the fallback GCRA (no log), in percent of the count. Its interval is shortened by the burst, so a
+/// large burst would cost throughput: 1 % costs 1 %.
+pub const FALLBACK_BURST_PERCENT: u32 = 1;
+/// Once this share of a daily budget is used, the rest is spread over a day (see [`Pacer::learn`]).
+pub const DAILY_SLOWDOWN_PERCENT: u64 = 90;
+/// How long to hold a target whose daily budget is used up when the answer does not say when it renews. After the
+/// hold one request goes through; its headers renew the hold if the budget is still used up.
+pub const DAILY_RECHECK_SECONDS: i64 = 15 * 60;
+/// The longest hold a header can impose. A longer instruction is far more likely a vendor bug or a misread date
+/// than a real instruction; the target is still held for a whole day.
+pub const MAX_HOLD_SECONDS: i64 = 24 * 3600;
+/// A 429 that carries no timing at all holds the target for one window of the effective rate, at most this long.
+pub const MAX_UNTIMED_429_HOLD_SECONDS: i64 = 60;
+/// The longest window a rate may declare.
+pub const MAX_WINDOW: Duration = Duration::from_secs(31 * 24 * 3600);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Rate
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A rate limit: at most `count` requests in any window of length `window`. Parsed from text like `"190/10s"`,
+/// `"100/s"`, `"5/1m"` or `"250000/1d"` (units `ms`, `s`, `m`/`min`, `h`, `d`; a missing number means 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    count: u32,
+    window: Duration,
+}
+
+/// Why a rate could not be read. Every message quotes the text it was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateError {
+    #[error("rate {0:?} is not of the form <count>/<window>, like \"190/10s\", \"100/s\", \"5/1m\" or \"250000/1d\"")]
+    Garbage(String),
+    #[error("rate {0:?}: the count must be at least 1")]
+    ZeroCount(String),
+    #[error("rate {input:?}: unknown unit {unit:?} (use ms, s, m, h or d)")]
+    UnknownUnit { input: String, unit: String },
+    #[error("rate {0:?}: the window must be longer than zero")]
+    ZeroWindow(String),
+    #[error("rate {0:?}: the window is longer than 31 days")]
+    WindowTooLong(String),
+}
+
+impl Rate {
+    /// A rate of `count` per `window`; `None` when the count is zero, the window is empty or longer than
+    /// [`MAX_WINDOW`].
+    pub fn new(count: u32, window: Duration) -> Option<Rate> {
+        (count > 0 && !window.is_zero() && window <= MAX_WINDOW).then_some(Rate { count, window })
+    }
+
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Whether `self` allows fewer requests per unit of time than `other`.
+    pub fn is_slower_than(&self, other: &Rate) -> bool {
+        u128::from(self.count) * other.window.as_nanos() < u128::from(other.count) * self.window.as_nanos()
+    }
+
+    /// The slower of two rates.
+    pub fn slowest(self, other: Rate) -> Rate {
+        if other.is_slower_than(&self) {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Requests per second, for display and tests.
+    pub fn per_second(&self) -> f64 {
+        f64::from(self.count) / self.window.as_secs_f64()
+    }
+}
+
+impl FromStr for Rate {
+    type Err = RateError;
+
+    fn from_str(input: &str) -> Result<Rate, RateError> {
+        let garbage = || RateError::Garbage(input.to_string());
+        let (count, window) = input.trim().split_once('/').ok_or_else(garbage)?;
+        let count: u32 = count.trim().parse().map_err(|_| garbage())?;
+        if count == 0 {
+            return Err(RateError::ZeroCount(input.to_string()));
+        }
+        let window = window.trim();
+        let digits = window.find(|c: char| !c.is_ascii_digit()).unwrap_or(window.len());
+        let (amount, unit) = window.split_at(digits);
+        let amount: u64 = if amount.is_empty() { 1 } else { amount.parse().map_err(|_| garbage())? };
+        let unit = unit.trim();
+        let unit_ms: u64 = match unit {
+            "ms" => 1,
+            "s" | "sec" => 1_000,
+            "m" | "min" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "" => return Err(garbage()),
+            other => return Err(RateError::UnknownUnit { input: input.to_string(), unit: other.to_string() }),
+        };
+        if amount == 0 {
+            return Err(RateError::ZeroWindow(input.to_string()));
+        }
+        let window_ms = amount.checked_mul(unit_ms).ok_or_else(|| RateError::WindowTooLong(input.to_string()))?;
+        let window = Duration::from_millis(window_ms);
+        if window > MAX_WINDOW {
+            return Err(RateError::WindowTooLong(input.to_string()));
+        }
+        Ok(Rate { count, window })
+    }
+}
+
+impl fmt::Display for Rate {
+    /// The canonical text form, which parses back to the same rate.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.window.as_millis();
+        let (amount, unit) = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")]
+            .into_iter()
+            .find(|(unit_ms, _)| ms % unit_ms == 0)
+            .map_or((ms, "ms"), |(unit_ms, unit)| (ms / unit_ms, unit));
+        write!(f, "{}/{amount}{unit}", self.count)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Rate, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Limiter
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Paces requests to one [`Rate`]: an exact log of recent sends (the hard cap) plus a GCRA (the smoothing), or the
+/// GCRA alone above [`LOG_MAX_COUNT`]. See the module documentation for the guarantee.
+#[derive(Debug, Clone)]
+pub struct Limiter {
+    rate: Rate,
+    /// The declared window plus the guard.
+    window: TimeDelta,
+    /// GCRA emission interval: the spacing of sends under a steady backlog.
+    interval: TimeDelta,
+    /// GCRA tolerance: `(burst − 1) · interval`.
+    tolerance: TimeDelta,
+    /// GCRA theoretical arrival time of the next request; `None` before the first send.
+    tat: Option<DateTime<Utc>>,
+    /// Send times within the last `window`, oldest first, at most `rate.count` of them. `None` above
+    /// [`LOG_MAX_COUNT`].
+    log: Option<VecDeque<DateTime<Utc>>>,
+}
+
+impl Limiter {
+    pub fn new(rate: Rate) -> Limiter {
+        let mut limiter = Limiter {
+            rate,
+            window: TimeDelta::zero(),
+            interval: TimeDelta::zero(),
+            tolerance: TimeDelta::zero(),
+            tat: None,
+            log: None,
+        };
+        limiter.set_rate(rate);
+        limiter
+    }
+
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// Switches to another rate, keeping what was sent: the GCRA's schedule carries over (no fresh burst), and the
+    /// log keeps its newest entries. When the log is first created by the switch (from above [`LOG_MAX_COUNT`]),
+    /// earlier sends are unknown to it; the carried-over schedule still prevents a burst.
+    pub fn set_rate(&mut self, rate: Rate) {
+        self.rate = rate;
+        let count = u64::from(rate.count);
+        // MAX_WINDOW (31 days) in nanoseconds, plus the guard, fits in an i64 many times over.
+        let declared = u64::try_from(rate.window.as_nanos()).unwrap_or(u64::MAX / 4);
+        let window = declared + declared / 1000 * u64::from(GUARD_PER_MILLE);
+        let use_log = rate.count <= LOG_MAX_COUNT;
+        let percent = if use_log { SMOOTHING_BURST_PERCENT } else { FALLBACK_BURST_PERCENT };
+        let burst = (count * u64::from(percent)).div_ceil(100).clamp(1, count);
+        // With the log as the hard cap, smoothing paces at exactly the rate; without it, the interval leaves room
+        // for the burst so that the GCRA alone keeps any window within `count`. Rounding up never paces faster.
+        let slots = if use_log { count } else { count - burst + 1 };
+        let interval = window.div_ceil(slots).max(1);
+        let nanos = |n: u64| TimeDelta::nanoseconds(i64::try_from(n).unwrap_or(i64::MAX));
+        self.window = nanos(window);
+        self.interval = nanos(interval);
+        self.tolerance = nanos(interval * (burst - 1));
+        if use_log {
+            let log = self.log.get_or_insert_with(VecDeque::new);
+            while log.len() > rate.count as usize {
+                log.pop_front();
+            }
+        } else {
+            self.log = None;
+        }
+    }
+
+    /// Takes a slot for a request sent at `now`, or says when the next one frees up (always after `now`).
+    /// `now` should not go backwards between calls; if it does, the log treats it as the latest time seen.
+    pub fn try_acquire(&mut self, now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
+        let now = match self.log.as_ref().and_then(|log| log.back()) {
+            Some(&latest) => now.max(latest),
+            None => now,
+        };
+        let tat = self.tat.map_or(now, |tat| tat.max(now));
+        let mut wait: Option<DateTime<Utc>> = None;
+        let smooth_at = tat - self.tolerance;
+        if now < smooth_at {
+            wait = Some(smooth_at);
+        }
+        if let Some(log) = self.log.as_mut() {
+            // The window ending now is (now − window, now]: a send at exactly now − window has left it.
+            let cutoff = now - self.window;
+            while log.front().is_some_and(|&t| t <= cutoff) {
+                log.pop_front();
+            }
+            if log.len() >= self.rate.count as usize {
+                if let Some(&oldest) = log.front() {
+                    let frees_at = oldest + self.window;
+                    wait = Some(wait.map_or(frees_at, |w| w.max(frees_at)));
+                }
+            }
+        }
+        if let Some(at) = wait {
+            return Err(at);
+        }
+        self.tat = Some(tat + self.interval);
+        if let Some(log) = self.log.as_mut() {
+            log.push_back(now);
+        }
+        Ok(())
+    }
+
+    /// How many send times the log holds (0 without a log).
+    pub fn logged(&self) -> usize {
+        self.log.as_ref().map_or(0, VecDeque::len)
+    }
+
+    /// Whether the exact log is in use (count ≤ [`LOG_MAX_COUNT`]).
+    pub fn has_log(&self) -> bool {
+        self.log.is_some()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pacer
+// ---------------------------------------------------------------------------------------------------------------
+
+/// The answer of [`Pacer::admit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Send now; the slot is taken.
+    Go,
+    /// Send nothing to this target before this instant.
+    WaitUntil(DateTime<Utc>),
+}
+
+/// What an answer said about the target's capacity, for [`Pacer::record`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The target accepted the request (any 2xx).
+    Success,
+    /// 429 Too Many Requests, with the instant `Retry-After` named, if any.
+    RateLimited { retry_after: Option<DateTime<Utc>> },
+    /// Anything else: says nothing about capacity (a 4xx about one lead, a 5xx, a network error).
+    Other,
+}
+
+impl Outcome {
+    /// The outcome an HTTP status stands for (the retry-after instant is left to [`Pacer::learn`]).
+    pub fn from_status(status: StatusCode) -> Outcome {
+        if status.is_success() {
+            Outcome::Success
+        } else if status == StatusCode::TOO_MANY_REQUESTS {
+            Outcome::RateLimited { retry_after: None }
+        } else {
+            Outcome::Other
+        }
+    }
+}
+
+/// The pacing state of one target. See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    declared: Option<Rate>,
+    /// From HubSpot's `X-HubSpot-RateLimit-Max` over `-Interval-Milliseconds`.
+    learned_hubspot: Option<Rate>,
+    /// From `x-ratelimit-limit` over the inferred window (see [`Pacer::learn`]).
+    learned_generic: Option<Rate>,
+    /// The longest `x-ratelimit-reset` seen, in seconds: a lower bound of that vendor's window length.
+    longest_reset_seconds: u64,
+    /// The remaining daily budget spread over a day, once past [`DAILY_SLOWDOWN_PERCENT`].
+    daily_cap: Option<Rate>,
+    daily: Option<(u64, u64)>,
+    limiter: Option<Limiter>,
+    hold_until: Option<DateTime<Utc>>,
+    max_concurrency: u32,
+    concurrency: u32,
+    /// Successes since the limit last changed.
+    success_run: u32,
+    /// Answers still expected for requests sent under the limit before the last halving; their 429s were caused
+    /// by the old limit and do not halve again.
+    unsettled: u32,
+}
+
+impl Pacer {
+    /// A pacer for a target declared to allow `declared` (none: pace only on what the target says) with at most
+    /// `max_concurrency` requests in flight (at least 1).
+    pub fn new(declared: Option<Rate>, max_concurrency: u32) -> Pacer {
+        let max_concurrency = max_concurrency.max(1);
+        Pacer {
+            declared,
+            learned_hubspot: None,
+            learned_generic: None,
+            longest_reset_seconds: 0,
+            daily_cap: None,
+            daily: None,
+            limiter: declared.map(Limiter::new),
+            hold_until: None,
+            max_concurrency,
+            concurrency: max_concurrency,
+            success_run: 0,
+            unsettled: 0,
+        }
+    }
+
+    /// May a request go to the target at `now`? `Go` takes the slot; the caller must then send.
+    /// A hold answers before the rate limiter is asked, so a held target uses up no slots.
+    pub fn admit(&mut self, now: DateTime<Utc>) -> Admit {
+        if let Some(until) = self.hold_until {
+            if now < until {
+                return Admit::WaitUntil(until);
+            }
+        }
+        match self.try_acquire(now) {
+            Ok(()) => Admit::Go,
+            Err(at) => Admit::WaitUntil(at),
+        }
+    }
+
+    /// The rate limiter alone (no hold): takes a slot, or says when the next one frees up.
+    pub fn try_acquire(&mut self, now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
+        match self.limiter.as_mut() {
+            Some(limiter) => limiter.try_acquire(now),
+            None => Ok(()),
+        }
+    }
+
+    /// Holds the target until `until` (capped at [`MAX_HOLD_SECONDS`] from `now`). Never shortens a hold in force.
+    pub fn hold(&mut self, now: DateTime<Utc>, until: DateTime<Utc>) {
+        let until = until.min(now + TimeDelta::seconds(MAX_HOLD_SECONDS));
+        if self.hold_until.is_none_or(|current| until > current) {
+            self.hold_until = Some(until);
+        }
+    }
+
+    /// The hold, if one is still in force at `now`.
+    pub fn held_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.hold_until.filter(|&until| until > now)
+    }
+
+    /// The rate requests are paced to now: the slowest of the declared, the learned and the daily-budget rates.
+    pub fn effective_rate(&self) -> Option<Rate> {
+        [self.declared, self.learned_hubspot, self.learned_generic, self.daily_cap]
+            .into_iter()
+            .flatten()
+            .reduce(Rate::slowest)
+    }
+
+    /// The daily budget as the target last reported it: `(used, limit)`. `used` may exceed `limit` (Salesforce
+    /// allows short overruns).
+    pub fn daily_usage(&self) -> Option<(u64, u64)> {
+        self.daily
+    }
+
+    /// How many requests may be in flight now (AIMD; between 1 and the configured maximum).
+    pub fn concurrency(&self) -> u32 {
+        self.concurrency
+    }
+
+    /// One HTTP answer: learns from its headers, then records its outcome.
+    pub fn observe(&mut self, now: DateTime<Utc>, status: StatusCode, headers: &HeaderMap) {
+        self.learn(now, status, headers);
+        self.record(now, Outcome::from_status(status));
+    }
+
+    /// Records an answer's outcome for the concurrency limit, and holds the target on a 429.
+    ///
+    /// AIMD: a 429 halves the limit (at least 1), except a 429 answering a request sent before the last halving
+    /// (the next `old limit − 1` answers): one overload is one halving, not one per request in flight. A run of
+    /// successes as long as the current limit raises it by one, up to the maximum. Other answers change nothing.
+    ///
+    /// A 429 holds the target until its `retry_after`; without one, and with no hold already set from headers by
+    /// [`Pacer::learn`], for one window of the effective rate (at most [`MAX_UNTIMED_429_HOLD_SECONDS`]).
+    pub fn record(&mut self, now: DateTime<Utc>, outcome: Outcome) {
+        let settled = self.unsettled == 0;
+        self.unsettled = self.unsettled.saturating_sub(1);
+        match outcome {
+            Outcome::Success => {
+                if settled {
+                    self.success_run += 1;
+                    if self.success_run >= self.concurrency && self.concurrency < self.max_concurrency {
+                        self.concurrency += 1;
+                        self.success_run = 0;
+                    }
+                }
+            }
+            Outcome::RateLimited { retry_after } => {
+                match retry_after {
+                    Some(at) => self.hold(now, at),
+                    None if self.held_until(now).is_none() => {
+                        let window = self.effective_rate().map_or(TimeDelta::seconds(1), |r| {
+                            TimeDelta::from_std(r.window()).unwrap_or(TimeDelta::seconds(MAX_UNTIMED_429_HOLD_SECONDS))
+                        });
+                        self.hold(now, now + window.min(TimeDelta::seconds(MAX_UNTIMED_429_HOLD_SECONDS)));
+                    }
+                    None => {}
+                }
+                if settled {
+                    let old = self.concurrency;
+                    self.concurrency = (old / 2).max(1);
+                    self.success_run = 0;
+                    self.unsettled = old - 1;
+                }
+            }
+            Outcome::Other => {}
+        }
+    }
+
+    /// Learns from an answer's headers (any status). Unreadable values are ignored.
+    ///
+    /// * HubSpot ("Usage details" rate-limit headers): `X-HubSpot-RateLimit-Max` requests per
+    ///   `X-HubSpot-RateLimit-Interval-Milliseconds` becomes a learned rate; `-Remaining: 0` holds for one interval
+    ///   (a rolling window: the header does not say when a slot frees, one interval is the latest it can be).
+    ///   `-Daily` and `-Daily-Remaining` give the daily usage; a used-up day holds for
+    ///   [`DAILY_RECHECK_SECONDS`] (HubSpot resets at midnight in the account's time zone, which we don't know).
+    /// * Pipedrive and the generic form: `x-ratelimit-limit` requests per window, where the window is the declared
+    ///   one or the longest `x-ratelimit-reset` seen, whichever is longer (Pipedrive's window is 2 s and its
+    ///   headers don't name it; a declared `100/s` must not turn its `40` into 40/s). `x-ratelimit-remaining: 0`
+    ///   holds until `x-ratelimit-reset` (seconds; a value above 10⁹ is read as a Unix time).
+    ///   `x-daily-requests-left: 0` holds until the next midnight UTC, when Pipedrive's day renews.
+    /// * Salesforce `Sforce-Limit-Info: api-usage=used/limit` gives the daily usage (a rolling 24 h count);
+    ///   at or past the limit the target is held for [`DAILY_RECHECK_SECONDS`].
+    /// * `Retry-After` (seconds or HTTP date) on a 429 or 503 holds the target until then.
+    ///
+    /// Daily slowdown: once `used ≥ 90 %` of the limit, the remaining budget is paced as `remaining/1d`, so the
+    /// day's last requests are spread out instead of spent at once — the closer to the limit, the slower.
+    /// A learned rate only ever slows the pace: the declared rate stays a ceiling.
+    pub fn learn(&mut self, now: DateTime<Utc>, status: StatusCode, headers: &HeaderMap) {
+        // HubSpot.
+        let hs_max = header_u64(headers, "x-hubspot-ratelimit-max");
+        let hs_interval = header_u64(headers, "x-hubspot-ratelimit-interval-milliseconds");
+        if let (Some(max), Some(interval)) = (hs_max, hs_interval) {
+            let rate = u32::try_from(max).ok().and_then(|max| Rate::new(max, Duration::from_millis(interval)));
+            if rate.is_some() {
+                self.learned_hubspot = rate;
+            }
+        }
+        if header_u64(headers, "x-hubspot-ratelimit-remaining") == Some(0) {
+            let interval = hs_interval.filter(|&ms| ms > 0).unwrap_or(1_000);
+            self.hold(now, add_millis(now, interval));
+        }
+        let hs_daily = header_u64(headers, "x-hubspot-ratelimit-daily");
+        let hs_daily_remaining = header_u64(headers, "x-hubspot-ratelimit-daily-remaining");
+        if let (Some(limit), Some(remaining)) = (hs_daily, hs_daily_remaining) {
+            self.set_daily(now, limit.saturating_sub(remaining), limit);
+        }
+        if hs_daily_remaining == Some(0) {
+            self.hold(now, now + TimeDelta::seconds(DAILY_RECHECK_SECONDS));
+        }
+
+        // Pipedrive and the generic x-ratelimit-* form.
+        let reset_at = header_u64(headers, "x-ratelimit-reset").map(|reset| {
+            if reset > 1_000_000_000 {
+                i64::try_from(reset).ok().and_then(|s| DateTime::from_timestamp(s, 0)).map_or(now, |at| at.max(now))
+            } else {
+                self.longest_reset_seconds = self.longest_reset_seconds.max(reset.min(86_400));
+                add_millis(now, reset.saturating_mul(1000))
+            }
+        });
+        if let Some(limit) = header_u64(headers, "x-ratelimit-limit").and_then(|l| u32::try_from(l).ok()) {
+            let declared = self.declared.map_or(Duration::from_secs(1), |r| r.window());
+            let window = declared.max(Duration::from_secs(self.longest_reset_seconds));
+            if let Some(rate) = Rate::new(limit, window) {
+                self.learned_generic = Some(rate);
+            }
+        }
+        if header_u64(headers, "x-ratelimit-remaining") == Some(0) {
+            let window = self.learned_generic.map_or(TimeDelta::seconds(1), |r| {
+                TimeDelta::from_std(r.window()).unwrap_or(TimeDelta::seconds(MAX_HOLD_SECONDS))
+            });
+            // "0 seconds to reset" with nothing remaining still means "not this instant": wait for one window.
+            let until = reset_at.filter(|&at| at > now).unwrap_or(now + window);
+            self.hold(now, until);
+        }
+        if header_u64(headers, "x-daily-requests-left") == Some(0) {
+            self.hold(now, next_utc_midnight(now));
+        }
+
+        // Salesforce.
+        if let Some((used, limit)) =
+            headers.get("sforce-limit-info").and_then(|v| v.to_str().ok()).and_then(salesforce_usage)
+        {
+            self.set_daily(now, used, limit);
+        }
+
+        // Retry-After.
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            if let Some(at) =
+                headers.get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| parse_retry_after(v, now))
+            {
+                self.hold(now, at);
+            }
+        }
+
+        self.refresh_limiter();
+    }
+
+    /// Records the daily usage, sets or clears the slowdown, and holds a used-up target.
+    fn set_daily(&mut self, now: DateTime<Utc>, used: u64, limit: u64) {
+        if limit == 0 {
+            return;
+        }
+        self.daily = Some((used, limit));
+        let remaining = limit.saturating_sub(used);
+        if remaining == 0 {
+            self.daily_cap = None;
+            self.hold(now, now + TimeDelta::seconds(DAILY_RECHECK_SECONDS));
+        } else if u128::from(used) * 100 >= u128::from(limit) * u128::from(DAILY_SLOWDOWN_PERCENT) {
+            let count = u32::try_from(remaining).unwrap_or(u32::MAX);
+            self.daily_cap = Rate::new(count, Duration::from_secs(86_400));
+        } else {
+            self.daily_cap = None;
+        }
+    }
+
+    /// Keeps the limiter on the effective rate, preserving its state across a change.
+    fn refresh_limiter(&mut self) {
+        match (self.effective_rate(), self.limiter.as_mut()) {
+            (None, _) => self.limiter = None,
+            (Some(rate), Some(limiter)) => {
+                if limiter.rate() != rate {
+                    limiter.set_rate(rate);
+                }
+            }
+            (Some(rate), None) => self.limiter = Some(Limiter::new(rate)),
+        }
+    }
+}
+
+/// A header's value as a non-negative integer, if it is one.
+fn header_u64(headers: &HeaderMap, name: &str) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// `now` plus `ms` milliseconds, capped at [`MAX_HOLD_SECONDS`] (so it cannot overflow).
+fn add_millis(now: DateTime<Utc>, ms: u64) -> DateTime<Utc> {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX).min(MAX_HOLD_SECONDS * 1000);
+    now + TimeDelta::milliseconds(ms)
+}
+
+/// The first instant of the next UTC day.
+fn next_utc_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
+    let today = now.date_naive();
+    today.succ_opt().and_then(|d| d.and_hms_opt(0, 0, 0)).map_or(now + TimeDelta::days(1), |dt| dt.and_utc())
+}
+
+/// `(used, limit)` from a `Sforce-Limit-Info` value such as `api-usage=25/5000; per-app-api-usage=17/250(...)`.
+fn salesforce_usage(value: &str) -> Option<(u64, u64)> {
+    value.split([';', ',']).find_map(|part| {
+        let (key, usage) = part.trim().split_once('=')?;
+        if key.trim() != "api-usage" {
+            return None;
+        }
+        let (used, limit) = usage.trim().split_once('/')?;
+        Some((used.trim().parse().ok()?, limit.trim().parse().ok()?))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use reqwest::header::{HeaderName, HeaderValue};
+
+    fn t0() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z").unwrap().to_utc()
+    }
+
+    fn ms(n: i64) -> TimeDelta {
+        TimeDelta::milliseconds(n)
+    }
+
+    fn rate(text: &str) -> Rate {
+        text.parse().unwrap()
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    // --- Rate ---------------------------------------------------------------------------------------------------
+
+    #[test]
+    fn rates_parse_in_every_documented_form() {
+        assert_eq!(rate("190/10s"), Rate::new(190, Duration::from_secs(10)).unwrap());
+        assert_eq!(rate("100/s"), Rate::new(100, Duration::from_secs(1)).unwrap());
+        assert_eq!(rate("5/1m"), Rate::new(5, Duration::from_secs(60)).unwrap());
+        assert_eq!(rate("5/min"), Rate::new(5, Duration::from_secs(60)).unwrap());
+        assert_eq!(rate("250000/1d"), Rate::new(250_000, Duration::from_secs(86_400)).unwrap());
+        assert_eq!(rate("40/2s"), Rate::new(40, Duration::from_secs(2)).unwrap());
+        assert_eq!(rate("3/500ms"), Rate::new(3, Duration::from_millis(500)).unwrap());
+        assert_eq!(rate(" 7 / 2h "), Rate::new(7, Duration::from_secs(7200)).unwrap());
+    }
+
+    #[test]
+    fn rate_errors_name_the_problem() {
+        let err = |s: &str| s.parse::<Rate>().unwrap_err();
+        assert_eq!(err("0/10s"), RateError::ZeroCount("0/10s".into()));
+        assert_eq!(err("10/5w"), RateError::UnknownUnit { input: "10/5w".into(), unit: "w".into() });
+        assert_eq!(err("10/0s"), RateError::ZeroWindow("10/0s".into()));
+        assert_eq!(err("10/32d"), RateError::WindowTooLong("10/32d".into()));
+        assert_eq!(err("10/99999999999999999d"), RateError::WindowTooLong("10/99999999999999999d".into()));
+        for garbage in ["", "fast", "10", "10/", "/s", "-1/s", "ten/s", "10/10", "1.5/s", "10/s/s"] {
+            assert!(matches!(err(garbage), RateError::Garbage(_) | RateError::UnknownUnit { .. }), "{garbage:?}");
+        }
+        assert_eq!(err("10/s/s"), RateError::UnknownUnit { input: "10/s/s".into(), unit: "s/s".into() });
+        let message = err("0/10s").to_string();
+        assert!(message.contains("\"0/10s\"") && message.contains("at least 1"), "{message}");
+        let message = err("10/5w").to_string();
+        assert!(message.contains("unknown unit \"w\""), "{message}");
+        assert!(err("fast").to_string().contains("<count>/<window>"));
+    }
+
+    #[test]
+    fn rates_deserialize_from_config_text_and_display_back() {
+        #[derive(Deserialize)]
+        struct Target {
+            rate: Rate,
+        }
+        let t: Target = toml::from_str("rate = \"190/10s\"").unwrap();
+        assert_eq!(t.rate, rate("190/10s"));
+        let bad = toml::from_str::<Target>("rate = \"0/10s\"").err().unwrap().to_string();
+        assert!(bad.contains("the count must be at least 1"), "{bad}");
+        for text in ["190/10s", "100/1s", "5/1m", "250000/1d", "3/500ms", "7/2h"] {
+            assert_eq!(rate(text).to_string(), text);
+            assert_eq!(rate(&rate(text).to_string()), rate(text));
+        }
+        assert_eq!(rate("5/60s").to_string(), "5/1m");
+        assert_eq!(serde_json::to_string(&rate("100/s")).unwrap(), "\"100/1s\"");
+    }
+
+    #[test]
+    fn rates_compare_by_requests_per_time() {
+        assert!(rate("100/10s").is_slower_than(&rate("190/10s")));
+        assert!(rate("40/2s").is_slower_than(&rate("100/s")));
+        assert!(!rate("20/2s").is_slower_than(&rate("10/s")));
+        assert_eq!(rate("40/2s").slowest(rate("100/s")), rate("40/2s"));
+        assert_eq!(rate("100/s").slowest(rate("40/2s")), rate("40/2s"));
+    }
+
+    // --- Limiter ------------------------------------------------------------------------------------------------
+
+    /// Sends as fast as the limiter allows from `t0` for `duration`, jumping to each wait-until. Returns send times.
+    fn hammer(limiter: &mut Limiter, duration: TimeDelta) -> Vec<DateTime<Utc>> {
+        let mut now = t0();
+        let mut sent = Vec::new();
+        while now < t0() + duration {
+            match limiter.try_acquire(now) {
+                Ok(()) => sent.push(now),
+                Err(at) => {
+                    assert!(at > now, "a wait must lie in the future");
+                    now = at;
+                }
+            }
+        }
+        sent
+    }
+
+    /// The most sends found in any half-open window `[s, s + window)`.
+    fn busiest_window(sent: &[DateTime<Utc>], window: Duration) -> usize {
+        let window = TimeDelta::from_std(window).unwrap();
+        let mut start = 0;
+        let mut most = 0;
+        for end in 0..sent.len() {
+            while sent[end] - sent[start] >= window {
+                start += 1;
+            }
+            most = most.max(end - start + 1);
+        }
+        most
+    }
+
+    #[test]
+    fn no_window_ever_exceeds_the_count_and_throughput_stays_near_the_rate() {
+        for text in ["190/10s", "100/s", "5/1m", "3/s", "1/s", "40/2s", "1000/1h"] {
+            let r = rate(text);
+            let mut limiter = Limiter::new(r);
+            let span = TimeDelta::from_std(r.window()).unwrap() * 20;
+            let sent = hammer(&mut limiter, span);
+            assert!(busiest_window(&sent, r.window()) <= r.count() as usize, "{text}");
+            // The window guard included, nothing is lost beyond it: ≥ 98 % of count per window over 20 windows.
+            let allowed = 20.0 * f64::from(r.count());
+            assert!(sent.len() as f64 >= 0.98 * allowed, "{text}: {} of {allowed}", sent.len());
+            assert!(limiter.logged() <= r.count() as usize);
+        }
+    }
+
+    #[test]
+    fn a_hubspot_window_gets_190_not_380_in_the_first_ten_seconds() {
+        let mut limiter = Limiter::new(rate("190/10s"));
+        let sent = hammer(&mut limiter, TimeDelta::seconds(10));
+        assert!(sent.len() <= 190, "{}", sent.len());
+        // The start is smoothed: a burst of 5 % (10 requests), then one every 10.1 s / 190.
+        let at_once = sent.iter().filter(|&&t| t == t0()).count();
+        assert_eq!(at_once, 10);
+    }
+
+    #[test]
+    fn random_arrivals_never_exceed_the_window() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for text in ["190/10s", "50/s", "5/1m"] {
+            let r = rate(text);
+            let mut limiter = Limiter::new(r);
+            let mut now = t0();
+            let mut sent = Vec::new();
+            for _ in 0..20_000 {
+                // Bursts and lulls: mostly tight spacing, sometimes a long pause.
+                let gap = if rng.random_bool(0.02) { rng.random_range(0..20_000) } else { rng.random_range(0..40) };
+                now += ms(gap);
+                if limiter.try_acquire(now).is_ok() {
+                    sent.push(now);
+                }
+            }
+            assert!(busiest_window(&sent, r.window()) <= r.count() as usize, "{text}");
+        }
+    }
+
+    #[test]
+    fn above_the_log_size_a_bucket_alone_keeps_the_window() {
+        let r = rate("250000/1d");
+        let mut limiter = Limiter::new(r);
+        assert!(!limiter.has_log());
+        let sent = hammer(&mut limiter, TimeDelta::days(3));
+        assert_eq!(limiter.logged(), 0);
+        assert!(busiest_window(&sent, r.window()) <= 250_000);
+        assert!(sent.len() as f64 >= 0.97 * 750_000.0, "{}", sent.len());
+        assert!(Limiter::new(rate("100000/1d")).has_log());
+    }
+
+    #[test]
+    fn a_rate_change_keeps_the_schedule_and_trims_the_log() {
+        let mut limiter = Limiter::new(rate("100/s"));
+        let sent = hammer(&mut limiter, TimeDelta::seconds(1));
+        assert!(limiter.logged() > 50);
+        let now = *sent.last().unwrap();
+        limiter.set_rate(rate("10/s"));
+        assert_eq!(limiter.logged(), 10);
+        // No fresh burst after the switch: the log is full for the new count.
+        assert!(limiter.try_acquire(now).is_err());
+    }
+
+    // --- Hold ---------------------------------------------------------------------------------------------------
+
+    #[test]
+    fn an_http_date_retry_after_holds_every_request_until_the_date() {
+        let mut pacer = Pacer::new(Some(rate("100/s")), 8);
+        let now = t0();
+        let h = headers(&[("retry-after", "Mon, 30 Nov 2026 10:05:00 GMT")]);
+        pacer.observe(now, StatusCode::TOO_MANY_REQUESTS, &h);
+        let until = t0() + TimeDelta::minutes(5);
+        assert_eq!(pacer.held_until(now), Some(until));
+        // Every request of the target waits, whichever lead it carries, at any instant before the date.
+        let mut at = now;
+        while at < until {
+            assert_eq!(pacer.admit(at), Admit::WaitUntil(until));
+            at += ms(997);
+        }
+        assert_eq!(pacer.admit(until), Admit::Go);
+    }
+
+    #[test]
+    fn an_earlier_hold_never_shortens_a_longer_one() {
+        let mut pacer = Pacer::new(None, 4);
+        let now = t0();
+        pacer.observe(now, StatusCode::SERVICE_UNAVAILABLE, &headers(&[("retry-after", "120")]));
+        pacer.observe(now + ms(10), StatusCode::TOO_MANY_REQUESTS, &headers(&[("retry-after", "5")]));
+        pacer.record(now + ms(20), Outcome::RateLimited { retry_after: Some(now + TimeDelta::seconds(1)) });
+        assert_eq!(pacer.admit(now + TimeDelta::seconds(60)), Admit::WaitUntil(now + TimeDelta::seconds(120)));
+        // A longer one extends it.
+        pacer.hold(now, now + TimeDelta::seconds(300));
+        assert_eq!(pacer.held_until(now), Some(now + TimeDelta::seconds(300)));
+        // A hold cannot exceed a day.
+        pacer.hold(now, now + TimeDelta::days(400));
+        assert_eq!(pacer.held_until(now), Some(now + TimeDelta::seconds(MAX_HOLD_SECONDS)));
+    }
+
+    #[test]
+    fn retry_after_only_counts_on_429_and_503() {
+        let mut pacer = Pacer::new(None, 4);
+        pacer.observe(t0(), StatusCode::OK, &headers(&[("retry-after", "120")]));
+        pacer.observe(t0(), StatusCode::INTERNAL_SERVER_ERROR, &headers(&[("retry-after", "120")]));
+        assert_eq!(pacer.admit(t0()), Admit::Go);
+    }
+
+    #[test]
+    fn an_untimed_429_holds_for_one_window_at_most_a_minute() {
+        let mut pacer = Pacer::new(Some(rate("190/10s")), 4);
+        pacer.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new());
+        assert_eq!(pacer.held_until(t0()), Some(t0() + TimeDelta::seconds(10)));
+        let mut daily = Pacer::new(Some(rate("1000/1d")), 4);
+        daily.record(t0(), Outcome::RateLimited { retry_after: None });
+        assert_eq!(daily.held_until(t0()), Some(t0() + TimeDelta::seconds(60)));
+        // With a reset header, the header's time is used, not the window.
+        let mut timed = Pacer::new(Some(rate("100/10s")), 4);
+        let h = headers(&[("x-ratelimit-limit", "100"), ("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "3")]);
+        timed.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &h);
+        assert_eq!(timed.held_until(t0()), Some(t0() + TimeDelta::seconds(3)));
+    }
+
+    // --- Headers ------------------------------------------------------------------------------------------------
+
+    /// HubSpot, "API usage details": X-HubSpot-RateLimit-Daily, -Daily-Remaining, -Interval-Milliseconds, -Max,
+    /// -Remaining (values as in HubSpot's example, 100 per 10 000 ms, 250 000 a day).
+    #[test]
+    fn hubspot_headers_set_the_rate_the_holds_and_the_daily_usage() {
+        let mut pacer = Pacer::new(Some(rate("190/10s")), 8);
+        let ok = headers(&[
+            ("X-HubSpot-RateLimit-Daily", "250000"),
+            ("X-HubSpot-RateLimit-Daily-Remaining", "249950"),
+            ("X-HubSpot-RateLimit-Interval-Milliseconds", "10000"),
+            ("X-HubSpot-RateLimit-Max", "100"),
+            ("X-HubSpot-RateLimit-Remaining", "99"),
+        ]);
+        pacer.observe(t0(), StatusCode::OK, &ok);
+        assert_eq!(pacer.effective_rate(), Some(rate("100/10s")));
+        assert_eq!(pacer.daily_usage(), Some((50, 250_000)));
+        assert_eq!(pacer.admit(t0()), Admit::Go);
+
+        // A higher learned maximum never raises the declared rate.
+        let mut generous = Pacer::new(Some(rate("50/10s")), 8);
+        generous.observe(t0(), StatusCode::OK, &ok);
+        assert_eq!(generous.effective_rate(), Some(rate("50/10s")));
+
+        // The interval's budget is used up: hold for one interval.
+        let empty = headers(&[
+            ("X-HubSpot-RateLimit-Interval-Milliseconds", "10000"),
+            ("X-HubSpot-RateLimit-Max", "100"),
+            ("X-HubSpot-RateLimit-Remaining", "0"),
+        ]);
+        pacer.observe(t0(), StatusCode::OK, &empty);
+        assert_eq!(pacer.admit(t0() + ms(9_999)), Admit::WaitUntil(t0() + TimeDelta::seconds(10)));
+
+        // The day's budget is used up: hold, then look again.
+        let mut day = Pacer::new(None, 8);
+        day.observe(
+            t0(),
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers(&[("X-HubSpot-RateLimit-Daily", "250000"), ("X-HubSpot-RateLimit-Daily-Remaining", "0")]),
+        );
+        assert_eq!(day.daily_usage(), Some((250_000, 250_000)));
+        assert_eq!(day.held_until(t0()), Some(t0() + TimeDelta::seconds(DAILY_RECHECK_SECONDS)));
+    }
+
+    /// Pipedrive, "Rate limiting": x-ratelimit-limit (per 2-second window), x-ratelimit-remaining,
+    /// x-ratelimit-reset (seconds), x-daily-requests-left (POST/PUT requests left in the UTC day); their example is
+    /// `40 / 39 / 2 / 9999`.
+    #[test]
+    fn pipedrive_headers_set_the_rate_and_the_holds() {
+        let mut pacer = Pacer::new(Some(rate("100/s")), 8);
+        let ok = headers(&[
+            ("x-ratelimit-limit", "40"),
+            ("x-ratelimit-remaining", "39"),
+            ("x-ratelimit-reset", "2"),
+            ("x-daily-requests-left", "9999"),
+        ]);
+        pacer.observe(t0(), StatusCode::OK, &ok);
+        // The window is the longest reset seen (2 s), not the declared 1 s: 40/2s, not 40/s.
+        assert_eq!(pacer.effective_rate(), Some(rate("40/2s")));
+        assert_eq!(pacer.held_until(t0()), None);
+
+        let empty = headers(&[("x-ratelimit-limit", "40"), ("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1")]);
+        pacer.observe(t0(), StatusCode::OK, &empty);
+        assert_eq!(pacer.admit(t0() + ms(500)), Admit::WaitUntil(t0() + TimeDelta::seconds(1)));
+        // Still 40/2s: the window never shrinks to a shorter reset.
+        assert_eq!(pacer.effective_rate(), Some(rate("40/2s")));
+
+        // A reset given as a Unix time.
+        let mut unix = Pacer::new(None, 8);
+        let at = t0() + TimeDelta::seconds(30);
+        let reset = at.timestamp().to_string();
+        unix.observe(t0(), StatusCode::OK, &headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &reset)]));
+        assert_eq!(unix.held_until(t0()), Some(at));
+
+        // No daily requests left: hold until the UTC day renews.
+        let mut day = Pacer::new(None, 8);
+        day.observe(t0(), StatusCode::OK, &headers(&[("x-daily-requests-left", "0")]));
+        let midnight = DateTime::parse_from_rfc3339("2026-12-01T00:00:00Z").unwrap().to_utc();
+        assert_eq!(day.admit(t0() + TimeDelta::hours(13)), Admit::WaitUntil(midnight));
+        assert_eq!(day.admit(midnight), Admit::Go);
+    }
+
+    /// Salesforce REST API "Limit Info Header": `Sforce-Limit-Info: api-usage=10018/100000`, optionally followed by
+    /// `; per-app-api-usage=17/250(appName=...)` or `; api-bursts=1/750`; usage may exceed the limit.
+    #[test]
+    fn salesforce_usage_is_exposed_and_slows_down_past_ninety_percent() {
+        let mut pacer = Pacer::new(Some(rate("25/s")), 8);
+        pacer.observe(t0(), StatusCode::OK, &headers(&[("Sforce-Limit-Info", "api-usage=10018/100000")]));
+        assert_eq!(pacer.daily_usage(), Some((10_018, 100_000)));
+        assert_eq!(pacer.effective_rate(), Some(rate("25/s")));
+
+        let h = headers(&[("Sforce-Limit-Info", "api-usage=95000/100000; per-app-api-usage=17/250(appName=leadline)")]);
+        pacer.observe(t0(), StatusCode::OK, &h);
+        assert_eq!(pacer.daily_usage(), Some((95_000, 100_000)));
+        assert_eq!(pacer.effective_rate(), Some(rate("5000/1d")));
+
+        // The closer to the limit, the slower; back under 90 %, full speed again.
+        pacer.observe(t0(), StatusCode::OK, &headers(&[("Sforce-Limit-Info", "api-usage=99990/100000")]));
+        assert_eq!(pacer.effective_rate(), Some(rate("10/1d")));
+        pacer.observe(t0(), StatusCode::OK, &headers(&[("Sforce-Limit-Info", "api-usage=80000/100000")]));
+        assert_eq!(pacer.effective_rate(), Some(rate("25/s")));
+
+        // At or past the limit: hold and look again later.
+        pacer.observe(
+            t0(),
+            StatusCode::FORBIDDEN,
+            &headers(&[("Sforce-Limit-Info", "api-usage=110018/100000; api-bursts=1/750")]),
+        );
+        assert_eq!(pacer.daily_usage(), Some((110_018, 100_000)));
+        assert_eq!(pacer.held_until(t0()), Some(t0() + TimeDelta::seconds(DAILY_RECHECK_SECONDS)));
+
+        assert_eq!(salesforce_usage("per-app-api-usage=17/250(appName=x)"), None);
+        assert_eq!(salesforce_usage("api-usage=abc/100"), None);
+    }
+
+    #[test]
+    fn unreadable_headers_are_ignored() {
+        let mut pacer = Pacer::new(Some(rate("10/s")), 4);
+        let h = headers(&[
+            ("x-ratelimit-limit", "lots"),
+            ("x-ratelimit-remaining", "-1"),
+            ("x-hubspot-ratelimit-max", "0"),
+            ("x-hubspot-ratelimit-interval-milliseconds", "0"),
+            ("sforce-limit-info", "api-usage=5/0"),
+            ("retry-after", "soon"),
+        ]);
+        pacer.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &h);
+        assert_eq!(pacer.effective_rate(), Some(rate("10/s")));
+        assert_eq!(pacer.daily_usage(), None);
+        // Only the untimed-429 hold (one window of 1 s) applies.
+        assert_eq!(pacer.held_until(t0()), Some(t0() + TimeDelta::seconds(1)));
+    }
+
+    #[test]
+    fn a_target_without_a_declared_rate_is_paced_once_it_tells_its_limit() {
+        let mut pacer = Pacer::new(None, 4);
+        for _ in 0..1000 {
+            assert_eq!(pacer.admit(t0()), Admit::Go);
+        }
+        pacer.observe(t0(), StatusCode::OK, &headers(&[("x-ratelimit-limit", "10"), ("x-ratelimit-remaining", "5")]));
+        assert_eq!(pacer.effective_rate(), Some(rate("10/s")));
+        let sent = (0..100).filter(|_| pacer.admit(t0()) == Admit::Go).count();
+        assert_eq!(sent, 1);
+    }
+
+    // --- AIMD ---------------------------------------------------------------------------------------------------
+
+    #[test]
+    fn aimd_halves_once_per_overload_and_recovers_one_by_one() {
+        let mut pacer = Pacer::new(None, 16);
+        assert_eq!(pacer.concurrency(), 16);
+        let limited = Outcome::RateLimited { retry_after: Some(t0()) };
+        pacer.record(t0(), limited);
+        assert_eq!(pacer.concurrency(), 8);
+        // The other 15 requests in flight under the old limit answer 429 too: no further halving.
+        for _ in 0..15 {
+            pacer.record(t0(), limited);
+        }
+        assert_eq!(pacer.concurrency(), 8);
+        // A 429 for a request sent under the new limit halves again, down to 1 and no further. After each halving
+        // the answers of the `old − 1` other requests in flight are awaited first.
+        for (expected, in_flight) in [(4, 7), (2, 3), (1, 1), (1, 0), (1, 0)] {
+            pacer.record(t0(), limited);
+            assert_eq!(pacer.concurrency(), expected);
+            for _ in 0..in_flight {
+                pacer.record(t0(), Outcome::Other);
+            }
+        }
+        // Recovery: a run of `limit` successes adds one.
+        let mut successes = 0;
+        while pacer.concurrency() < 16 {
+            let before = pacer.concurrency();
+            for _ in 0..before {
+                pacer.record(t0(), Outcome::Success);
+                successes += 1;
+            }
+            assert_eq!(pacer.concurrency(), before + 1);
+        }
+        assert_eq!(successes, (1..16).sum::<u32>());
+        for _ in 0..100 {
+            pacer.record(t0(), Outcome::Success);
+        }
+        assert_eq!(pacer.concurrency(), 16);
+    }
+
+    #[test]
+    fn other_answers_neither_raise_nor_lower_concurrency() {
+        let mut pacer = Pacer::new(None, 4);
+        pacer.record(t0(), Outcome::RateLimited { retry_after: None });
+        assert_eq!(pacer.concurrency(), 2);
+        for _ in 0..50 {
+            pacer.record(t0(), Outcome::Other);
+        }
+        assert_eq!(pacer.concurrency(), 2);
+        assert_eq!(Pacer::new(None, 0).concurrency(), 1);
+    }
+
+    // --- Simulated drain ----------------------------------------------------------------------------------------
+
+    /// A target that enforces a token bucket of `rate` per second and `capacity` burst, optionally announcing it
+    /// Pipedrive-style (limit per 1 s window, remaining tokens, seconds until full; Retry-After on a 429).
+    struct BucketServer {
+        rate: f64,
+        capacity: f64,
+        tokens: f64,
+        last: DateTime<Utc>,
+        announce: bool,
+    }
+
+    impl BucketServer {
+        fn new(rate: f64, capacity: f64, announce: bool) -> BucketServer {
+            BucketServer { rate, capacity, tokens: capacity, last: t0(), announce }
+        }
+
+        fn arrive(&mut self, at: DateTime<Utc>) -> (StatusCode, HeaderMap) {
+            let elapsed = (at - self.last).num_nanoseconds().unwrap() as f64 / 1e9;
+            if elapsed > 0.0 {
+                self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
+                self.last = at;
+            }
+            let ok = self.tokens >= 1.0;
+            if ok {
+                self.tokens -= 1.0;
+            }
+            let mut h = HeaderMap::new();
+            if self.announce {
+                let reset = ((self.capacity - self.tokens) / self.rate).ceil();
+                h = headers(&[
+                    ("x-ratelimit-limit", &format!("{}", self.rate as u64)),
+                    ("x-ratelimit-remaining", &format!("{}", self.tokens.floor() as u64)),
+                    ("x-ratelimit-reset", &format!("{reset}")),
+                ]);
+                if !ok {
+                    let wait = ((1.0 - self.tokens) / self.rate).ceil() as u64;
+                    h.insert("retry-after", HeaderValue::from_str(&wait.to_string()).unwrap());
+                }
+            }
+            (if ok { StatusCode::OK } else { StatusCode::TOO_MANY_REQUESTS }, h)
+        }
+    }
+
+    struct Flight {
+        arrive: DateTime<Utc>,
+        done: DateTime<Utc>,
+        answer: Option<(StatusCode, HeaderMap)>,
+    }
+
+    struct Drained {
+        /// Delivered per second, from the start to the last delivery.
+        achieved: f64,
+        /// Share of the requests sent that were answered 429.
+        limited_share: f64,
+    }
+
+    /// Delivers `jobs` leads through `pacer` to `server` on a virtual clock, as the worker would: as many in flight
+    /// as `concurrency()` allows, each admitted by the pacer, 5–30 ms each way on the network, a 429 retried.
+    fn drain(pacer: &mut Pacer, server: &mut BucketServer, jobs: usize, seed: u64) -> Drained {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut now = t0();
+        let mut pending = jobs;
+        let mut flights: Vec<Flight> = Vec::new();
+        let (mut delivered, mut sent, mut limited) = (0usize, 0usize, 0usize);
+        let mut last_delivery = t0();
+        while delivered < jobs {
+            // Requests reach the server in the order they arrive.
+            let mut arriving: Vec<&mut Flight> =
+                flights.iter_mut().filter(|f| f.answer.is_none() && f.arrive <= now).collect();
+            arriving.sort_by_key(|f| f.arrive);
+            for f in arriving {
+                f.answer = Some(server.arrive(f.arrive));
+            }
+            // Answers come back in the order they are received.
+            let (mut done, in_flight): (Vec<Flight>, Vec<Flight>) = flights.into_iter().partition(|f| f.done <= now);
+            flights = in_flight;
+            done.sort_by_key(|f| f.done);
+            for f in done {
+                let (status, h) = f.answer.expect("answered before it came back");
+                pacer.observe(f.done, status, &h);
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    limited += 1;
+                    pending += 1;
+                } else {
+                    delivered += 1;
+                    last_delivery = f.done;
+                }
+            }
+            let mut wake = None;
+            while pending > 0 && flights.len() < pacer.concurrency() as usize {
+                match pacer.admit(now) {
+                    Admit::Go => {
+                        pending -= 1;
+                        sent += 1;
+                        let arrive = now + ms(rng.random_range(5..=30));
+                        let done = arrive + ms(rng.random_range(5..=30));
+                        flights.push(Flight { arrive, done, answer: None });
+                    }
+                    Admit::WaitUntil(at) => {
+                        wake = Some(at);
+                        break;
+                    }
+                }
+            }
+            let next = flights.iter().map(|f| if f.answer.is_none() { f.arrive } else { f.done }).chain(wake).min();
+            match next {
+                Some(next) => now = next,
+                None => break,
+            }
+        }
+        let seconds = (last_delivery - t0()).num_milliseconds() as f64 / 1000.0;
+        Drained { achieved: delivered as f64 / seconds, limited_share: limited as f64 / sent as f64 }
+    }
+
+    /// Declared rate = the server's rate; the server's bucket allows only a tenth of a second's burst and says
+    /// nothing in its headers.
+    #[test]
+    fn drain_at_the_declared_rate_against_a_small_burst_bucket() {
+        for r in [50u32, 200] {
+            let mut pacer = Pacer::new(Some(Rate::new(r, Duration::from_secs(1)).unwrap()), 16);
+            let mut server = BucketServer::new(f64::from(r), f64::from(r) / 10.0, false);
+            let d = drain(&mut pacer, &mut server, 60 * r as usize, u64::from(r));
+            let ratio = d.achieved / f64::from(r);
+            assert!(ratio >= 0.95, "R={r}: achieved {:.2}/s = {:.1} % of allowed", d.achieved, ratio * 100.0);
+            assert!(d.limited_share < 0.01, "R={r}: {:.2} % answered 429", d.limited_share * 100.0);
+        }
+    }
+
+    /// Declared twice what the server allows; the server announces its limit Pipedrive-style and the pacer must
+    /// learn it from the first answers.
+    #[test]
+    fn drain_with_an_overstated_rate_learns_the_server_limit_from_headers() {
+        for r in [50u32, 200] {
+            let mut pacer = Pacer::new(Some(Rate::new(2 * r, Duration::from_secs(1)).unwrap()), 16);
+            let mut server = BucketServer::new(f64::from(r), f64::from(r), true);
+            let d = drain(&mut pacer, &mut server, 60 * r as usize, u64::from(r) + 1);
+            assert_eq!(pacer.effective_rate(), Rate::new(r, Duration::from_secs(1)));
+            let ratio = d.achieved / f64::from(r);
+            assert!(ratio >= 0.95, "R={r}: achieved {:.2}/s = {:.1} % of allowed", d.achieved, ratio * 100.0);
+            assert!(d.limited_share < 0.01, "R={r}: {:.2} % answered 429", d.limited_share * 100.0);
+        }
+    }
+
+    /// Without a pacer (declared rate far above the server's, no headers) the same drain would be throttled hard:
+    /// the simulation can tell a working pacer from a broken one.
+    #[test]
+    fn the_simulation_detects_an_unpaced_client() {
+        let mut pacer = Pacer::new(Some(rate("10000/s")), 16);
+        let mut server = BucketServer::new(50.0, 5.0, false);
+        let d = drain(&mut pacer, &mut server, 3000, 3);
+        assert!(d.limited_share > 0.05, "{:.2} %", d.limited_share * 100.0);
+    }
+}
