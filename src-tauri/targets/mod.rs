@@ -11,6 +11,11 @@
 //!
 //! Every request carries the same JSON envelope (`docs/configuration.md`, "What a target receives").
 
+pub mod hubspot;
+pub mod pipedrive;
+pub mod salesforce;
+pub mod vendor;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
