@@ -11,8 +11,12 @@
 //!
 //! Every request carries the same JSON envelope (`docs/configuration.md`, "What a target receives").
 
+pub mod hubspot;
 pub mod mapping;
 pub mod meta_lead;
+pub mod pipedrive;
+pub mod salesforce;
+pub mod vendor;
 
 use std::time::{Duration, Instant};
 
