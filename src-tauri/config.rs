@@ -488,6 +488,10 @@ pub struct TargetConfig {
     pub api_version: String,
     /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
     pub access_token_env: Option<String>,
+    /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
+    /// mapping receives the mapped record as its body instead of the envelope.
+    #[serde(default)]
+    pub mapping: Vec<crate::targets::mapping::FieldRule>,
     /// `search_then_create` (required) and ambiguous look-ups (optional for other strategies):
     /// a GET URL with `{external_id}`; 200 with a record means found, 404 or an empty list means not found.
     pub search_url: Option<String>,
@@ -859,6 +863,14 @@ impl TargetConfig {
     }
 
     fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        if !self.mapping.is_empty() {
+            crate::targets::mapping::validate(&self.mapping, &format!("{key}.mapping")).map_err(|e| {
+                // The mapping's errors start with their own key (`targets.crm.mapping[2].transform: …`).
+                let text = e.to_string();
+                let (k, m) = text.split_once(": ").unwrap_or((key, &text));
+                invalid(k, m)
+            })?;
+        }
         match (self.kind, self.strategy) {
             (TargetKind::Http, None) => {
                 return Err(invalid(

@@ -334,3 +334,69 @@ async fn shutdown_releases_jobs_still_in_flight_after_the_grace_period() {
             .unwrap();
     assert_eq!((state.as_str(), attempts, owner), ("pending", 0, None));
 }
+
+/// A target with a field mapping receives the CRM's record, not the envelope; a lead the mapping cannot use is
+/// a data dead letter naming the CRM field, and no request is made for it.
+#[tokio::test]
+async fn a_mapped_target_receives_the_record_and_a_missing_required_field_is_never_sent() {
+    let app = spawn_with(|crm| {
+        format!(
+            r#"
+[targets.crm]
+url = "http://{crm}/crm/leads/{{external_id}}"
+strategy = "upsert"
+timeout_ms = 1000
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+
+[[targets.crm.mapping]]
+to = "/lead/email"
+from = "email"
+transform = ["trim", "lowercase"]
+required = true
+
+[[targets.crm.mapping]]
+to = "/lead/phone"
+from = "phone"
+transform = [{{ phone_e164 = {{ default_country = "+49" }} }}]
+
+[[targets.crm.mapping]]
+to = "/lead/first_name"
+from = "name"
+transform = ["first_name"]
+
+[[targets.crm.mapping]]
+to = "/lead/source"
+from = "$source"
+
+[[targets.crm.mapping]]
+to = "/lead/origin"
+constant = "Leadline"
+"#
+        )
+    })
+    .await;
+    let good = json!({"id": "m-1", "name": "Ada Lovelace", "email": "  Ada@Example.COM ", "phone": "0151 1234 5678"});
+    assert_eq!(app.post_plain(&good).await, 202);
+    assert_eq!(app.post_plain(&json!({"id": "m-2", "name": "No Mail"})).await, 202);
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    let record = app.crm.lead_for("plain:m-1").expect("delivered");
+    assert_eq!(
+        record,
+        json!({"email": "ada@example.com", "phone": "+4915112345678", "first_name": "Ada", "source": "plain",
+               "origin": "Leadline"})
+    );
+    assert_eq!(h.overall.dead_open, 1);
+    assert_eq!(app.crm.records_for("plain:m-2"), 0);
+    let (class, field, reason, attempts): (String, Option<String>, String, i64) = sqlx::query_as(
+        "SELECT d.dead_class, d.dead_field, d.dead_reason, (SELECT COUNT(*) FROM attempt a WHERE a.delivery_id = d.id)
+           FROM delivery d WHERE d.state = 'dead'",
+    )
+    .fetch_one(app.server.app.store.read_pool())
+    .await
+    .unwrap();
+    assert_eq!(class, "permanent_data");
+    assert_eq!(field.as_deref(), Some("/lead/email"));
+    assert!(reason.contains("missing") && reason.contains("email"), "{reason}");
+    assert_eq!(attempts, 1, "the failure is recorded as an attempt without an HTTP status");
+    app.server.shutdown().await.unwrap();
+}

@@ -99,6 +99,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         strategy: Some(strategy),
         api_version: "v21.0".into(),
         access_token_env: None,
+        mapping: Vec::new(),
         search_url: None,
         id_pointer: "/id".into(),
         headers: BTreeMap::new(),

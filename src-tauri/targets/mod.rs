@@ -153,6 +153,16 @@ impl HttpTarget {
         })
     }
 
+    /// The body sent for `job`: the mapped record when the target has a mapping, else the envelope. A lead the
+    /// mapping cannot use (a required field missing, a phone that is not one) fails here, before any request,
+    /// as a data problem naming the CRM field.
+    pub fn body(&self, job: &Job) -> Result<serde_json::Value, Failure> {
+        if self.config.mapping.is_empty() {
+            return Ok(Self::envelope(job));
+        }
+        mapped_record(&self.config.mapping, job).map(serde_json::Value::Object)
+    }
+
     fn url(template: &str, external_id: &str) -> String {
         template.replace("{external_id}", &urlencode(external_id))
     }
@@ -213,13 +223,21 @@ impl HttpTarget {
         }
 
         // 2. Send.
+        let body = match self.body(job) {
+            Ok(b) => b,
+            Err(failure) => {
+                report.verdict = Verdict::Failed(failure);
+                report.in_doubt = job.in_doubt;
+                return report;
+            }
+        };
         let url = Self::url(&self.config.url, &external_id);
         let mut request = self
             .client
             .request(self.config.method(), &url)
             .headers(self.headers.clone())
             .timeout(Duration::from_millis(self.config.timeout_ms))
-            .json(&Self::envelope(job));
+            .json(&body);
         if strategy == Strategy::IdempotencyKey {
             request = request.header("Idempotency-Key", job.idempotency_key());
         }
@@ -334,6 +352,41 @@ impl HttpTarget {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => Lookup::Failed(why),
         }
     }
+}
+
+/// What a mapping reads: the lead, plus what Leadline knows about it under `$`-names that no source uses —
+/// `$external_id`, `$source`, `$source_ref`, `$received_at` and `$previous_steps` (the earlier steps' results,
+/// e.g. `/$previous_steps/crm/crm_id`).
+pub fn mapping_input(job: &Job) -> serde_json::Value {
+    let mut input = match &job.payload {
+        serde_json::Value::Object(m) => m.clone(),
+        other => {
+            let mut m = serde_json::Map::new();
+            m.insert("$lead".into(), other.clone());
+            m
+        }
+    };
+    input.insert("$external_id".into(), job.external_id().into());
+    input.insert("$source".into(), job.source.clone().into());
+    input.insert("$source_ref".into(), job.source_ref.clone().into());
+    input.insert("$received_at".into(), serde_json::to_value(job.received_at).unwrap_or_default());
+    input.insert("$previous_steps".into(), serde_json::Value::Object(job.previous.clone()));
+    serde_json::Value::Object(input)
+}
+
+/// The CRM record for `job` by `rules`, or the data failure that names the field.
+pub fn mapped_record(
+    rules: &[mapping::FieldRule],
+    job: &Job,
+) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
+    mapping::apply(rules, &mapping_input(job)).map_err(|e| Failure {
+        class: match e {
+            mapping::MissingOrInvalid::Rules(_) => ErrorClass::PermanentConfig,
+            _ => ErrorClass::PermanentData,
+        },
+        reason: format!("not sent: {e}"),
+        field: e.field().map(String::from),
+    })
 }
 
 async fn send(request: reqwest::RequestBuilder) -> Outcome {
