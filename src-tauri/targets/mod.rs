@@ -82,6 +82,43 @@ impl AttemptReport {
     }
 }
 
+/// The exact request Leadline would send for a lead (a dry run: nothing is sent). Credentials are masked.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, ts_rs::TS)]
+pub struct RequestPreview {
+    pub method: String,
+    pub url: String,
+    /// Header name and value; credentials appear as `••••`.
+    pub headers: Vec<(String, String)>,
+    #[ts(type = "unknown")]
+    pub body: serde_json::Value,
+    /// What happens around it (a search first, a second request after it), in words.
+    pub notes: Vec<String>,
+}
+
+/// The answer to "test connection": one harmless authenticated read, in plain words.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, ts_rs::TS)]
+pub struct ConnectionCheck {
+    pub ok: bool,
+    /// What was tried and what it showed ("the token works; 3 of 190 requests used in this 10 s window"), or
+    /// what is wrong and what to do ("the token lacks the crm.objects.contacts.write scope").
+    pub message: String,
+}
+
+/// Header values shown in a preview: credentials masked.
+pub fn masked_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let shown = if v.is_sensitive() {
+                "••••".to_string()
+            } else {
+                v.to_str().unwrap_or("(binary)").to_string()
+            };
+            (k.as_str().to_string(), shown)
+        })
+        .collect()
+}
+
 enum Lookup {
     Found(String),
     NotFound,
@@ -161,6 +198,67 @@ impl HttpTarget {
             return Ok(Self::envelope(job));
         }
         mapped_record(&self.config.mapping, job).map(serde_json::Value::Object)
+    }
+
+    /// The request `deliver` would make for `job` now (no look-up is made).
+    pub fn preview(&self, job: &Job) -> Result<RequestPreview, Failure> {
+        let body = self.body(job)?;
+        let external_id = job.external_id();
+        let mut headers = masked_headers(&self.headers);
+        headers.push(("content-type".into(), "application/json".into()));
+        let mut notes = Vec::new();
+        match self.config.strategy() {
+            Strategy::IdempotencyKey => headers.push(("Idempotency-Key".into(), job.idempotency_key())),
+            Strategy::SearchThenCreate => notes.push(format!(
+                "first GET {} (and the local link table); sent only when the CRM does not have the lead",
+                self.config.search_url.as_deref().map(|u| Self::url(u, &external_id)).unwrap_or_default()
+            )),
+            _ => {}
+        }
+        Ok(RequestPreview {
+            method: self.config.method().to_string(),
+            url: Self::url(&self.config.url, &external_id),
+            headers,
+            body,
+            notes,
+        })
+    }
+
+    /// Test connection: a harmless request to the target (the search URL with an id that cannot exist, or
+    /// `OPTIONS` on the endpoint), said in plain words.
+    pub async fn check(&self) -> ConnectionCheck {
+        let (method, url) = match &self.config.search_url {
+            Some(search) => (reqwest::Method::GET, Self::url(search, "leadline-connection-check")),
+            None => (reqwest::Method::OPTIONS, Self::url(&self.config.url, "leadline-connection-check")),
+        };
+        let request = self
+            .client
+            .request(method.clone(), &url)
+            .headers(self.headers.clone())
+            .timeout(Duration::from_millis(self.config.timeout_ms));
+        match send(request).await {
+            Outcome::Unsent(why) | Outcome::Unanswered(why) => {
+                ConnectionCheck { ok: false, message: format!("cannot reach {url}: {why}") }
+            }
+            Outcome::Answered(resp) => match resp.status {
+                401 => ConnectionCheck {
+                    ok: false,
+                    message: format!("{method} {url} answered 401: the credential is wrong or expired"),
+                },
+                403 => ConnectionCheck {
+                    ok: false,
+                    message: format!("{method} {url} answered 403: the credential lacks a permission"),
+                },
+                s if s >= 500 => ConnectionCheck {
+                    ok: false,
+                    message: format!("{method} {url} answered {s}: the target has a problem"),
+                },
+                s => ConnectionCheck {
+                    ok: true,
+                    message: format!("{method} {url} answered {s}: reachable, credential accepted"),
+                },
+            },
+        }
     }
 
     fn url(template: &str, external_id: &str) -> String {
