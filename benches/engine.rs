@@ -10,6 +10,10 @@
 //! 4. Dead letters: with 1,000,000 stored dead letters, the replay preview over all of them and over one cause,
 //!    grouping by cause, and the time to requeue 10,000 (recording the replay, then sending all back at the
 //!    highest pace).
+//! 5. Pacing: a backlog (`--pacing-leads`, 5,000) drained into a token-bucket CRM that allows R requests a second
+//!    (burst R/10), for R = 50 and 200: achieved rate / allowed rate and the share of requests answered 429, with
+//!    the target's `rate` declared, and without it (the worker then learns from the 429s and their headers).
+//!    `--skip-pacing` leaves it out (it takes about two minutes); `--only-pacing` runs nothing else.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -318,6 +322,62 @@ strategy = "idempotency_key"
     server.shutdown().await.unwrap();
 }
 
+async fn bench_pacing(leads: usize, allowed: f64, declared: bool) {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    crm.set_behaviour(leadline::demo::mock_crm::Behaviour {
+        token_bucket: Some((allowed, (allowed / 10.0).max(1.0))),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("pacing.db");
+    {
+        let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+        let now = chrono::Utc::now();
+        let events: Vec<NewEvent> = (0..leads)
+            .map(|i| NewEvent {
+                source: "bench".into(),
+                source_ref: format!("p-{i}"),
+                payload: serde_json::json!({"id": format!("p-{i}")}),
+                route: vec!["sink".into()],
+                received_at: now,
+                via: Default::default(),
+            })
+            .collect();
+        for chunk in events.chunks(1000) {
+            store.insert_events(chunk).await.unwrap();
+        }
+        store.close().await;
+    }
+    let mut config = config(&db, crm_addr, true);
+    let sink = config.targets.get_mut("sink").unwrap();
+    sink.concurrency = 16;
+    sink.backoff.max_attempts = 1000;
+    if declared {
+        sink.rate = Some(format!("{allowed}/s").parse().unwrap());
+    }
+    let start = Instant::now();
+    let server = Server::start(config).await.unwrap();
+    loop {
+        let h = leadline::api::health(&server.app).await.unwrap().queue.overall;
+        if h.delivered as usize >= leads || h.dead_open > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = crm.stats();
+    println!(
+        "pacing: {leads} leads into a CRM allowing {allowed:.0}/s, {}: achieved {:.1}/s = {:.1} % of allowed, \
+         {:.2} % of {} requests answered 429",
+        if declared { format!("rate = \"{allowed}/s\" declared") } else { "no rate declared".into() },
+        leads as f64 / elapsed,
+        100.0 * leads as f64 / elapsed / allowed,
+        100.0 * stats.rate_limited as f64 / stats.requests.max(1) as f64,
+        stats.requests
+    );
+    server.shutdown().await.unwrap();
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
@@ -325,9 +385,18 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     rt.block_on(async {
-        bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
-        bench_delivery(arg("--delivery-jobs", 20_000)).await;
-        bench_health(arg("--health-jobs", 1_000_000)).await;
-        bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
+        if !std::env::args().any(|a| a == "--only-pacing") {
+            bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
+            bench_delivery(arg("--delivery-jobs", 20_000)).await;
+            bench_health(arg("--health-jobs", 1_000_000)).await;
+            bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
+        }
+        if !std::env::args().any(|a| a == "--skip-pacing") {
+            let leads = arg("--pacing-leads", 5_000);
+            for allowed in [50.0, 200.0] {
+                bench_pacing(leads, allowed, true).await;
+                bench_pacing(leads.min(1_000), allowed, false).await;
+            }
+        }
     });
 }

@@ -503,9 +503,13 @@ pub struct TargetConfig {
     pub auth: Option<AuthConfig>,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
-    /// Jobs delivered to this target at the same time (per worker process).
+    /// Jobs delivered to this target at the same time (per worker process). Lowered by itself while the target
+    /// answers 429, and raised back slowly.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
+    /// The target's declared request budget (`"190/10s"`, `"100/s"`, `"250000/1d"`): no window of that length
+    /// ever carries more requests. Leadline also learns the real limit from the target's rate-limit headers.
+    pub rate: Option<crate::delivery::pacing::Rate>,
     #[serde(default)]
     pub backoff: BackoffConfig,
     #[serde(default)]

@@ -400,3 +400,44 @@ constant = "Leadline"
     assert_eq!(attempts, 1, "the failure is recorded as an attempt without an HTTP status");
     app.server.shutdown().await.unwrap();
 }
+
+/// A 429 with an HTTP-date `Retry-After` holds the whole target: after the first answer, no request reaches the
+/// CRM before that date — from any lead — and nothing is lost or counted as an attempt.
+#[tokio::test]
+async fn a_retry_after_date_holds_every_lead_of_the_target_until_that_date() {
+    let app = spawn_with(|crm| idempotent_crm(crm).replace("concurrency = 8", "concurrency = 1")).await;
+    let until = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    app.crm.set_behaviour(Behaviour { limited_until: Some(until), ..Default::default() });
+    for i in 0..30 {
+        assert_eq!(app.post_plain(&json!({"id": format!("ra-{i}")})).await, StatusCode::ACCEPTED);
+    }
+    app.wait_settled(Duration::from_secs(15)).await;
+    let stats = app.crm.stats();
+    assert_eq!(stats.requests_inside_retry_after, 0, "{stats:?}");
+    assert_eq!(stats.rate_limited, 1, "one request found the limit; every other lead waited: {stats:?}");
+    assert_eq!(app.crm.distinct_leads(), 30);
+    assert_eq!(stats.duplicated_external_ids, 0);
+    let (counted,): (i64,) = sqlx::query_as("SELECT SUM(attempts) FROM delivery WHERE target = 'crm'")
+        .fetch_one(app.server.app.store.read_pool())
+        .await
+        .unwrap();
+    assert_eq!(counted, 30, "the rate-limited answer used no attempt");
+    app.server.shutdown().await.unwrap();
+}
+
+/// A declared rate paces every concurrent request of a target: a token-bucket CRM that allows 40 requests a
+/// second (burst 5) sees (almost) no 429, and the backlog drains at about the allowed rate.
+#[tokio::test]
+async fn a_declared_rate_paces_concurrent_requests_below_the_crms_limit() {
+    let app =
+        spawn_with(|crm| idempotent_crm(crm).replace("concurrency = 8", "concurrency = 8\nrate = \"40/s\"")).await;
+    app.crm.set_behaviour(Behaviour { token_bucket: Some((40.0, 5.0)), ..Default::default() });
+    for i in 0..80 {
+        assert_eq!(app.post_plain(&json!({"id": format!("pace-{i}")})).await, StatusCode::ACCEPTED);
+    }
+    app.wait_settled(Duration::from_secs(20)).await;
+    let stats = app.crm.stats();
+    assert_eq!(app.crm.distinct_leads(), 80);
+    assert!(stats.rate_limited <= 1, "{stats:?}");
+    app.server.shutdown().await.unwrap();
+}

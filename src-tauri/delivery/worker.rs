@@ -23,6 +23,7 @@ use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
 use crate::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
 use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
 use crate::delivery::classify::{ErrorClass, Verdict};
+use crate::delivery::pacing::{Admit, Pacer};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
 use crate::targets::meta_lead::MetaLeadStep;
 use crate::targets::{AttemptReport, HttpTarget};
@@ -97,6 +98,9 @@ pub struct TargetRuntime {
     hold: Mutex<Option<Hold>>,
     /// The credential this target last refused, until a request with it succeeds again.
     refused_credential: Mutex<Option<String>>,
+    /// The target's request budget: the declared rate, what its headers say, and how many requests may be in
+    /// flight (lowered on 429s).
+    pacer: Mutex<Pacer>,
 }
 
 impl TargetRuntime {
@@ -113,6 +117,7 @@ impl TargetRuntime {
             paused: AtomicBool::new(false),
             hold: Mutex::new(None),
             refused_credential: Mutex::new(None),
+            pacer: Mutex::new(Pacer::new(config.rate, config.concurrency)),
         })
     }
 
@@ -142,6 +147,12 @@ impl TargetRuntime {
         if hold.as_ref().is_none_or(|h| h.until < until) {
             *hold = Some(Hold { until, reason });
         }
+    }
+
+    /// How many requests may be in flight now, and the rate paced to (for the Targets page).
+    pub fn pace(&self) -> (u32, Option<String>) {
+        let pacer = self.pacer.lock().expect("pacer lock");
+        (pacer.concurrency(), pacer.effective_rate().map(|r| r.to_string()))
     }
 
     /// The credential this target refused and that has not worked since.
@@ -229,13 +240,20 @@ impl Worker {
             if *shutdown.borrow() {
                 break;
             }
-            let claimed = dispatch_once(&store, &cfg, &owner, &handle, &done_tx, &mut in_flight, &running).await;
+            let mut next_wake = None;
+            let claimed =
+                dispatch_once(&store, &cfg, &owner, &handle, &done_tx, &mut in_flight, &running, &mut next_wake).await;
             // Reap finished tasks so the set does not grow.
             while in_flight.try_join_next().is_some() {}
             if claimed == 0 {
+                // Sleep until new work, the poll interval, or the moment a held or paced target may send again.
+                let mut idle = Duration::from_millis(cfg.poll_interval_ms);
+                if let Some(at) = next_wake {
+                    idle = idle.min((at - Utc::now()).to_std().unwrap_or_default().max(Duration::from_millis(1)));
+                }
                 tokio::select! {
                     _ = handle.wake.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms)) => {}
+                    _ = tokio::time::sleep(idle) => {}
                     _ = shutdown.changed() => {}
                 }
             }
@@ -268,7 +286,9 @@ impl Worker {
     }
 }
 
-/// One pass over all targets: claim what each may take now and start it. Returns how many jobs were claimed.
+/// One pass over all targets: claim what each may take now and start it. Returns how many jobs were claimed;
+/// `next_wake` learns the earliest moment a held or paced target may send again.
+#[allow(clippy::too_many_arguments)]
 async fn dispatch_once(
     store: &Store,
     cfg: &WorkerConfig,
@@ -277,28 +297,51 @@ async fn dispatch_once(
     done_tx: &mpsc::Sender<Completion>,
     in_flight: &mut JoinSet<()>,
     running: &Arc<Mutex<BTreeMap<i64, Job>>>,
+    next_wake: &mut Option<DateTime<Utc>>,
 ) -> usize {
     let mut claimed_total = 0;
     for (name, target) in handle.targets.iter() {
-        let free = target.slots.available_permits() as u32;
+        let busy = target.config().concurrency.saturating_sub(target.slots.available_permits() as u32);
+        let now = Utc::now();
+        let free = target.pacer.lock().expect("pacer lock").concurrency().saturating_sub(busy);
         if free == 0 || target.is_paused() {
             continue;
         }
-        let now = Utc::now();
-        if target.hold(now).is_some() {
+        if let Some(hold) = target.hold(now) {
+            *next_wake = Some(next_wake.map_or(hold.until, |w| w.min(hold.until)));
             continue;
         }
         let (admission, transition) = target.breaker.lock().expect("breaker lock").admit(now, &target.config().breaker);
         if let Some(t) = transition {
             report_transition(store, handle, name, t).await;
         }
-        let limit = match admission {
+        let wanted = match admission {
             Admission::Deny => continue,
             Admission::Probe => 1,
             // A refused credential is probed with one lead at a time until a request with it works again.
             Admission::Allow if target.refused_credential().is_some() => 1,
             Admission::Allow => free.min(cfg.batch_size),
         };
+        // Each request takes a slot of the target's budget first: no window carries more than it allows.
+        let mut limit = 0;
+        {
+            let mut pacer = target.pacer.lock().expect("pacer lock");
+            while limit < wanted {
+                match pacer.admit(now) {
+                    Admit::Go => limit += 1,
+                    Admit::WaitUntil(at) => {
+                        *next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                        break;
+                    }
+                }
+            }
+        }
+        if limit == 0 {
+            if admission == Admission::Probe {
+                target.breaker.lock().expect("breaker lock").probe_unused();
+            }
+            continue;
+        }
         let lease_until = now + chrono::Duration::seconds(cfg.lease_seconds as i64);
         let jobs = match store.claim(name, limit, owner, now, lease_until).await {
             Ok(jobs) => jobs,
@@ -385,6 +428,11 @@ pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntim
     };
     let report = target.perform(&job, linked).await;
     let now = Utc::now();
+    if let Some((status, headers)) = &report.answered {
+        if let Ok(status) = reqwest::StatusCode::from_u16(*status) {
+            target.pacer.lock().expect("pacer lock").observe(now, status, headers);
+        }
+    }
     if let (Some(until), Verdict::Failed(f)) = (report.retry_after, &report.verdict) {
         if f.class == ErrorClass::RateLimited {
             target.hold_until(until, HoldReason::RateLimited);

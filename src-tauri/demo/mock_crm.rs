@@ -57,6 +57,11 @@ pub struct Behaviour {
     pub hang_ms: u64,
     /// Delay before answering anything.
     pub latency_ms: u64,
+    /// A token bucket: `(requests per second, burst)`. Writes beyond it get 429 without `Retry-After`, with
+    /// `x-ratelimit-limit` / `-remaining` / `-reset` headers like Pipedrive's.
+    pub token_bucket: Option<(f64, f64)>,
+    /// Until this time every request gets 429 with `Retry-After` as an HTTP-date (RFC 9110 §10.2.3).
+    pub limited_until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// How the mock Graph API behaves right now. `Default` is healthy.
@@ -100,6 +105,10 @@ pub struct Stats {
     /// Call tasks created (the follow-up's fallback).
     pub tasks: usize,
     pub requests: u64,
+    /// Requests answered 429.
+    pub rate_limited: u64,
+    /// Requests that arrived after a 429 with an HTTP-date `Retry-After` was answered and before that date.
+    pub requests_inside_retry_after: u64,
 }
 
 #[derive(Default)]
@@ -113,6 +122,10 @@ struct Inner {
     window_start: Option<Instant>,
     window_count: u32,
     requests: u64,
+    rate_limited: u64,
+    bucket: Option<(Instant, f64)>,
+    announced_until: Option<chrono::DateTime<chrono::Utc>>,
+    inside_retry_after: u64,
     /// Leads the sources list (sent as a webhook or not): (list name, id, created, payload).
     listed: Vec<(String, String, i64, Value)>,
     graph: GraphBehaviour,
@@ -191,6 +204,8 @@ impl MockCrm {
             duplicated_notifications: inner.notifications.values().filter(|n| **n > 1).count(),
             tasks: inner.tasks.len(),
             requests: inner.requests,
+            rate_limited: inner.rate_limited,
+            requests_inside_retry_after: inner.inside_retry_after,
         }
     }
 
@@ -223,6 +238,39 @@ impl MockCrm {
         inner.requests += 1;
         let b = inner.behaviour.clone();
         let latency = Duration::from_millis(b.latency_ms);
+        let wall = chrono::Utc::now();
+        if inner.announced_until.is_some_and(|until| wall < until) {
+            inner.inside_retry_after += 1;
+        }
+        if let Some(until) = b.limited_until.filter(|u| wall < *u) {
+            inner.rate_limited += 1;
+            let mut r = error_response(429, None);
+            // An HTTP-date has whole seconds: announce the next second after `until`, and count against what was
+            // announced, not against `until` itself.
+            let date = httpdate::fmt_http_date(std::time::SystemTime::from(until + chrono::Duration::seconds(1)));
+            let announced = httpdate::parse_http_date(&date).map(chrono::DateTime::<chrono::Utc>::from).ok();
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, date.parse().expect("http date"));
+            inner.announced_until = announced;
+            return Gate::Answer(r);
+        }
+        if let (true, Some((rate, burst))) = (is_write, b.token_bucket) {
+            let now = Instant::now();
+            let (last, tokens) = inner.bucket.unwrap_or((now, burst));
+            let tokens = (tokens + now.duration_since(last).as_secs_f64() * rate).min(burst);
+            if tokens < 1.0 {
+                inner.bucket = Some((now, tokens));
+                inner.rate_limited += 1;
+                let mut r = error_response(429, None);
+                let reset = ((1.0 - tokens) / rate).ceil().max(1.0) as u64;
+                for (k, v) in
+                    [("x-ratelimit-limit", burst as u64), ("x-ratelimit-remaining", 0), ("x-ratelimit-reset", reset)]
+                {
+                    r.headers_mut().insert(k, v.to_string().parse().expect("digits"));
+                }
+                return Gate::Answer(r);
+            }
+            inner.bucket = Some((now, tokens - 1.0));
+        }
         if let Some(status) = b.fail_with {
             return Gate::Answer(error_response(status, b.retry_after_secs));
         }
@@ -242,6 +290,7 @@ impl MockCrm {
                 }
                 inner.window_count += 1;
                 if inner.window_count > limit {
+                    inner.rate_limited += 1;
                     return Gate::Answer(error_response(429, Some(b.retry_after_secs.unwrap_or(1))));
                 }
             }

@@ -100,6 +100,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         api_version: "v21.0".into(),
         access_token_env: None,
         mapping: Vec::new(),
+        rate: None,
         search_url: None,
         id_pointer: "/id".into(),
         headers: BTreeMap::new(),

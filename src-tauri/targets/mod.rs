@@ -61,6 +61,8 @@ pub struct AttemptReport {
     /// The target refused this credential (the environment variable naming it): hold the whole target and
     /// ask a person for a new one, instead of dead-lettering every lead.
     pub credential_refused: Option<String>,
+    /// The status and headers of the last answer, for the target's pacer to learn its limits from.
+    pub answered: Option<(u16, HeaderMap)>,
 }
 
 impl AttemptReport {
@@ -78,6 +80,7 @@ impl AttemptReport {
             in_doubt: false,
             payload: None,
             credential_refused: None,
+            answered: None,
         }
     }
 }
@@ -354,6 +357,7 @@ impl HttpTarget {
                 report.http_status = Some(resp.status);
                 report.excerpt = excerpt(&resp.body);
                 report.retry_after = resp.retry_after;
+                report.answered = Some((resp.status, resp.headers.clone()));
                 report.verdict =
                     classify(&Observed::Response { status: resp.status, body: &resp.body }, &self.config.classify);
                 if report.verdict == Verdict::Delivered {
