@@ -56,6 +56,13 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Test a target's connection: one harmless authenticated request, and what is wrong in plain words.
+    TestConnection {
+        #[arg(long, env = "LEADLINE_CONFIG")]
+        config: PathBuf,
+        /// The target's name (`[targets.NAME]`).
+        target: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -72,6 +79,11 @@ fn main() -> std::process::ExitCode {
                 println!("{}: ok ({} sources, {} targets)", config.display(), c.sources.len(), c.targets.len());
             })
             .map_err(anyhow::Error::from),
+        Some(Command::TestConnection { config, target }) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+            .and_then(|rt| rt.block_on(test_connection(config, target))),
         Some(Command::ResetToken { config, database }) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -150,6 +162,19 @@ async fn serve(
     leadline::server::shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await
+}
+
+async fn test_connection(config: PathBuf, target: String) -> anyhow::Result<()> {
+    let c = Config::load(&config)?;
+    let tc = c.targets.get(&target).with_context(|| format!("{}: no target named `{target}`", config.display()))?;
+    let runtime = leadline::delivery::worker::TargetRuntime::new(&target, tc, &c)?;
+    let check = runtime.check().await;
+    println!("{target}: {}", check.message);
+    if check.ok {
+        Ok(())
+    } else {
+        anyhow::bail!("{target}: the connection check failed")
+    }
 }
 
 async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyhow::Result<()> {

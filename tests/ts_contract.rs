@@ -9,6 +9,7 @@ use leadline::api::{
     ReplayRequest, ResolveRequest, Session, SourceView, TargetView,
 };
 use leadline::delivery::breaker::BreakerState;
+use leadline::delivery::worker::{Hold, HoldReason};
 use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix};
 use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
 use leadline::monitor::alerts::Alert;
@@ -22,6 +23,7 @@ use leadline::replay::{
     ReplayReceipt, ReplayReportItem, ReplaySelection,
 };
 use leadline::store::{QueueHealth, TargetHealth};
+use leadline::targets::{ConnectionCheck, RequestPreview};
 use ts_rs::TS;
 
 const PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/ui/src/lib/api/wire.ts");
@@ -36,6 +38,10 @@ fn generated() -> String {
         TargetHealth::decl(&cfg),
         BreakerView::decl(&cfg),
         BreakerState::decl(&cfg),
+        Hold::decl(&cfg),
+        HoldReason::decl(&cfg),
+        RequestPreview::decl(&cfg),
+        ConnectionCheck::decl(&cfg),
         MetricSeries::decl(&cfg),
         DeadLetterFilter::decl(&cfg),
         DeadLetterList::decl(&cfg),

@@ -137,6 +137,8 @@ pub fn router(app: App) -> Router {
         .route("/api/sources/{name}/reconcile", post(reconcile_now))
         .route("/api/figures", get(figures))
         .route("/api/targets", get(targets))
+        .route("/api/targets/{name}/preview", get(target_preview))
+        .route("/api/targets/{name}/check", post(check_target))
         .route("/api/targets/{name}/pause", post(pause))
         .route("/api/targets/{name}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token))
@@ -294,6 +296,23 @@ async fn reconcile_now(State(app): State<App>, Path(name): Path<String>) -> Resu
 
 async fn figures(State(app): State<App>, Query(q): Query<RangeQuery>) -> Result<Response, ApiError> {
     Ok(Json(super::figures(&app, q.range.as_deref().unwrap_or("24h")).await?).into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct PreviewQuery {
+    lead: String,
+}
+
+async fn target_preview(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    Query(q): Query<PreviewQuery>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::target_preview(&app, &name, &q.lead).await?).into_response())
+}
+
+async fn check_target(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    Ok(Json(super::check_target(&app, &name).await?).into_response())
 }
 
 async fn targets(State(app): State<App>) -> Result<Response, ApiError> {

@@ -581,9 +581,20 @@ pub async fn acknowledge_alert(app: &App, id: i64, by: &str) -> Result<Alert, Ap
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct TargetView {
     pub name: String,
+    /// `http`, `meta_lead`, ... (what the target speaks).
+    pub kind: String,
     /// Scheme, host and port of the target's URL (never credentials or paths with ids).
     pub endpoint: String,
     pub strategy: String,
+    /// Nothing is sent before `until`: the target said when to come back, or refused a credential.
+    pub hold: Option<crate::delivery::worker::Hold>,
+    /// The rate requests are paced to (declared, or learned from the target's headers), like `190/10s`.
+    pub rate: Option<String>,
+    /// Requests that may be in flight now (lowered while the target answers 429).
+    pub concurrency: u32,
+    /// How a lead becomes this target's record (the configured rules, as written).
+    #[ts(type = "unknown[]")]
+    pub mapping: Vec<serde_json::Value>,
     pub breaker: Option<BreakerState>,
     pub breaker_opened_at: Option<DateTime<Utc>>,
     pub paused: bool,
@@ -610,8 +621,14 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
             let runtime = app.worker.as_ref().and_then(|w| w.targets.get(name));
             let (breaker, opened) = runtime.map(|r| r.breaker_state()).map_or((None, None), |(s, o)| (Some(s), o));
             let p = paused.iter().find(|p| &p.0 == name);
+            let (concurrency, rate) = runtime.map(|r| r.pace()).unwrap_or((t.concurrency, None));
             TargetView {
                 name: name.clone(),
+                kind: serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                hold: runtime.and_then(|r| r.hold(Utc::now())),
+                rate: rate.or_else(|| t.rate.map(|r| r.to_string())),
+                concurrency,
+                mapping: t.mapping.iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
                 endpoint,
                 strategy: serde_json::to_value(t.strategy())
                     .ok()
@@ -625,6 +642,35 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
             }
         })
         .collect())
+}
+
+/// The exact request `target` would send for the stored lead `lead` (its external id, `source:source_ref`):
+/// a dry run, nothing is sent. A lead the target's mapping cannot use is answered with the reason.
+pub async fn target_preview(app: &App, target: &str, lead: &str) -> Result<crate::targets::RequestPreview, ApiError> {
+    let runtime = target_runtime(app, target)?;
+    let job = app.store.job_preview(lead.trim(), target).await?.ok_or_else(|| {
+        ApiError::NotFound(format!("no lead `{}` (write it as source:id, e.g. webform:L-1)", lead.trim()))
+    })?;
+    runtime.preview(&job).map_err(|f| {
+        let field = f.field.map(|x| format!(" (field {x})")).unwrap_or_default();
+        ApiError::BadRequest(format!("{}{field}", f.reason))
+    })
+}
+
+/// Test connection: one harmless authenticated request to `target`, answered in plain words.
+pub async fn check_target(app: &App, target: &str) -> Result<crate::targets::ConnectionCheck, ApiError> {
+    Ok(target_runtime(app, target)?.check().await)
+}
+
+fn target_runtime<'a>(app: &'a App, target: &str) -> Result<&'a crate::delivery::worker::TargetRuntime, ApiError> {
+    if !app.config.targets.contains_key(target) {
+        return Err(ApiError::NotFound(format!("no target named `{target}`")));
+    }
+    app.worker
+        .as_ref()
+        .and_then(|w| w.targets.get(target))
+        .map(|r| r.as_ref())
+        .ok_or_else(|| ApiError::BadRequest("this process runs no worker, so it holds no connection to targets".into()))
 }
 
 /// Pauses or resumes a target: while paused, nothing is sent to it; its leads queue safely.

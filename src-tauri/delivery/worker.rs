@@ -22,11 +22,12 @@ use crate::config::TargetKind;
 use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
 use crate::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
 use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
+use crate::delivery::classify::Failure;
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::delivery::pacing::{Admit, Pacer};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
 use crate::targets::meta_lead::MetaLeadStep;
-use crate::targets::{AttemptReport, HttpTarget};
+use crate::targets::{AttemptReport, ConnectionCheck, HttpTarget, RequestPreview};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
 #[derive(Debug, Clone, Serialize)]
@@ -158,6 +159,22 @@ impl TargetRuntime {
     /// The credential this target refused and that has not worked since.
     pub fn refused_credential(&self) -> Option<String> {
         self.refused_credential.lock().expect("credential lock").clone()
+    }
+
+    /// The request this target would send for `job` (a dry run: nothing is sent).
+    pub fn preview(&self, job: &Job) -> Result<RequestPreview, Failure> {
+        match &self.connector {
+            Connector::Http(h) => h.preview(job),
+            Connector::MetaLead(m) => Ok(m.preview(job)),
+        }
+    }
+
+    /// Test connection: one harmless authenticated request, in plain words.
+    pub async fn check(&self) -> ConnectionCheck {
+        match &self.connector {
+            Connector::Http(h) => h.check().await,
+            Connector::MetaLead(m) => m.check().await,
+        }
     }
 
     async fn perform(&self, job: &Job, linked: Option<String>) -> AttemptReport {

@@ -552,6 +552,10 @@ async fn graph_lead(
     if let Some(r) = graph_gate(&crm, format!("/graph/{version}/{leadgen_id}"), q.access_token.as_deref()) {
         return r;
     }
+    if leadgen_id == "me" {
+        // `GET /me` with a page token answers the page (Graph API "Page" node).
+        return Json(json!({"id": "1234567890", "name": "Leadline demo page"})).into_response();
+    }
     let found = {
         let inner = crm.inner.lock().expect("mock lock");
         inner.listed.iter().find(|(_, id, _, _)| *id == leadgen_id).cloned()

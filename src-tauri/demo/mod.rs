@@ -126,6 +126,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         TargetConfig {
             // A follow-up hours late is worse than none: replayed old leads get a call task instead.
             max_lead_age_minutes: Some(30),
+            mapping: welcome_sms_mapping(),
             fallback: Some("call_task".into()),
             ..target(format!("{base}/notify/{{external_id}}"), Strategy::Upsert, 4)
         },
@@ -338,6 +339,19 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
             let _ = req.send().await;
         }
     }
+}
+
+/// The welcome SMS: a field mapping (visible on the Targets page) from the web form's lead and the CRM step's
+/// result to the SMS service's request.
+fn welcome_sms_mapping() -> Vec<crate::targets::mapping::FieldRule> {
+    serde_json::from_value(json!([
+        {"to": "/lead/phone", "from": "phone", "transform": [{"phone_e164": {"default_country": "+49"}}], "required": true},
+        {"to": "/lead/first_name", "from": "name", "transform": ["trim", "first_name"], "default": "there"},
+        {"to": "/lead/template", "constant": "welcome-v2"},
+        {"to": "/previous_steps/crm/crm_id", "from": "/$previous_steps/crm/crm_id", "required": true},
+        {"to": "/external_id", "from": "$external_id"}
+    ]))
+    .expect("the demo's mapping is valid")
 }
 
 /// One synthetic request: URL, body and signature header, and for a Meta lead the answers Meta keeps

@@ -170,6 +170,8 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             acknowledge_alert,
             targets,
             set_target_paused,
+            target_preview,
+            check_target,
         ])
         .build(tauri::generate_context!())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
@@ -334,6 +336,16 @@ async fn acknowledge_alert(state: S<'_>, id: i64) -> CommandResult<Alert> {
 #[tauri::command]
 async fn targets(state: S<'_>) -> CommandResult<Vec<TargetView>> {
     api::targets(&state.app).await
+}
+
+#[tauri::command]
+async fn target_preview(state: S<'_>, name: String, lead: String) -> CommandResult<crate::targets::RequestPreview> {
+    api::target_preview(&state.app, &name, &lead).await
+}
+
+#[tauri::command]
+async fn check_target(state: S<'_>, name: String) -> CommandResult<crate::targets::ConnectionCheck> {
+    api::check_target(&state.app, &name).await
 }
 
 #[tauri::command]

@@ -359,3 +359,50 @@ impl Store {
         Ok(row.0.map(from_ms))
     }
 }
+
+impl Store {
+    /// A lead as a job for `target`, without claiming anything: what a dry run of that target needs. The lead is
+    /// found by its external id (`source:source_ref`); its delivered steps' results are `previous`.
+    pub async fn job_preview(&self, external_id: &str, target: &str) -> anyhow::Result<Option<Job>> {
+        let Some((source, source_ref)) = external_id.split_once(':') else {
+            return Ok(None);
+        };
+        let event: Option<(i64, i64, String)> =
+            sqlx::query_as("SELECT id, received_at, payload FROM inbound_event WHERE source = ? AND source_ref = ?")
+                .bind(source)
+                .bind(source_ref)
+                .fetch_optional(&self.read)
+                .await
+                .context("cannot read the lead")?;
+        let Some((event_id, received_at, payload)) = event else {
+            return Ok(None);
+        };
+        let previous: Vec<(String, Option<String>)> =
+            sqlx::query_as("SELECT target, result FROM delivery WHERE event_id = ? AND state = 'delivered'")
+                .bind(event_id)
+                .fetch_all(&self.read)
+                .await
+                .context("cannot read earlier steps")?;
+        let mut prev = serde_json::Map::new();
+        for (t, result) in previous {
+            prev.insert(t, result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default());
+        }
+        Ok(Some(Job {
+            id: 0,
+            event_id,
+            step_index: 0,
+            target: target.to_string(),
+            attempts: 0,
+            pending_since: from_ms(received_at),
+            lease_token: 0,
+            in_doubt: false,
+            trigger: "scheduled".into(),
+            replay_generation: 0,
+            source: source.to_string(),
+            source_ref: source_ref.to_string(),
+            received_at: from_ms(received_at),
+            payload: serde_json::from_str(&payload).unwrap_or_default(),
+            previous: prev,
+        }))
+    }
+}

@@ -145,6 +145,52 @@ impl MetaLeadStep {
     }
 }
 
+impl MetaLeadStep {
+    /// The fetch this step would make for `job` (the token masked).
+    pub fn preview(&self, job: &Job) -> super::RequestPreview {
+        let id = job.payload.get("leadgen_id").and_then(graph::id_text).unwrap_or_else(|| "{leadgen_id}".into());
+        let mut notes = Vec::new();
+        if graph::has_details(&job.payload) {
+            notes.push("this lead already has its answers: nothing would be fetched".into());
+        }
+        notes.push("the answer replaces the stored lead with its fields (see \"What a Meta lead looks like\")".into());
+        super::RequestPreview {
+            method: "GET".into(),
+            url: format!("{}/{}?fields={}&access_token=••••", self.base, super::urlencode(&id), graph::LEAD_FIELDS),
+            headers: vec![],
+            body: Value::Null,
+            notes,
+        }
+    }
+
+    /// Test connection: `GET /me` with the page token says whose token it is, or what Graph thinks is wrong.
+    pub async fn check(&self) -> super::ConnectionCheck {
+        let url = match reqwest::Url::parse_with_params(&format!("{}/me", self.base), [("access_token", &self.token)]) {
+            Ok(u) => u,
+            Err(e) => return super::ConnectionCheck { ok: false, message: format!("the Graph URL is not valid: {e}") },
+        };
+        let request = self.client.get(url).timeout(Duration::from_millis(self.config.timeout_ms));
+        match send(request).await {
+            Outcome::Unsent(why) | Outcome::Unanswered(why) => super::ConnectionCheck {
+                ok: false,
+                message: format!("cannot reach Meta's Graph API at {}: {}", self.base, strip_token(&why, &self.token)),
+            },
+            Outcome::Answered(resp) if (200..300).contains(&resp.status) => {
+                let me: Value = serde_json::from_slice(&resp.body).unwrap_or_default();
+                let name = me.get("name").and_then(Value::as_str).unwrap_or("(no name)");
+                super::ConnectionCheck {
+                    ok: true,
+                    message: format!("the page token in {} works: it belongs to \"{name}\"", self.token_env),
+                }
+            }
+            Outcome::Answered(resp) => {
+                let e = graph::classify_error(resp.status, &resp.body);
+                super::ConnectionCheck { ok: false, message: format!("the token in {}: {}", self.token_env, e.reason) }
+            }
+        }
+    }
+}
+
 /// Error texts can carry the request URL, and with it the token: never log or store it.
 fn strip_token(text: &str, token: &str) -> String {
     if token.is_empty() {

@@ -126,3 +126,39 @@ test('the sources page shows each source against its usual volume, and reconcili
     .toMatch(/recovered in 7 days/);
   await expect(page.getByTestId('figures')).toContainText('meta_ads → crm');
 });
+
+test('targets: each target shows its field mapping, a dry run shows the exact request, and a connection test says what works', async ({ page, request }) => {
+  await page.goto(link());
+  await page.getByRole('link', { name: 'Targets' }).click();
+  await expect(page.locator('[data-target="meta_details"]')).toContainText('meta lead');
+
+  // The welcome SMS declares a mapping: each rule is shown in words.
+  await page.locator('[data-target="notify"]').getByRole('button', { name: 'Mapping & test' }).click();
+  const detail = page.getByTestId('target-detail');
+  const mapping = detail.getByTestId('mapping');
+  await expect(mapping.locator('tr', { hasText: '/lead/phone' })).toContainText('phone to E.164 (default +49)');
+  await expect(mapping.locator('tr', { hasText: '/lead/template' })).toContainText('= "welcome-v2"');
+
+  // A dry run for a web-form lead whose CRM step died (the demo starts with an expired CRM token): the SMS would
+  // not be sent, and the answer names the missing field instead of sending anything.
+  await expect.poll(async () => ((await (await request.get('/api/dead-letters?source=webform')).json()).items ?? []).length, { timeout: 30_000 }).toBeGreaterThan(0);
+  const dead = (await (await request.get('/api/dead-letters?source=webform')).json()).items[0];
+  await detail.getByLabel('Lead').fill(`webform:${dead.source_ref}`);
+  await detail.getByRole('button', { name: 'Show the request' }).click();
+  await expect(detail.getByTestId('preview-error')).toContainText('/previous_steps/crm/crm_id');
+
+  // The CRM step of the same lead: the envelope, exactly as it would be sent, with the idempotency key.
+  await page.locator('[data-target="crm"]').getByRole('button', { name: 'Mapping & test' }).click();
+  await expect(detail).toContainText('No field mapping');
+  await detail.getByLabel('Lead').fill(`webform:${dead.source_ref}`);
+  await detail.getByRole('button', { name: 'Show the request' }).click();
+  const preview = detail.getByTestId('preview');
+  await expect(preview).toContainText('POST');
+  await expect(preview).toContainText(`Idempotency-Key: webform:${dead.source_ref}:crm`);
+  await expect(preview).toContainText(`"external_id": "webform:${dead.source_ref}"`);
+
+  // The Meta step's page token is checked with one harmless request.
+  await page.locator('[data-target="meta_details"]').getByRole('button', { name: 'Mapping & test' }).click();
+  await detail.getByRole('button', { name: 'Test connection' }).click();
+  await expect(detail.getByTestId('check')).toContainText('works: it belongs to "Leadline demo page"');
+});

@@ -4,6 +4,8 @@ import { ApiFailure, type Backend } from './backend';
 import { toQuery } from './format';
 import type {
   Alert,
+  ConnectionCheck,
+  RequestPreview,
   DeadLetterGroup,
   EditRequest,
   FixReport,
@@ -165,6 +167,12 @@ export class HttpBackend implements Backend {
   }
   setTargetPaused(name: string, paused: boolean) {
     return this.call<TargetView>('POST', `/api/targets/${encodeURIComponent(name)}/${paused ? 'pause' : 'resume'}`);
+  }
+  targetPreview(name: string, lead: string) {
+    return this.call<RequestPreview>('GET', `/api/targets/${encodeURIComponent(name)}/preview?lead=${encodeURIComponent(lead)}`);
+  }
+  checkTarget(name: string) {
+    return this.call<ConnectionCheck>('POST', `/api/targets/${encodeURIComponent(name)}/check`);
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {

@@ -5,6 +5,8 @@ import { listen } from '@tauri-apps/api/event';
 import { ApiFailure, type Backend } from './backend';
 import type {
   Alert,
+  ConnectionCheck,
+  RequestPreview,
   DeadLetterGroup,
   EditRequest,
   FixReport,
@@ -109,6 +111,12 @@ export class TauriBackend implements Backend {
   }
   setTargetPaused(name: string, paused: boolean) {
     return call<TargetView>('set_target_paused', { name, paused });
+  }
+  targetPreview(name: string, lead: string) {
+    return call<RequestPreview>('target_preview', { name, lead });
+  }
+  checkTarget(name: string) {
+    return call<ConnectionCheck>('check_target', { name });
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {

@@ -3,6 +3,8 @@
 
 import type {
   Alert,
+  ConnectionCheck,
+  RequestPreview,
   DeadLetterGroup,
   EditRequest,
   FixReport,
@@ -68,6 +70,10 @@ export interface Backend {
   figures(range: string): Promise<DeliveryFigures>;
   targets(): Promise<TargetView[]>;
   setTargetPaused(name: string, paused: boolean): Promise<TargetView>;
+  /** The exact request a target would send for a stored lead (`source:id`); nothing is sent. */
+  targetPreview(name: string, lead: string): Promise<RequestPreview>;
+  /** One harmless authenticated request to the target, answered in plain words. */
+  checkTarget(name: string): Promise<ConnectionCheck>;
   /** Live events; returns an unsubscribe function. */
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void;
 }

@@ -35,6 +35,27 @@ export type BreakerView = { target: string, state: BreakerState, opened_at: stri
 
 export type BreakerState = "closed" | "open" | "half_open";
 
+export type Hold = { until: string, reason: HoldReason, };
+
+export type HoldReason = { "kind": "rate_limited" } | { "kind": "credentials", credential: string, };
+
+export type RequestPreview = { method: string, url: string, 
+/**
+ * Header name and value; credentials appear as `••••`.
+ */
+headers: Array<[string, string]>, body: unknown, 
+/**
+ * What happens around it (a search first, a second request after it), in words.
+ */
+notes: Array<string>, };
+
+export type ConnectionCheck = { ok: boolean, 
+/**
+ * What was tried and what it showed ("the token works; 3 of 190 requests used in this 10 s window"), or
+ * what is wrong and what to do ("the token lacks the crm.objects.contacts.write scope").
+ */
+message: string, };
+
 export type MetricSeries = { bucket_seconds: number, 
 /**
  * Bucket start times, Unix seconds.
@@ -518,8 +539,28 @@ breaker_openings: number, };
 
 export type TargetView = { name: string, 
 /**
+ * `http`, `meta_lead`, ... (what the target speaks).
+ */
+kind: string, 
+/**
  * Scheme, host and port of the target's URL (never credentials or paths with ids).
  */
-endpoint: string, strategy: string, breaker: BreakerState | null, breaker_opened_at: string | null, paused: boolean, paused_by: string | null, paused_at: string | null, };
+endpoint: string, strategy: string, 
+/**
+ * Nothing is sent before `until`: the target said when to come back, or refused a credential.
+ */
+hold: Hold | null, 
+/**
+ * The rate requests are paced to (declared, or learned from the target's headers), like `190/10s`.
+ */
+rate: string | null, 
+/**
+ * Requests that may be in flight now (lowered while the target answers 429).
+ */
+concurrency: number, 
+/**
+ * How a lead becomes this target's record (the configured rules, as written).
+ */
+mapping: unknown[], breaker: BreakerState | null, breaker_opened_at: string | null, paused: boolean, paused_by: string | null, paused_at: string | null, };
 
 export type LiveEvent = { "kind": "health", "data": HealthView } | { "kind": "alerts_changed" } | { "kind": "replay_changed", "data": { replay_id: number, } } | { "kind": "sources_changed" };
