@@ -5,8 +5,8 @@
 //! far below 2^53.
 
 use leadline::api::{
-    BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthView, LiveEvent,
-    ReplayRequest, ResolveRequest, Session, SourceView, TargetView,
+    BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthVerdict, HealthView,
+    LiveEvent, ReplayRequest, ResolveRequest, Session, SourceView, TargetView, VerdictLevel,
 };
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
@@ -34,6 +34,8 @@ fn generated() -> String {
         ErrorBody::decl(&cfg),
         Session::decl(&cfg),
         HealthView::decl(&cfg),
+        HealthVerdict::decl(&cfg),
+        VerdictLevel::decl(&cfg),
         QueueHealth::decl(&cfg),
         TargetHealth::decl(&cfg),
         BreakerView::decl(&cfg),

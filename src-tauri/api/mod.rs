@@ -143,6 +143,106 @@ pub struct HealthView {
     pub queue: QueueHealth,
     /// Breaker state per target, as this process's worker sees it (empty when no worker runs here).
     pub breakers: Vec<BreakerView>,
+    /// The one answer to "is everything all right?", from the same facts as the alerts.
+    pub verdict: HealthVerdict,
+}
+
+/// How things stand, in one level and one sentence, with the page where a person can act.
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct HealthVerdict {
+    pub level: VerdictLevel,
+    /// In words: what is wrong (or that nothing is).
+    pub reason: String,
+    /// The page to act on: `alerts`, `targets`, `sources` or `dead_letters`; none when all is well.
+    pub link: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictLevel {
+    /// Leads flow; nothing needs anyone.
+    AllWell,
+    /// Leads are slowed (rate-limited, retrying, a source quieter than usual); Leadline copes by itself.
+    Degraded,
+    /// Something only a person can fix (a target down or refusing credentials, a silent source, a new cause of
+    /// dead letters).
+    NeedsPerson,
+}
+
+/// The page an alert of `kind` is acted on.
+fn page_for(kind: &str) -> &'static str {
+    match kind {
+        "credentials" | "permanent_config" | "breaker_open" | "retry_budget" => "targets",
+        "silence" | "volume_drop" | "source_failing" | "reconciliation_found" => "sources",
+        "dead_letter_growth" | "auto_replay" => "dead_letters",
+        _ => "alerts",
+    }
+}
+
+/// The verdict from the open alerts and what the worker sees of each target (its hold and breaker). Pure.
+pub fn verdict(
+    open_alerts: &[Alert],
+    targets: &[(String, Option<crate::delivery::worker::Hold>, BreakerState)],
+    queue: &QueueHealth,
+) -> HealthVerdict {
+    use crate::delivery::worker::HoldReason;
+    let say = |level, reason: String, link: &str| HealthVerdict { level, reason, link: Some(link.to_string()) };
+    let more = |n: usize| if n > 1 { format!(" (and {} more)", n - 1) } else { String::new() };
+    let critical: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == "critical").collect();
+    if let Some(first) = critical.first() {
+        return say(
+            VerdictLevel::NeedsPerson,
+            format!("{}{}", first.title, more(critical.len())),
+            page_for(&first.kind),
+        );
+    }
+    for (name, hold, breaker) in targets {
+        if let Some(HoldReason::Credentials { credential }) = hold.as_ref().map(|h| &h.reason) {
+            return say(
+                VerdictLevel::NeedsPerson,
+                format!("{name} refuses the credential in {credential}: its leads are waiting"),
+                "targets",
+            );
+        }
+        if *breaker == BreakerState::Open {
+            return say(
+                VerdictLevel::NeedsPerson,
+                format!("{name} looks down: sending is paused by the breaker"),
+                "targets",
+            );
+        }
+    }
+    let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == "warning").collect();
+    if let Some(first) = warnings.first() {
+        return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), page_for(&first.kind));
+    }
+    for (name, hold, breaker) in targets {
+        if let Some(h) = hold {
+            return say(
+                VerdictLevel::Degraded,
+                format!(
+                    "{name} is rate-limited until {} UTC: leads wait and go on by themselves",
+                    h.until.format("%H:%M:%S")
+                ),
+                "targets",
+            );
+        }
+        if *breaker == BreakerState::HalfOpen {
+            return say(
+                VerdictLevel::Degraded,
+                format!("{name} is being tested with one lead after failing"),
+                "targets",
+            );
+        }
+    }
+    let o = &queue.overall;
+    let waiting = o.pending + o.running;
+    let reason = if waiting == 0 {
+        "All well: every lead is delivered".to_string()
+    } else {
+        format!("All well: {waiting} {} on the way", if waiting == 1 { "lead" } else { "leads" })
+    };
+    HealthVerdict { level: VerdictLevel::AllWell, reason, link: None }
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -180,7 +280,15 @@ pub async fn health(app: &App) -> Result<HealthView, ApiError> {
                 .collect()
         })
         .unwrap_or_default();
-    Ok(HealthView { queue, breakers })
+    let now = Utc::now();
+    let targets: Vec<_> = app
+        .worker
+        .as_ref()
+        .map(|w| w.targets.iter().map(|(name, t)| (name.clone(), t.hold(now), t.breaker_state().0)).collect())
+        .unwrap_or_default();
+    let open = alerts::unresolved(&app.store).await?;
+    let verdict = verdict(&open, &targets, &queue);
+    Ok(HealthView { queue, breakers, verdict })
 }
 
 pub async fn metrics(app: &App, range: &str) -> Result<MetricSeries, ApiError> {
@@ -719,4 +827,83 @@ pub async fn load_pauses(app: &App) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::worker::{Hold, HoldReason};
+    use crate::store::TargetHealth;
+
+    fn alert(kind: &str, severity: &str, title: &str) -> Alert {
+        let t = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z").unwrap().to_utc();
+        Alert {
+            id: 1,
+            kind: kind.into(),
+            key: "k".into(),
+            severity: severity.into(),
+            title: title.into(),
+            detail: String::new(),
+            opened_at: t,
+            last_seen_at: t,
+            occurrences: 1,
+            acknowledged_at: None,
+            acknowledged_by: None,
+            resolved_at: None,
+            resolution_note: None,
+            state: "open".into(),
+            notified_at: None,
+            notifications: 0,
+            held: None,
+        }
+    }
+
+    fn queue(pending: i64) -> QueueHealth {
+        QueueHealth {
+            generated_at: Utc::now(),
+            overall: TargetHealth { target: "*".into(), pending, ..Default::default() },
+            targets: vec![],
+        }
+    }
+
+    #[test]
+    fn the_verdict_follows_the_worst_fact() {
+        let until = Utc::now() + chrono::Duration::minutes(2);
+        let ok = verdict(&[], &[("crm".into(), None, BreakerState::Closed)], &queue(3));
+        assert_eq!(
+            (ok.level, ok.reason.as_str(), ok.link),
+            (VerdictLevel::AllWell, "All well: 3 leads on the way", None)
+        );
+
+        let limited = vec![("crm".into(), Some(Hold { until, reason: HoldReason::RateLimited }), BreakerState::Closed)];
+        let v = verdict(&[], &limited, &queue(3));
+        assert_eq!(v.level, VerdictLevel::Degraded);
+        assert!(v.reason.starts_with("crm is rate-limited until"), "{}", v.reason);
+
+        let quiet = [alert("volume_drop", "warning", "Fewer leads than usual from meta")];
+        let v = verdict(&quiet, &limited, &queue(0));
+        assert_eq!((v.level, v.link.as_deref()), (VerdictLevel::Degraded, Some("sources")));
+
+        let refused = vec![(
+            "meta_details".into(),
+            Some(Hold { until, reason: HoldReason::Credentials { credential: "META_TOKEN".into() } }),
+            BreakerState::Closed,
+        )];
+        let v = verdict(&quiet, &refused, &queue(0));
+        assert_eq!((v.level, v.link.as_deref()), (VerdictLevel::NeedsPerson, Some("targets")));
+        assert!(v.reason.contains("META_TOKEN"), "{}", v.reason);
+
+        let down = vec![("crm".into(), None, BreakerState::Open)];
+        assert_eq!(verdict(&[], &down, &queue(9)).level, VerdictLevel::NeedsPerson);
+
+        let silent = [
+            alert("silence", "critical", "No leads from partner for 31 min"),
+            alert("source_failing", "critical", "Leadline cannot reach meta's lead list"),
+            alert("volume_drop", "warning", "Fewer leads"),
+        ];
+        let v = verdict(&silent, &[], &queue(0));
+        assert_eq!(v.level, VerdictLevel::NeedsPerson);
+        assert_eq!(v.reason, "No leads from partner for 31 min (and 1 more)");
+        assert_eq!(v.link.as_deref(), Some("sources"));
+    }
 }

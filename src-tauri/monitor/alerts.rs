@@ -189,6 +189,18 @@ pub async fn list(store: &Store, limit: u32) -> anyhow::Result<Vec<Alert>> {
     Ok(rows.into_iter().map(to_alert).collect())
 }
 
+/// Every unresolved alert, most severe and newest first.
+pub async fn unresolved(store: &Store) -> anyhow::Result<Vec<Alert>> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM alert WHERE resolved_at IS NULL
+          ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, opened_at DESC, id DESC"
+    ))
+    .fetch_all(store.read_pool())
+    .await
+    .context("cannot read unresolved alerts")?;
+    Ok(rows.into_iter().map(to_alert).collect())
+}
+
 /// Keys of the unresolved alerts of one kind.
 pub async fn unresolved_keys(store: &Store, kind: &str) -> anyhow::Result<Vec<String>> {
     let rows: Vec<(String,)> = sqlx::query_as("SELECT key FROM alert WHERE kind = ? AND resolved_at IS NULL")

@@ -9,7 +9,23 @@ export type HealthView = {
 /**
  * Breaker state per target, as this process's worker sees it (empty when no worker runs here).
  */
-breakers: Array<BreakerView>, generated_at: string, overall: TargetHealth, targets: Array<TargetHealth>, };
+breakers: Array<BreakerView>, 
+/**
+ * The one answer to "is everything all right?", from the same facts as the alerts.
+ */
+verdict: HealthVerdict, generated_at: string, overall: TargetHealth, targets: Array<TargetHealth>, };
+
+export type HealthVerdict = { level: VerdictLevel, 
+/**
+ * In words: what is wrong (or that nothing is).
+ */
+reason: string, 
+/**
+ * The page to act on: `alerts`, `targets`, `sources` or `dead_letters`; none when all is well.
+ */
+link: string | null, };
+
+export type VerdictLevel = "all_well" | "degraded" | "needs_person";
 
 export type QueueHealth = { generated_at: string, overall: TargetHealth, targets: Array<TargetHealth>, };
 
