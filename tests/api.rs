@@ -242,3 +242,50 @@ async fn the_live_feed_starts_with_the_current_health() {
         tokio::time::timeout(Duration::from_secs(2), async { while let Ok(Some(_)) = r.chunk().await {} }).await;
     assert!(ended.is_ok(), "the live feed did not end after shutdown");
 }
+
+/// A replay never duplicates: a step whose earlier attempt reached the CRM without an answer keeps its
+/// `Idempotency-Key` (the CRM answers it with the stored result: one record); a step whose every answer was a
+/// definite error gets a fresh key, so the CRM cannot answer it with a stored error.
+#[tokio::test]
+async fn a_replay_after_an_unanswered_attempt_keeps_its_key_and_creates_nothing_twice() {
+    let app = spawn_with(|crm| {
+        idempotent_crm(crm)
+            .replace("timeout_ms = 500", "timeout_ms = 300")
+            .replace("max_attempts = 30", "max_attempts = 1")
+    })
+    .await;
+    let a = &app.server.app;
+    // The CRM stores the lead, then answers too late: the attempt has no answer, and the only attempt is used.
+    app.crm.set_behaviour(Behaviour { hang_after_write_ratio: 1.0, hang_ms: 600, ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "committed"})).await, StatusCode::ACCEPTED);
+    app.wait_settled(Duration::from_secs(10)).await;
+    // The CRM refuses the next lead's data: every answer is a definite error.
+    app.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "refused", "phone": "0151 1234"})).await, StatusCode::ACCEPTED);
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(h.overall.dead_open, 2);
+    assert_eq!(app.crm.records_for("plain:committed"), 1, "the unanswered create was written");
+    assert_eq!(app.crm.records_for("plain:refused"), 0);
+
+    // Both are replayed once the CRM is healthy (the refused one with its phone fixed by the CRM's new rules).
+    app.crm.set_behaviour(Behaviour::default());
+    let all = ReplayRequest {
+        selection: ReplaySelection { ids: None, filter: Some(DeadLetterFilter::default()) },
+        expected: 2,
+        reason: "CRM healthy again".into(),
+        options: leadline::replay::ReplayOptions { canary: Some(0), rate_per_second: Some(100.0) },
+    };
+    let receipt = api::replay(a, &all, "ops").await.unwrap();
+    wait_replay_done(a, receipt.replay_id).await;
+    app.wait_settled(Duration::from_secs(10)).await;
+
+    assert_eq!(app.crm.records_for("plain:committed"), 1, "not created twice");
+    assert_eq!(app.crm.keys_for("plain:committed"), vec!["plain:committed:crm"; 2], "the same key both times");
+    assert_eq!(app.crm.records_for("plain:refused"), 1);
+    assert_eq!(
+        app.crm.keys_for("plain:refused"),
+        vec!["plain:refused:crm".to_string(), "plain:refused:crm:replay-1".to_string()],
+        "a fresh key after definite errors only"
+    );
+    app.server.shutdown().await.unwrap();
+}

@@ -441,3 +441,67 @@ async fn a_declared_rate_paces_concurrent_requests_below_the_crms_limit() {
     assert!(stats.rate_limited <= 1, "{stats:?}");
     app.server.shutdown().await.unwrap();
 }
+
+/// The search before a create is classified like any other answer: a 429 on it is a rate limit (no attempt
+/// used, the whole target held until its date), a 401 a configuration problem (a dead letter and its alert at
+/// once), never a transient failure retried for hours.
+#[tokio::test]
+async fn answers_to_the_search_of_search_then_create_are_classified_like_writes() {
+    let app = spawn_with(|crm| {
+        format!(
+            r#"
+[targets.crm]
+url = "http://{crm}/crm/plain"
+strategy = "search_then_create"
+search_url = "http://{crm}/crm/leads/search/{{external_id}}"
+timeout_ms = 1000
+concurrency = 1
+backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600 }}
+"#
+        )
+    })
+    .await;
+    let until = chrono::Utc::now() + chrono::Duration::milliseconds(1200);
+    app.crm.set_behaviour(Behaviour { limited_until: Some(until), ..Default::default() });
+    for i in 0..10 {
+        assert_eq!(app.post_plain(&json!({"id": format!("sr-{i}")})).await, StatusCode::ACCEPTED);
+    }
+    app.wait_settled(Duration::from_secs(15)).await;
+    let stats = app.crm.stats();
+    assert_eq!(stats.requests_inside_retry_after, 0, "{stats:?}");
+    assert_eq!(stats.rate_limited, 1, "{stats:?}");
+    assert_eq!(app.crm.distinct_leads(), 10);
+    assert_eq!(stats.duplicated_external_ids, 0);
+    let (counted, limited): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT SUM(attempts) FROM delivery), (SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited')",
+    )
+    .fetch_one(app.server.app.store.read_pool())
+    .await
+    .unwrap();
+    assert_eq!((counted, limited), (10, 1), "the rate-limited search used no attempt");
+
+    // The search is refused: a configuration problem at once, with its alert; nothing is created.
+    app.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+    let mut events = app.server.app.worker.as_ref().unwrap().events.subscribe();
+    assert_eq!(app.post_plain(&json!({"id": "sr-refused"})).await, StatusCode::ACCEPTED);
+    app.wait_settled(Duration::from_secs(10)).await;
+    let (class, status, reason): (String, i64, String) =
+        sqlx::query_as("SELECT dead_class, dead_status, dead_reason FROM delivery WHERE state = 'dead'")
+            .fetch_one(app.server.app.store.read_pool())
+            .await
+            .unwrap();
+    assert_eq!((class.as_str(), status), ("permanent_config", 401));
+    assert!(reason.contains("could not check whether the CRM already has the lead"), "{reason}");
+    assert_eq!(app.crm.records_for("plain:sr-refused"), 0);
+    let dead = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Ok(WorkerEvent::DeadLettered { class, .. }) = events.recv().await {
+                return class;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(dead, leadline::delivery::classify::ErrorClass::PermanentConfig);
+    app.server.shutdown().await.unwrap();
+}

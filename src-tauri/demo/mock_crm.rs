@@ -4,7 +4,9 @@
 //! created, so a test can count at the end: no lead lost, none written twice.
 //!
 //! Endpoints (JSON):
-//! - `POST /crm/leads` — create; honours `Idempotency-Key` (replays the stored answer to a repeated key).
+//! - `POST /crm/leads` — create; honours `Idempotency-Key` as the IETF draft describes it, by the key alone: a
+//!   repeated key gets the stored answer, the same key with a different body 422, a repeat while the first is
+//!   still being processed 409; a new key creates a new record (even for an external id it already holds).
 //! - `PUT /crm/leads/{external_id}` — upsert by external id.
 //! - `GET /crm/leads/search/{external_id}` — `{"results": [{"id": ...}]}` or an empty list.
 //! - `POST /crm/plain` — create with no idempotency at all (a second call makes a second record).
@@ -115,7 +117,12 @@ pub struct Stats {
 struct Inner {
     records: Vec<Record>,
     by_external: HashMap<String, Vec<usize>>,
-    idempotency: HashMap<String, (u16, Value)>,
+    /// Idempotency keys: the body's fingerprint, the stored answer, and when its processing ends (a repeat
+    /// before then is "still being processed"). Stored before any deliberate hang, so a client that gave up
+    /// waiting finds the answer on its retry.
+    idempotency: HashMap<String, (String, Option<(u16, Value)>, Instant)>,
+    /// Every `Idempotency-Key` received on a create, in order (tests assert the key each attempt sent).
+    keys_seen: Vec<(String, String)>,
     notifications: HashMap<String, u32>,
     tasks: HashMap<String, u32>,
     behaviour: Behaviour,
@@ -220,6 +227,12 @@ impl MockCrm {
         let inner = self.inner.lock().expect("mock lock");
         let i = *inner.by_external.get(external_id)?.first()?;
         Some(inner.records[i].lead.clone())
+    }
+
+    /// The `Idempotency-Key` of every create of `external_id`, in the order they arrived.
+    pub fn keys_for(&self, external_id: &str) -> Vec<String> {
+        let inner = self.inner.lock().expect("mock lock");
+        inner.keys_seen.iter().filter(|(e, _)| e == external_id).map(|(_, k)| k.clone()).collect()
     }
 
     /// Records holding `external_id`.
@@ -381,6 +394,10 @@ fn external_id_of(envelope: &Value) -> Option<String> {
 }
 
 async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): Json<Value>) -> Response {
+    let key = headers.get("Idempotency-Key").and_then(|v| v.to_str().ok()).map(str::to_string);
+    if let (Some(k), Some(e)) = (&key, external_id_of(&envelope)) {
+        crm.inner.lock().expect("mock lock").keys_seen.push((e, k.clone()));
+    }
     let hang = match pass(&crm, &envelope, true).await {
         Ok(h) => h,
         Err(r) => return r,
@@ -388,20 +405,39 @@ async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): 
     let Some(external_id) = external_id_of(&envelope) else {
         return (StatusCode::BAD_REQUEST, Json(json!({"message": "external_id is required"}))).into_response();
     };
-    let key = headers.get("Idempotency-Key").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let fingerprint = envelope.to_string();
     if let Some(k) = &key {
-        let stored = crm.inner.lock().expect("mock lock").idempotency.get(k).cloned();
-        if let Some((status, body)) = stored {
-            let mut r = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response();
-            r.headers_mut().insert("Idempotent-Replayed", "true".parse().expect("ascii"));
-            return r;
+        let mut inner = crm.inner.lock().expect("mock lock");
+        match inner.idempotency.get(k).cloned() {
+            Some((print, _, _)) if print != fingerprint => {
+                let body =
+                    json!({"status": "error", "message": "Idempotency-Key reused with a different request body"});
+                return (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response();
+            }
+            Some((_, None, _)) => {
+                let body = json!({"status": "error", "message": "a request with this Idempotency-Key is still being processed"});
+                return (StatusCode::CONFLICT, Json(body)).into_response();
+            }
+            Some((_, Some(_), ready)) if Instant::now() < ready => {
+                let body = json!({"status": "error", "message": "a request with this Idempotency-Key is still being processed"});
+                return (StatusCode::CONFLICT, Json(body)).into_response();
+            }
+            Some((_, Some((status, body)), _)) => {
+                let mut r = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response();
+                r.headers_mut().insert("Idempotent-Replayed", "true".parse().expect("ascii"));
+                return r;
+            }
+            None => {
+                inner.idempotency.insert(k.clone(), (fingerprint.clone(), None, Instant::now()));
+            }
         }
     }
-    // With a key, a create is keyed; without one it is a plain create that can duplicate.
-    let (created, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), key.is_none());
+    // Keyed or not, a create makes a new record: only the key protects against a repeat.
+    let (created, id) = crm.write(&external_id, &envelope.get("lead").cloned().unwrap_or_default(), true);
     let body = json!({"id": id, "new": created});
     if let Some(k) = key {
-        crm.inner.lock().expect("mock lock").idempotency.insert(k, (201, body.clone()));
+        let ready = Instant::now() + hang.unwrap_or_default();
+        crm.inner.lock().expect("mock lock").idempotency.insert(k, (fingerprint, Some((201, body.clone())), ready));
     }
     if let Some(h) = hang {
         tokio::time::sleep(h).await;

@@ -303,10 +303,20 @@ async fn send_back(
     let ids = serde_json::to_string(&chosen)?;
     let mut tx = app.store.begin_write().await?;
     // All SET expressions see the row as it was: `fallback_of` gets the step's own target.
+    // A step whose history has an attempt that may have reached the target without a definite answer (no answer,
+    // a rescued lease, an ambiguous outcome) keeps its doubt and its idempotency key: it is looked up (or its key
+    // answered by the CRM's stored result) before anything is created again. Only a step whose every answer was
+    // a definite error gets a fresh key, so a CRM cannot replay a stored error to it.
     sqlx::query(
         "UPDATE delivery
             SET state = 'pending', resolution = 'replayed', attempts = 0, trigger = 'manual',
-                replay_generation = replay_generation + 1, pending_since = ?1, next_attempt_at = ?1, in_doubt = 0,
+                replay_generation = replay_generation + (1 - (in_doubt OR EXISTS (SELECT 1 FROM attempt a
+                    WHERE a.delivery_id = delivery.id
+                      AND (a.outcome = 'rescued' OR a.class = 'ambiguous' OR (a.http_status IS NULL AND a.reason LIKE '%no answer (%'))))),
+                in_doubt = (in_doubt OR EXISTS (SELECT 1 FROM attempt a
+                    WHERE a.delivery_id = delivery.id
+                      AND (a.outcome = 'rescued' OR a.class = 'ambiguous' OR (a.http_status IS NULL AND a.reason LIKE '%no answer (%')))),
+                pending_since = ?1, next_attempt_at = ?1,
                 fallback_of = CASE WHEN (SELECT fallback_to FROM replay_item WHERE replay_id = ?2 AND delivery_id = delivery.id)
                                    IS NOT NULL THEN target END,
                 target = COALESCE((SELECT fallback_to FROM replay_item WHERE replay_id = ?2 AND delivery_id = delivery.id), target)

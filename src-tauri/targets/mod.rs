@@ -125,7 +125,30 @@ pub fn masked_headers(headers: &HeaderMap) -> Vec<(String, String)> {
 enum Lookup {
     Found(String),
     NotFound,
-    Failed(String),
+    Failed(LookupFailure),
+}
+
+/// A look-up that did not answer "found" or "not found", classified like any other answer: a 429 is a rate
+/// limit (with its `Retry-After`), a 401 a configuration problem, a 5xx or no answer a transient one.
+struct LookupFailure {
+    class: ErrorClass,
+    reason: String,
+    field: Option<String>,
+    status: Option<u16>,
+    retry_after: Option<DateTime<Utc>>,
+    answered: Option<(u16, HeaderMap)>,
+    excerpt: Option<String>,
+}
+
+impl LookupFailure {
+    /// Puts the look-up's answer on the attempt's report, under `reason`.
+    fn report(self, report: &mut AttemptReport, reason: String) {
+        report.verdict = Verdict::Failed(Failure { class: self.class, reason, field: self.field });
+        report.http_status = self.status;
+        report.retry_after = self.retry_after;
+        report.answered = self.answered;
+        report.excerpt = self.excerpt;
+    }
 }
 
 struct Response {
@@ -300,19 +323,22 @@ impl HttpTarget {
                     return report;
                 }
                 Lookup::NotFound => {}
-                Lookup::Failed(why) => {
+                Lookup::Failed(failure) => {
                     // Searching is harmless to repeat; the doubt (if any) stays until a look-up answers.
-                    report.verdict = Verdict::Failed(Failure {
-                        class: ErrorClass::Transient,
-                        reason: format!("could not check whether the CRM already has the lead: {why}"),
-                        field: None,
-                    });
+                    let reason = format!("could not check whether the CRM already has the lead: {}", failure.reason);
+                    failure.report(&mut report, reason);
                     report.in_doubt = job.in_doubt;
                     report.duration_ms = started.elapsed().as_millis() as i64;
                     return report;
                 }
             }
-        } else if job.in_doubt && strategy == Strategy::None && self.config.search_url.is_none() {
+        } else if job.in_doubt
+            && strategy == Strategy::None
+            && self.config.search_url.is_none()
+            && job.trigger != "manual"
+        {
+            // A manual replay of such a lead is a person's decision after checking the CRM (the dead letter and
+            // the replay preview say so); a scheduled retry never sends it blindly.
             report.verdict = Verdict::Failed(Failure {
                 class: ErrorClass::Ambiguous,
                 reason: "the previous attempt was interrupted after sending and this target cannot look leads up: \
@@ -418,14 +444,12 @@ impl HttpTarget {
                             field: None,
                         });
                     }
-                    Lookup::Failed(lookup_why) => {
-                        report.verdict = Verdict::Failed(Failure {
-                            class: ErrorClass::Transient,
-                            reason: format!(
-                                "no answer ({why}) and the look-up failed ({lookup_why}); it will be looked up again before any resend"
-                            ),
-                            field: None,
-                        });
+                    Lookup::Failed(failure) => {
+                        let reason = format!(
+                            "no answer ({why}) and the look-up failed ({}); it will be looked up again before any resend",
+                            failure.reason
+                        );
+                        failure.report(report, reason);
                         report.in_doubt = true;
                     }
                 }
@@ -450,8 +474,39 @@ impl HttpTarget {
                     None => Lookup::NotFound,
                 }
             }
-            Outcome::Answered(resp) => Lookup::Failed(format!("search answered HTTP {}", resp.status)),
-            Outcome::Unsent(why) | Outcome::Unanswered(why) => Lookup::Failed(why),
+            Outcome::Answered(resp) => {
+                let (class, said, field) = match classify(
+                    &Observed::Response { status: resp.status, body: &resp.body },
+                    &self.config.classify,
+                ) {
+                    // A search cannot deliver; a 2xx was handled above, so this is only for completeness.
+                    Verdict::Delivered => (ErrorClass::Transient, String::new(), None),
+                    Verdict::Failed(f) => (f.class, f.reason, f.field),
+                };
+                Lookup::Failed(LookupFailure {
+                    class,
+                    reason: format!(
+                        "the search answered HTTP {}{}",
+                        resp.status,
+                        if said.is_empty() { String::new() } else { format!(": {said}") }
+                    ),
+                    field,
+                    status: Some(resp.status),
+                    retry_after: resp.retry_after,
+                    excerpt: excerpt(&resp.body),
+                    answered: Some((resp.status, resp.headers)),
+                })
+            }
+            Outcome::Unsent(why) | Outcome::Unanswered(why) => Lookup::Failed(LookupFailure {
+                // Reading again is always safe: no answer to a search is a transient problem, never "ambiguous".
+                class: ErrorClass::Transient,
+                reason: why,
+                field: None,
+                status: None,
+                retry_after: None,
+                answered: None,
+                excerpt: None,
+            }),
         }
     }
 }

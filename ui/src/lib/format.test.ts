@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ageLevel, classLabel, explainError, formatAge, isPersonalField, mask, toQuery } from './format';
+import { ageLevel, classLabel, explainError, formatAge, isPersonalField, isPersonalPath, leadRows, mask, toQuery } from './format';
 
 describe('formatAge', () => {
   it('reads like a person would say it', () => {
@@ -67,5 +67,28 @@ describe('safeLocale', () => {
     expect(safeLocale(['C', 'de-DE'])).toBe('de-DE');
     expect(safeLocale([undefined, 'fr'])).toBe('fr');
     expect(safeLocale([])).toBe('en-US');
+  });
+});
+
+
+describe('leadRows', () => {
+  it('flattens a Meta lead into its answers, without the raw field_data', () => {
+    const rows = leadRows({
+      leadgen_id: '9',
+      fields: { full_name: 'Ada Lovelace', email: 'ada@example.com', 'when_should_we_call?': 'morning' },
+      field_data: [{ name: 'email', values: ['ada@example.com'] }],
+    });
+    expect(rows).toEqual([
+      ['leadgen_id', '9'],
+      ['fields.full_name', 'Ada Lovelace'],
+      ['fields.email', 'ada@example.com'],
+      ['fields.when_should_we_call?', 'morning'],
+    ]);
+    expect(rows.filter(([k]) => isPersonalPath(k)).map(([k]) => k)).toEqual(['fields.full_name', 'fields.email']);
+  });
+  it('keeps lists and deep values as values, and nested personal fields are personal', () => {
+    expect(leadRows({ lead: { phone: '+49', tags: ['a'] } })).toEqual([['lead.phone', '+49'], ['lead.tags', ['a']]]);
+    expect(isPersonalPath('lead.phone')).toBe(true);
+    expect(leadRows('not an object')).toEqual([]);
   });
 });

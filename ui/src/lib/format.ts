@@ -147,3 +147,25 @@ export function explainError(code: string, message: string): string {
       return message;
   }
 }
+
+/**
+ * A lead as rows for display: nested objects flattened to dotted paths (`fields.email`, `lead.phone`), so each
+ * value is shown — and masked by its own field name — on its own row. A Meta lead's raw `field_data` is left
+ * out: its answers are the `fields.*` rows.
+ */
+export function leadRows(payload: unknown, prefix = '', depth = 0): [string, unknown][] {
+  if (!payload || typeof payload !== 'object' || Array.isArray(payload)) return prefix ? [[prefix, payload]] : [];
+  const rows: [string, unknown][] = [];
+  for (const [k, v] of Object.entries(payload as Record<string, unknown>)) {
+    if (!prefix && k === 'field_data' && Array.isArray(v)) continue;
+    const path = prefix ? `${prefix}.${k}` : k;
+    if (v && typeof v === 'object' && !Array.isArray(v) && depth < 3) rows.push(...leadRows(v, path, depth + 1));
+    else rows.push([path, v]);
+  }
+  return rows;
+}
+
+/** Whether the row at this dotted path holds personal data (judged by its own field name). */
+export function isPersonalPath(path: string): boolean {
+  return isPersonalField(path.slice(path.lastIndexOf('.') + 1));
+}
