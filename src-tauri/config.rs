@@ -469,6 +469,9 @@ pub enum TargetKind {
     /// Not a CRM: the first step of a Meta source's route, which fetches the lead's answers from the Graph API
     /// (`GET /{leadgen_id}`) and stores them with the lead before any CRM sees it.
     MetaLead,
+    /// Pipedrive: find or create the person (exact match on `person_field_key`), then create the lead
+    /// (`targets::pipedrive`); always search-then-create with the local link table.
+    Pipedrive,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -488,6 +491,10 @@ pub struct TargetConfig {
     pub api_version: String,
     /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
     pub access_token_env: Option<String>,
+    /// `pipedrive`: environment variable holding the API token (sent in the `x-api-token` header).
+    pub api_token_env: Option<String>,
+    /// `pipedrive`: key of the custom person field holding Leadline's external id (the exact-match search).
+    pub person_field_key: Option<String>,
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
@@ -641,7 +648,7 @@ impl Config {
                             format!("`{target}` (kind = \"meta_lead\") can only be the first step of a Meta source"),
                         ))
                     }
-                    (TargetKind::Http, true) => {
+                    (TargetKind::Http | TargetKind::Pipedrive, true) => {
                         return Err(invalid(
                             format!("{key}.route"),
                             format!(
@@ -854,6 +861,8 @@ impl TargetConfig {
         match self.kind {
             TargetKind::Http => self.strategy.unwrap_or(Strategy::None),
             TargetKind::MetaLead => Strategy::Upsert,
+            // Person and lead are created after a search, linked locally (`targets::pipedrive`).
+            TargetKind::Pipedrive => Strategy::SearchThenCreate,
         }
     }
 
@@ -878,6 +887,13 @@ impl TargetConfig {
                     "is required: \"idempotency_key\", \"upsert\", \"search_then_create\" or \"none\"",
                 ))
             }
+            (TargetKind::Pipedrive, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to kind = \"pipedrive\" (always a search, then person and lead created once)",
+                ))
+            }
+            (TargetKind::Pipedrive, None) => self.validate_pipedrive(key)?,
             (TargetKind::MetaLead, Some(_)) => {
                 return Err(invalid(
                     format!("{key}.strategy"),
@@ -986,6 +1002,37 @@ impl TargetConfig {
                 .map_err(|_| invalid(format!("{key}.headers.{name}"), "is not a valid header name"))?;
         }
         Ok(())
+    }
+
+    /// The `pipedrive` keys: the token variable, the person field, a mapping that splits into person and lead.
+    fn validate_pipedrive(&self, key: &str) -> Result<(), ConfigError> {
+        if self.api_token_env.as_deref().is_none_or(str::is_empty) {
+            return Err(invalid(
+                format!("{key}.api_token_env"),
+                "is required for kind = \"pipedrive\": the variable holding the API token",
+            ));
+        }
+        let field = self.person_field_key.as_deref().unwrap_or("");
+        if field.is_empty() || !field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(invalid(
+                format!("{key}.person_field_key"),
+                "is required for kind = \"pipedrive\": the key (a 40-character hash) of the custom person field \
+                 holding Leadline's external id",
+            ));
+        }
+        if self.auth.is_some() {
+            return Err(invalid(format!("{key}.auth"), "does not apply to kind = \"pipedrive\"; use api_token_env"));
+        }
+        if self.search_url.is_some() {
+            return Err(invalid(
+                format!("{key}.search_url"),
+                "does not apply to kind = \"pipedrive\" (it searches persons by person_field_key)",
+            ));
+        }
+        crate::targets::pipedrive::validate_mapping(&self.mapping, field).map_err(|(i, message)| match i {
+            Some(i) => invalid(format!("{key}.mapping[{i}].to"), message),
+            None => invalid(format!("{key}.mapping"), message),
+        })
     }
 
     pub fn method(&self) -> reqwest::Method {

@@ -99,6 +99,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         strategy: Some(strategy),
         api_version: "v21.0".into(),
         access_token_env: None,
+        api_token_env: None,
+        person_field_key: None,
         mapping: Vec::new(),
         search_url: None,
         id_pointer: "/id".into(),
