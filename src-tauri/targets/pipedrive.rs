@@ -854,14 +854,16 @@ impl PipedriveTarget {
             }
         };
         match resp.status {
-            401 => return ConnectionCheck {
-                ok: false,
-                message: format!(
+            401 => {
+                return ConnectionCheck {
+                    ok: false,
+                    message: format!(
                     "Pipedrive refused the API token in {}: it is wrong, expired or revoked (Personal preferences → \
                          API in Pipedrive shows the current one)",
                     self.token_env
                 ),
-            },
+                }
+            }
             s if !(200..300).contains(&s) => {
                 let v = parse_answer(s, &resp.body, &resp.headers, Utc::now());
                 return ConnectionCheck { ok: false, message: format!("GET {me}: {}", v.reason) };
