@@ -1126,4 +1126,69 @@ mod tests {
         let e = parse(&no_strategy).unwrap_err().to_string();
         assert!(e.starts_with("targets.crm.strategy:"), "{e}");
     }
+
+    const PIPEDRIVE: &str = r#"
+        [sources.webform]
+        route = ["crm"]
+        [targets.crm]
+        kind = "pipedrive"
+        url = "https://api.pipedrive.com"
+        api_token_env = "PIPEDRIVE_TOKEN"
+        person_field_key = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+        [[targets.crm.mapping]]
+        to = "/person/name"
+        from = "/fields/full_name"
+        [[targets.crm.mapping]]
+        to = "/person/email"
+        from = "/fields/email"
+        [[targets.crm.mapping]]
+        to = "/lead/title"
+        constant = "Meta lead"
+    "#;
+
+    #[test]
+    fn a_pipedrive_target_parses_and_always_searches_then_creates() {
+        let c = parse(PIPEDRIVE).unwrap();
+        let t = &c.targets["crm"];
+        assert_eq!(t.kind, TargetKind::Pipedrive);
+        assert_eq!(t.strategy(), Strategy::SearchThenCreate);
+        assert_eq!(t.api_token_env.as_deref(), Some("PIPEDRIVE_TOKEN"));
+        let company = PIPEDRIVE.replace("https://api.pipedrive.com", "https://acme.pipedrive.com");
+        assert!(parse(&company).is_ok());
+    }
+
+    #[test]
+    fn pipedrive_errors_name_the_key() {
+        let cases = [
+            (
+                PIPEDRIVE.replace("kind = \"pipedrive\"", "kind = \"pipedrive\"\nstrategy = \"upsert\""),
+                "targets.crm.strategy:",
+            ),
+            (PIPEDRIVE.replace("api_token_env = \"PIPEDRIVE_TOKEN\"", ""), "targets.crm.api_token_env:"),
+            (
+                PIPEDRIVE.replace("person_field_key = \"a1b2c3d4e5f60718293a4b5c6d7e8f9012345678\"", ""),
+                "targets.crm.person_field_key:",
+            ),
+            (PIPEDRIVE.replace("\"/lead/title\"", "\"/deal/title\""), "targets.crm.mapping[2].to:"),
+            (PIPEDRIVE.replace("\"/person/email\"", "\"/lead/person_id\""), "targets.crm.mapping[1].to:"),
+            (
+                PIPEDRIVE
+                    .replace("\"/person/email\"", "\"/person/custom_fields/a1b2c3d4e5f60718293a4b5c6d7e8f9012345678\""),
+                "targets.crm.mapping[1].to:",
+            ),
+            (PIPEDRIVE.replace("\"/lead/title\"", "\"/lead/note\""), "targets.crm.mapping:"),
+            (PIPEDRIVE.replace("\"/person/name\"", "\"/person/phone\""), "targets.crm.mapping:"),
+            (PIPEDRIVE.replace("https://api.pipedrive.com", "ftp://x"), "targets.crm.url:"),
+            (
+                PIPEDRIVE.replace("kind = \"pipedrive\"", "kind = \"pipedrive\"\nauth = { bearer_env = \"X\" }"),
+                "targets.crm.auth:",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.starts_with(key), "{key}: {e}");
+        }
+        let e = parse(&PIPEDRIVE.replace("\"/lead/title\"", "\"/lead/note\"")).unwrap_err().to_string();
+        assert!(e.contains("/lead/title"), "{e}");
+    }
 }

@@ -1094,4 +1094,127 @@ mod tests {
             Some(Transient)
         );
     }
+
+    fn rule(to: &str) -> crate::targets::mapping::FieldRule {
+        crate::targets::mapping::FieldRule {
+            to: to.into(),
+            from: Some("x".into()),
+            constant: None,
+            transform: vec![],
+            default: None,
+            required: false,
+        }
+    }
+
+    #[test]
+    fn base_urls_in_both_documented_forms() {
+        // "https://api.pipedrive.com/v1" and "https://{COMPANYDOMAIN}.pipedrive.com/v1" (tutorial "Adding a lead").
+        assert_eq!(base_url("https://api.pipedrive.com/"), "https://api.pipedrive.com");
+        assert_eq!(base_url("https://api.pipedrive.com/v1"), "https://api.pipedrive.com");
+        assert_eq!(base_url("https://acme.pipedrive.com/api/v1/"), "https://acme.pipedrive.com");
+        assert_eq!(
+            leads_of_person_url("https://acme.pipedrive.com", 42),
+            "https://acme.pipedrive.com/v1/leads?person_id=42&archived_status=all&limit=500"
+        );
+    }
+
+    #[test]
+    fn the_mapping_splits_into_person_and_lead() {
+        let key = "abc";
+        let ok = [
+            "/person/name",
+            "/person/email",
+            "/person/phone",
+            "/person/custom_fields/def",
+            "/lead/title",
+            "/lead/value/amount",
+        ];
+        assert_eq!(validate_mapping(&ok.map(rule), key), Ok(()));
+        for (bad, at) in [
+            ("/deal/title", Some(5)),
+            ("/person/custom_fields/abc", Some(5)),
+            ("/lead/origin_id", Some(5)),
+            ("/lead/person_id", Some(5)),
+            ("/person/notes", Some(5)),
+            ("name", Some(5)),
+        ] {
+            let mut rules: Vec<_> = ok[..5].iter().map(|t| rule(t)).collect();
+            rules.push(rule(bad));
+            assert_eq!(validate_mapping(&rules, key).unwrap_err().0, at, "{bad}");
+        }
+        let no_title = validate_mapping(&[rule("/person/name")], key).unwrap_err();
+        assert!(no_title.0.is_none() && no_title.1.contains("/lead/title"));
+        let no_name = validate_mapping(&[rule("/lead/title")], key).unwrap_err();
+        assert!(no_name.1.contains("/person/name"));
+    }
+
+    #[test]
+    fn a_record_becomes_the_two_bodies() {
+        let record = json!({
+            "person": {"name": "Ada Lovelace", "email": "ada@example.com", "phone": ["+4915112345678"],
+                       "custom_fields": {"def": "morning"}},
+            "lead": {"title": "Meta lead", "value": {"amount": 100, "currency": "EUR"}}
+        });
+        let p = plan(record.as_object().unwrap(), EXT, "abc").unwrap();
+        assert_eq!(
+            p.person,
+            json!({"name": "Ada Lovelace",
+                   "emails": [{"value": "ada@example.com", "primary": true, "label": "work"}],
+                   "phones": [{"value": "+4915112345678", "primary": true, "label": "work"}],
+                   "custom_fields": {"def": "morning", "abc": EXT}})
+        );
+        assert_eq!(p.title, "Meta lead");
+        assert_eq!(
+            create_lead_body(&p.title, 42, &p.lead_extra).unwrap(),
+            json!({"title": "Meta lead", "person_id": 42, "origin_id": EXT,
+                   "value": {"amount": 100, "currency": "EUR"}})
+        );
+
+        let no_title = json!({"person": {"name": "Ada"}, "lead": {}});
+        let v = plan(no_title.as_object().unwrap(), EXT, "abc").unwrap_err();
+        assert_eq!((v.class, v.field.as_deref()), (Some(PermanentData), Some("/lead/title")));
+        let no_name = json!({"person": {"email": "a@b.c"}, "lead": {"title": "t"}});
+        assert_eq!(plan(no_name.as_object().unwrap(), EXT, "abc").unwrap_err().field.as_deref(), Some("/person/name"));
+        let bad_email = json!({"person": {"name": "A", "email": {"x": 1}}, "lead": {"title": "t"}});
+        let v = plan(bad_email.as_object().unwrap(), EXT, "abc").unwrap_err();
+        assert_eq!(v.field.as_deref(), Some("/person/email"));
+    }
+
+    #[test]
+    fn the_lead_look_up_finds_the_lead_by_its_origin() {
+        // Shape: "Get all leads" {"success":true,"data":[{"id","title","person_id","origin_id",…}],
+        // "additional_data":{"pagination":{…}}}.
+        let body = br#"{"success":true,"data":[
+            {"id":"aaa","title":"by hand","person_id":42,"origin_id":null},
+            {"id":"bbb","title":"Meta lead","person_id":42,"origin_id":"meta:9876543210"}],
+            "additional_data":{"pagination":{"start":0,"limit":500,"more_items_in_collection":false}}}"#;
+        assert_eq!(parse_leads_lookup(200, body, &NO_HEADERS[..], EXT, now()), Ok(Some("bbb".into())));
+        let none = br#"{"success":true,"data":[],"additional_data":{}}"#;
+        assert_eq!(parse_leads_lookup(200, none, &NO_HEADERS[..], EXT, now()), Ok(None));
+        assert_eq!(parse_leads_lookup(200, br#"{"success":true,"data":null}"#, &NO_HEADERS[..], EXT, now()), Ok(None));
+        // The look-up's own failures are classified like any answer.
+        let limited = parse_leads_lookup(
+            429,
+            br#"{"success":false,"error":"Request over limit"}"#,
+            &[("x-ratelimit-reset", "3")][..],
+            EXT,
+            now(),
+        )
+        .unwrap_err();
+        assert_eq!((limited.class, limited.hold_until), (Some(RateLimited), Some(now() + Duration::seconds(3))));
+        let refused =
+            parse_leads_lookup(401, br#"{"success":false,"error":"unauthorized access"}"#, &NO_HEADERS[..], EXT, now())
+                .unwrap_err();
+        assert!(refused.credential_problem);
+    }
+
+    #[test]
+    fn person_fields_are_recognised_by_key() {
+        // Shape: "Get all person fields" {"success":true,"data":[{"id","key","name","field_type"}]}.
+        let body =
+            br#"{"success":true,"data":[{"id":1,"key":"name","name":"Name"},{"id":9,"key":"abc","name":"Ext"}]}"#;
+        assert_eq!(person_fields_hold(body, "abc"), Some(true));
+        assert_eq!(person_fields_hold(body, "def"), Some(false));
+        assert_eq!(person_fields_hold(b"<html>", "abc"), None);
+    }
 }
