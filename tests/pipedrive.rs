@@ -12,7 +12,6 @@ use common::*;
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_pipedrive::{Faults, MockPipedrive, FIELD_KEY, TOKEN};
 use leadline::server::Server;
-use serde_json::json;
 
 const TOKEN_ENV: &str = "TEST_PIPEDRIVE_TOKEN";
 
@@ -380,5 +379,4 @@ async fn test_connection_and_preview_say_what_they_do_in_plain_words() {
     assert!(p.notes[0].contains("persons/search") && p.notes[0].contains("exact_match=true"), "{:?}", p.notes);
     assert!(p.notes[1].contains("/v1/leads") && p.notes[1].contains("Web form lead"), "{:?}", p.notes);
     assert_eq!(pd.counts().requests, before, "a preview sends nothing");
-    let _ = json!({});
 }
