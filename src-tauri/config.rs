@@ -469,6 +469,9 @@ pub enum TargetKind {
     /// Not a CRM: the first step of a Meta source's route, which fetches the lead's answers from the Graph API
     /// (`GET /{leadgen_id}`) and stores them with the lead before any CRM sees it.
     MetaLead,
+    /// Pipedrive: find or create the person (exact match on `person_field_key`), then create the lead
+    /// (`targets::pipedrive`); always search-then-create with the local link table.
+    Pipedrive,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -488,6 +491,10 @@ pub struct TargetConfig {
     pub api_version: String,
     /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
     pub access_token_env: Option<String>,
+    /// `pipedrive`: environment variable holding the API token (sent in the `x-api-token` header).
+    pub api_token_env: Option<String>,
+    /// `pipedrive`: key of the custom person field holding Leadline's external id (the exact-match search).
+    pub person_field_key: Option<String>,
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
@@ -645,7 +652,7 @@ impl Config {
                             format!("`{target}` (kind = \"meta_lead\") can only be the first step of a Meta source"),
                         ))
                     }
-                    (TargetKind::Http, true) => {
+                    (TargetKind::Http | TargetKind::Pipedrive, true) => {
                         return Err(invalid(
                             format!("{key}.route"),
                             format!(
@@ -858,6 +865,8 @@ impl TargetConfig {
         match self.kind {
             TargetKind::Http => self.strategy.unwrap_or(Strategy::None),
             TargetKind::MetaLead => Strategy::Upsert,
+            // Person and lead are created after a search, linked locally (`targets::pipedrive`).
+            TargetKind::Pipedrive => Strategy::SearchThenCreate,
         }
     }
 
@@ -882,6 +891,13 @@ impl TargetConfig {
                     "is required: \"idempotency_key\", \"upsert\", \"search_then_create\" or \"none\"",
                 ))
             }
+            (TargetKind::Pipedrive, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to kind = \"pipedrive\" (always a search, then person and lead created once)",
+                ))
+            }
+            (TargetKind::Pipedrive, None) => self.validate_pipedrive(key)?,
             (TargetKind::MetaLead, Some(_)) => {
                 return Err(invalid(
                     format!("{key}.strategy"),
@@ -992,6 +1008,37 @@ impl TargetConfig {
         Ok(())
     }
 
+    /// The `pipedrive` keys: the token variable, the person field, a mapping that splits into person and lead.
+    fn validate_pipedrive(&self, key: &str) -> Result<(), ConfigError> {
+        if self.api_token_env.as_deref().is_none_or(str::is_empty) {
+            return Err(invalid(
+                format!("{key}.api_token_env"),
+                "is required for kind = \"pipedrive\": the variable holding the API token",
+            ));
+        }
+        let field = self.person_field_key.as_deref().unwrap_or("");
+        if field.is_empty() || !field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(invalid(
+                format!("{key}.person_field_key"),
+                "is required for kind = \"pipedrive\": the key (a 40-character hash) of the custom person field \
+                 holding Leadline's external id",
+            ));
+        }
+        if self.auth.is_some() {
+            return Err(invalid(format!("{key}.auth"), "does not apply to kind = \"pipedrive\"; use api_token_env"));
+        }
+        if self.search_url.is_some() {
+            return Err(invalid(
+                format!("{key}.search_url"),
+                "does not apply to kind = \"pipedrive\" (it searches persons by person_field_key)",
+            ));
+        }
+        crate::targets::pipedrive::validate_mapping(&self.mapping, field).map_err(|(i, message)| match i {
+            Some(i) => invalid(format!("{key}.mapping[{i}].to"), message),
+            None => invalid(format!("{key}.mapping"), message),
+        })
+    }
+
     pub fn method(&self) -> reqwest::Method {
         match &self.method {
             Some(m) => reqwest::Method::from_bytes(m.as_bytes()).unwrap_or(reqwest::Method::POST),
@@ -1082,5 +1129,70 @@ mod tests {
         let no_strategy = OK.replace("strategy = \"idempotency_key\"", "");
         let e = parse(&no_strategy).unwrap_err().to_string();
         assert!(e.starts_with("targets.crm.strategy:"), "{e}");
+    }
+
+    const PIPEDRIVE: &str = r#"
+        [sources.webform]
+        route = ["crm"]
+        [targets.crm]
+        kind = "pipedrive"
+        url = "https://api.pipedrive.com"
+        api_token_env = "PIPEDRIVE_TOKEN"
+        person_field_key = "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"
+        [[targets.crm.mapping]]
+        to = "/person/name"
+        from = "/fields/full_name"
+        [[targets.crm.mapping]]
+        to = "/person/email"
+        from = "/fields/email"
+        [[targets.crm.mapping]]
+        to = "/lead/title"
+        constant = "Meta lead"
+    "#;
+
+    #[test]
+    fn a_pipedrive_target_parses_and_always_searches_then_creates() {
+        let c = parse(PIPEDRIVE).unwrap();
+        let t = &c.targets["crm"];
+        assert_eq!(t.kind, TargetKind::Pipedrive);
+        assert_eq!(t.strategy(), Strategy::SearchThenCreate);
+        assert_eq!(t.api_token_env.as_deref(), Some("PIPEDRIVE_TOKEN"));
+        let company = PIPEDRIVE.replace("https://api.pipedrive.com", "https://acme.pipedrive.com");
+        assert!(parse(&company).is_ok());
+    }
+
+    #[test]
+    fn pipedrive_errors_name_the_key() {
+        let cases = [
+            (
+                PIPEDRIVE.replace("kind = \"pipedrive\"", "kind = \"pipedrive\"\nstrategy = \"upsert\""),
+                "targets.crm.strategy:",
+            ),
+            (PIPEDRIVE.replace("api_token_env = \"PIPEDRIVE_TOKEN\"", ""), "targets.crm.api_token_env:"),
+            (
+                PIPEDRIVE.replace("person_field_key = \"a1b2c3d4e5f60718293a4b5c6d7e8f9012345678\"", ""),
+                "targets.crm.person_field_key:",
+            ),
+            (PIPEDRIVE.replace("\"/lead/title\"", "\"/deal/title\""), "targets.crm.mapping[2].to:"),
+            (PIPEDRIVE.replace("\"/person/email\"", "\"/lead/person_id\""), "targets.crm.mapping[1].to:"),
+            (
+                PIPEDRIVE
+                    .replace("\"/person/email\"", "\"/person/custom_fields/a1b2c3d4e5f60718293a4b5c6d7e8f9012345678\""),
+                "targets.crm.mapping[1].to:",
+            ),
+            (PIPEDRIVE.replace("\"/lead/title\"", "\"/lead/note\""), "targets.crm.mapping:"),
+            (PIPEDRIVE.replace("\"/person/name\"", "\"/person/phone\""), "targets.crm.mapping:"),
+            (PIPEDRIVE.replace("https://api.pipedrive.com", "ftp://x"), "targets.crm.url:"),
+            (
+                PIPEDRIVE.replace("kind = \"pipedrive\"", "kind = \"pipedrive\"\nauth = { bearer_env = \"X\" }"),
+                "targets.crm.auth:",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.starts_with(key), "{key}: {e}");
+        }
+        let e = parse(&PIPEDRIVE.replace("\"/lead/title\"", "\"/lead/note\"")).unwrap_err().to_string();
+        assert!(e.contains("/lead/title"), "{e}");
     }
 }

@@ -27,6 +27,7 @@ use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::delivery::pacing::{Admit, Pacer};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
 use crate::targets::meta_lead::MetaLeadStep;
+use crate::targets::pipedrive::PipedriveTarget;
 use crate::targets::{AttemptReport, ConnectionCheck, HttpTarget, RequestPreview};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
@@ -68,6 +69,7 @@ pub enum WorkerEvent {
 pub enum Connector {
     Http(HttpTarget),
     MetaLead(MetaLeadStep),
+    Pipedrive(PipedriveTarget),
 }
 
 /// Why nothing is sent to a target for a while, whatever lead is due.
@@ -109,6 +111,7 @@ impl TargetRuntime {
         let connector = match config.kind {
             TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
             TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
+            TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all)?),
         };
         Ok(TargetRuntime {
             connector,
@@ -133,6 +136,7 @@ impl TargetRuntime {
         let graph = match &self.connector {
             Connector::MetaLead(m) => crate::graph::held_until(m.base(), now),
             Connector::Http(_) => None,
+            Connector::Pipedrive(_) => None,
         };
         match (own, graph) {
             (Some(h), Some(g)) if g > h.until => Some(Hold { until: g, reason: HoldReason::RateLimited }),
@@ -166,6 +170,7 @@ impl TargetRuntime {
         match &self.connector {
             Connector::Http(h) => h.preview(job),
             Connector::MetaLead(m) => Ok(m.preview(job)),
+            Connector::Pipedrive(p) => p.preview(job),
         }
     }
 
@@ -174,6 +179,7 @@ impl TargetRuntime {
         match &self.connector {
             Connector::Http(h) => h.check().await,
             Connector::MetaLead(m) => m.check().await,
+            Connector::Pipedrive(p) => p.check().await,
         }
     }
 
@@ -181,6 +187,7 @@ impl TargetRuntime {
         match &self.connector {
             Connector::Http(h) => h.deliver(job, linked, Utc::now()).await,
             Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
+            Connector::Pipedrive(p) => p.deliver(job, linked, Utc::now()).await,
         }
     }
 
@@ -225,6 +232,10 @@ impl Worker {
         let mut targets = BTreeMap::new();
         for (name, tc) in &config.targets {
             targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config)?));
+            // Pipedrive commits the person's link before it creates the lead (a checkpoint between the two).
+            if let Some(Connector::Pipedrive(p)) = targets.get(name).map(|t| &t.connector) {
+                p.attach_store(store.clone());
+            }
         }
         let (events, _) = broadcast::channel(1024);
         let (shutdown, _) = watch::channel(false);

@@ -120,7 +120,7 @@ struct Inner {
     /// Idempotency keys: the body's fingerprint, the stored answer, and when its processing ends (a repeat
     /// before then is "still being processed"). Stored before any deliberate hang, so a client that gave up
     /// waiting finds the answer on its retry.
-    idempotency: HashMap<String, (String, Option<(u16, Value)>, Instant)>,
+    idempotency: HashMap<String, KeyState>,
     /// Every `Idempotency-Key` received on a create, in order (tests assert the key each attempt sent).
     keys_seen: Vec<(String, String)>,
     notifications: HashMap<String, u32>,
@@ -139,6 +139,10 @@ struct Inner {
     /// When each Graph request arrived, and its path (for tests: nothing inside an announced back-off).
     graph_log: Vec<(chrono::DateTime<chrono::Utc>, String)>,
 }
+
+/// What the mock remembers of an `Idempotency-Key`: the body's fingerprint, the stored answer (status and body,
+/// once written) and when its processing ends.
+type KeyState = (String, Option<(u16, Value)>, Instant);
 
 /// The access token the mock Graph API accepts.
 pub const GRAPH_TOKEN: &str = "demo-graph-token";

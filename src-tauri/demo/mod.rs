@@ -5,6 +5,7 @@
 //! through the same HTTP endpoints (and signatures) a real source uses.
 
 pub mod mock_crm;
+pub mod mock_pipedrive;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -99,6 +100,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         strategy: Some(strategy),
         api_version: "v21.0".into(),
         access_token_env: None,
+        api_token_env: None,
+        person_field_key: None,
         mapping: Vec::new(),
         rate: None,
         search_url: None,

@@ -125,4 +125,29 @@ impl Store {
             .context("cannot read crm_link")?;
         Ok(row.map(|r| r.0))
     }
+
+    /// Links `external_id` to `crm_id` for `target` in a commit of its own, before the step completes: a connector
+    /// that makes two records for one lead (Pipedrive: the person, then the lead) checkpoints the first, so a
+    /// retry after a crash reuses it instead of creating it again. An existing link is kept (the first record
+    /// wins); returns the id that is linked now.
+    pub async fn link(&self, target: &str, external_id: &str, crm_id: &str) -> anyhow::Result<String> {
+        sqlx::query(
+            "INSERT INTO crm_link (target, external_id, crm_id, linked_at) VALUES (?, ?, ?, ?)
+             ON CONFLICT (target, external_id) DO NOTHING",
+        )
+        .bind(target)
+        .bind(external_id)
+        .bind(crm_id)
+        .bind(ms(Utc::now()))
+        .execute(&self.write)
+        .await
+        .context("cannot record crm_link")?;
+        let (linked,): (String,) = sqlx::query_as("SELECT crm_id FROM crm_link WHERE target = ? AND external_id = ?")
+            .bind(target)
+            .bind(external_id)
+            .fetch_one(&self.write)
+            .await
+            .context("cannot read crm_link")?;
+        Ok(linked)
+    }
 }

@@ -20,11 +20,15 @@
 //!
 //! The API token travels in the `x-api-token` header ([`AUTH_HEADER`]), never in the URL: URLs are logged.
 
+use anyhow::Context;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Map, Value};
 
 use super::vendor::{encode_component, header_u64, json_id, mask, retry_after, str_at, HeaderLookup, VendorVerdict};
-use crate::delivery::classify::{default_class_for_status, ErrorClass};
+use super::{AttemptReport, ConnectionCheck, RequestPreview};
+use crate::config::{Config, TargetConfig};
+use crate::delivery::classify::{default_class_for_status, ErrorClass, Failure, Verdict};
+use crate::store::{Job, Store};
 
 /// The header that carries the API token (v1 and v2 accept it).
 pub const AUTH_HEADER: &str = "x-api-token";
@@ -269,6 +273,643 @@ fn unreadable(status: u16) -> VendorVerdict {
     )
 }
 
+/// Path of person creation (v2), below the base.
+pub const PERSONS_PATH: &str = "/api/v2/persons";
+/// Path of lead creation and listing (v1; leads have no v2 endpoint).
+pub const LEADS_PATH: &str = "/v1/leads";
+
+/// The base every path is appended to: `url` as configured, without a trailing slash or a version suffix
+/// (`https://api.pipedrive.com`, `https://acme.pipedrive.com`; `…/v1` and `…/api/v1` are accepted and cut).
+pub fn base_url(url: &str) -> String {
+    let mut base = url.trim_end_matches('/');
+    for suffix in ["/api/v1", "/api/v2", "/v1"] {
+        if let Some(cut) = base.strip_suffix(suffix) {
+            base = cut;
+            break;
+        }
+    }
+    base.to_string()
+}
+
+/// The lead look-up: `GET /v1/leads?person_id=<id>` ("Get all leads", filtered by person; archived ones too).
+pub fn leads_of_person_url(base: &str, person_id: u64) -> String {
+    format!("{base}{LEADS_PATH}?person_id={person_id}&archived_status=all&limit=500")
+}
+
+/// What the mapped record becomes: the person body (without its id) and the lead (without `person_id`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// `POST /api/v2/persons` body, the external id in `custom_fields.<person_field_key>`.
+    pub person: Value,
+    pub title: String,
+    /// The lead's other fields; `origin_id` is the external id, which the look-up recognises the lead by.
+    pub lead_extra: Map<String, Value>,
+}
+
+/// Person keys a mapping may write (`/person/<key>`), besides `/person/custom_fields/<field key>`.
+const PERSON_KEYS: [&str; 3] = ["name", "email", "phone"];
+/// Lead keys Leadline writes itself.
+const RESERVED_LEAD_KEYS: [&str; 3] = ["person_id", "organization_id", "origin_id"];
+
+/// Checks a `pipedrive` target's mapping: every rule writes `/person/…` or `/lead/…`, the person's name and the
+/// lead's title are written, and nothing Leadline sets itself is. Errors carry the rule's index when one is to
+/// blame.
+pub fn validate_mapping(
+    rules: &[super::mapping::FieldRule],
+    person_field_key: &str,
+) -> Result<(), (Option<usize>, String)> {
+    let mut has_name = false;
+    let mut has_title = false;
+    for (i, rule) in rules.iter().enumerate() {
+        let segments: Vec<&str> = rule.to.strip_prefix('/').unwrap_or("").split('/').collect();
+        match segments.as_slice() {
+            ["person", "name"] => has_name = true,
+            ["person", key] if PERSON_KEYS.contains(key) => {}
+            ["person", "custom_fields", key] if *key == person_field_key => {
+                return Err((Some(i), format!("`{}` holds the external id, which Leadline writes itself", rule.to)))
+            }
+            ["person", "custom_fields", key] if !key.is_empty() => {}
+            ["lead", "title"] => has_title = true,
+            ["lead", key, ..] if RESERVED_LEAD_KEYS.contains(key) => {
+                return Err((Some(i), format!("`{}` is set by Leadline (it links the lead to its person)", rule.to)))
+            }
+            ["lead", key, ..] if !key.is_empty() => {}
+            _ => {
+                return Err((
+                    Some(i),
+                    format!(
+                        "`{}` is not a Pipedrive field: write /person/name, /person/email, /person/phone, \
+                         /person/custom_fields/<key>, /lead/title or /lead/<field>",
+                        rule.to
+                    ),
+                ))
+            }
+        }
+    }
+    match (has_name, has_title) {
+        (false, _) => Err((None, "must write /person/name (Pipedrive requires a person's name)".into())),
+        (_, false) => Err((None, "must write /lead/title (Pipedrive requires a lead's title)".into())),
+        _ => Ok(()),
+    }
+}
+
+/// Splits a mapped record (`{"person": {…}, "lead": {…}}`) into the two bodies. A value Pipedrive cannot take is
+/// a data error naming the field.
+pub fn plan(record: &Map<String, Value>, external_id: &str, person_field_key: &str) -> Result<Plan, VendorVerdict> {
+    let empty = Map::new();
+    let person = record.get("person").and_then(Value::as_object).unwrap_or(&empty);
+    let lead = record.get("lead").and_then(Value::as_object).unwrap_or(&empty);
+    let text = |v: Option<&Value>| -> String {
+        match v {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => String::new(),
+        }
+    };
+    let list = |key: &str| -> Result<Vec<String>, VendorVerdict> {
+        match person.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err(not_text(&format!("/person/{key}"))),
+                })
+                .collect(),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(_) => Err(not_text(&format!("/person/{key}"))),
+        }
+    };
+    let mut custom = person.get("custom_fields").and_then(Value::as_object).cloned().unwrap_or_default();
+    custom.insert(person_field_key.to_string(), Value::String(external_id.to_string()));
+    let person_body = create_person_body(&text(person.get("name")), &list("email")?, &list("phone")?, &custom)
+        .map_err(|v| v.with_field(Some("/person/name".into())))?;
+    let title = text(lead.get("title"));
+    if title.trim().is_empty() {
+        return Err(VendorVerdict::failed(
+            ErrorClass::PermanentData,
+            "the lead title is empty; Pipedrive requires one",
+        )
+        .with_field(Some("/lead/title".into())));
+    }
+    let mut lead_extra = lead.clone();
+    lead_extra.remove("title");
+    lead_extra.insert("origin_id".into(), Value::String(external_id.to_string()));
+    Ok(Plan { person: person_body, title, lead_extra })
+}
+
+fn not_text(field: &str) -> VendorVerdict {
+    VendorVerdict::failed(ErrorClass::PermanentData, format!("{field} must be text or a list of texts"))
+        .with_field(Some(field.to_string()))
+}
+
+/// Reads the lead look-up's answer (`{"success":true,"data":[{"id","person_id","origin_id",…}],
+/// "additional_data":{"pagination":…}}`): the lead whose `origin_id` is the external id, if any.
+pub fn parse_leads_lookup<H: HeaderLookup + ?Sized>(
+    status: u16,
+    body: &[u8],
+    headers: &H,
+    external_id: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<String>, VendorVerdict> {
+    let verdict = parse_answer(status, body, headers, now);
+    if !verdict.is_delivered() {
+        return Err(verdict);
+    }
+    let json: Value = serde_json::from_slice(body).map_err(|_| unreadable(status))?;
+    let items = match json.get("data") {
+        Some(Value::Array(items)) => items.as_slice(),
+        Some(Value::Null) | None => &[],
+        Some(_) => return Err(unreadable(status)),
+    };
+    Ok(items
+        .iter()
+        .find(|l| l.get("origin_id").and_then(Value::as_str) == Some(external_id))
+        .and_then(|l| l.get("id"))
+        .and_then(json_id))
+}
+
+/// Whether a `GET /v1/personFields` answer (`{"success":true,"data":[{"id","key","name","field_type",…}]}`)
+/// lists a field with `key`; `None` when the answer is not that shape.
+pub fn person_fields_hold(body: &[u8], key: &str) -> Option<bool> {
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let fields = json.get("data")?.as_array()?;
+    Some(fields.iter().any(|f| f.get("key").and_then(Value::as_str) == Some(key)))
+}
+
+// ---- I/O ----
+
+/// A `pipedrive` target: the I/O around the pure functions above.
+///
+/// One delivery is two checkpointed operations:
+/// 1. the person: the one linked locally (`crm_link`) to the external id, else the one the exact-match search
+///    finds, else a new one — and the link is committed on its own ([`Store::link`]) *before* the lead is created,
+///    so a crash after this point never creates a second person (the retry reuses the link, without searching);
+/// 2. the lead, with `person_id`: unless the person was created in this very attempt, the person's leads are
+///    looked up first (`origin_id` = the external id) — an earlier attempt may have created it and died before
+///    its completion was written. After a lead create without an answer (a timeout) the lead is looked up at
+///    once; every look-up answer is classified like any other (429 holds the target, 401 holds it for the
+///    credential).
+///
+/// The step's `crm_id` is the lead id.
+pub struct PipedriveTarget {
+    pub name: String,
+    pub config: TargetConfig,
+    client: reqwest::Client,
+    base: String,
+    token: reqwest::header::HeaderValue,
+    token_env: String,
+    field_key: String,
+    /// Where op 1's link is committed; attached by the worker ([`PipedriveTarget::attach_store`]).
+    store: std::sync::OnceLock<Store>,
+}
+
+/// What a request came to: an answer to read, or a failure already decided.
+enum Sent {
+    Answer(super::Response),
+    Failed(Failure),
+    /// Sent, no answer: the CRM may have acted on it.
+    NoAnswer(String),
+}
+
+impl PipedriveTarget {
+    pub fn new(name: &str, config: &TargetConfig, secrets: &Config) -> anyhow::Result<PipedriveTarget> {
+        let key = format!("targets.{name}.api_token_env");
+        let token_env = config.api_token_env.clone().with_context(|| format!("{key} is required"))?;
+        let mut token = reqwest::header::HeaderValue::from_str(&secrets.secret(&key, &token_env)?)
+            .with_context(|| format!("{key}: the token in {token_env} is not a valid header value"))?;
+        token.set_sensitive(true);
+        let field_key =
+            config.person_field_key.clone().with_context(|| format!("targets.{name}.person_field_key is required"))?;
+        let timeout = std::time::Duration::from_millis(config.timeout_ms);
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(config.concurrency as usize)
+            .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("cannot build HTTP client")?;
+        Ok(PipedriveTarget {
+            name: name.to_string(),
+            config: config.clone(),
+            client,
+            base: base_url(&config.url),
+            token,
+            token_env,
+            field_key,
+            store: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Gives the target the store its person links are committed to (once; later calls change nothing).
+    pub fn attach_store(&self, store: Store) {
+        let _ = self.store.set(store);
+    }
+
+    fn request(&self, method: reqwest::Method, url: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, url)
+            .header(AUTH_HEADER, self.token.clone())
+            .timeout(std::time::Duration::from_millis(self.config.timeout_ms))
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Sent {
+        match super::send(request).await {
+            super::Outcome::Answered(resp) => Sent::Answer(resp),
+            super::Outcome::Unsent(why) => Sent::Failed(Failure {
+                class: ErrorClass::Transient,
+                reason: format!("could not connect to Pipedrive for the {what}: {why}"),
+                field: None,
+            }),
+            super::Outcome::Unanswered(why) => Sent::NoAnswer(why),
+        }
+    }
+
+    /// Notes an answer in the report (status, retry time) and, for a failed one, its verdict.
+    fn answered(&self, report: &mut AttemptReport, resp: &super::Response, verdict: Option<&VendorVerdict>) {
+        report.http_status = Some(resp.status);
+        if let Some(v) = verdict {
+            self.fail(report, v);
+            report.excerpt = super::excerpt(&resp.body);
+        }
+    }
+
+    fn fail(&self, report: &mut AttemptReport, v: &VendorVerdict) {
+        report.verdict = v.verdict();
+        report.retry_after = v.hold_until;
+        if v.credential_problem {
+            report.credential_refused = Some(self.token_env.clone());
+        }
+    }
+
+    /// Performs one attempt for `job`. `linked` is the person id linked to its external id, if any.
+    pub async fn deliver(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
+        let started = std::time::Instant::now();
+        let mut report = AttemptReport::new(now);
+        self.deliver_into(&mut report, job, linked, now).await;
+        report.duration_ms = started.elapsed().as_millis() as i64;
+        report
+    }
+
+    async fn deliver_into(&self, report: &mut AttemptReport, job: &Job, linked: Option<String>, now: DateTime<Utc>) {
+        let external_id = job.external_id();
+        // Data problems stop the lead before any request.
+        let plan = match super::mapped_record(&self.config.mapping, job)
+            .and_then(|record| plan(&record, &external_id, &self.field_key).map_err(|v| failure_of(&v)))
+        {
+            Ok(p) => p,
+            Err(f) => {
+                report.verdict = Verdict::Failed(f);
+                return;
+            }
+        };
+        let Some(store) = self.store.get() else {
+            report.verdict = Verdict::Failed(Failure {
+                class: ErrorClass::PermanentConfig,
+                reason: "internal: the Pipedrive target has no store to link persons in".into(),
+                field: None,
+            });
+            return;
+        };
+
+        // Op 1: the person.
+        let (person_id, created_now, how) = match linked.as_deref().and_then(|l| l.parse::<u64>().ok()) {
+            Some(id) => (id, false, "linked earlier"),
+            None => {
+                let Some((id, created)) = self.find_or_create_person(report, &plan, &external_id, now).await else {
+                    return;
+                };
+                match store.link(&self.name, &external_id, &id.to_string()).await {
+                    Ok(l) => match l.parse::<u64>() {
+                        Ok(linked_id) => {
+                            (linked_id, created && linked_id == id, if created { "created" } else { "found" })
+                        }
+                        Err(_) => (id, created, if created { "created" } else { "found" }),
+                    },
+                    Err(e) => {
+                        report.verdict = Verdict::Failed(Failure {
+                            class: ErrorClass::Transient,
+                            reason: format!(
+                                "the person is in Pipedrive but could not be linked locally ({e:#}); the next attempt \
+                                 finds it by search"
+                            ),
+                            field: None,
+                        });
+                        return;
+                    }
+                }
+            }
+        };
+
+        // Op 2: the lead — looked up first unless the person is new in this attempt.
+        if !created_now {
+            match self.lookup_lead(report, person_id, &external_id, now).await {
+                Some(Some(lead_id)) => {
+                    self.delivered(report, person_id, how, lead_id, "already in Pipedrive (found by look-up)");
+                    return;
+                }
+                Some(None) => {}
+                None => {
+                    report.in_doubt = job.in_doubt;
+                    return;
+                }
+            }
+        }
+        let body = match create_lead_body(&plan.title, person_id, &plan.lead_extra) {
+            Ok(b) => b,
+            Err(v) => {
+                self.fail(report, &v);
+                return;
+            }
+        };
+        let url = format!("{}{LEADS_PATH}", self.base);
+        match self.send(self.request(reqwest::Method::POST, &url).json(&body), "lead").await {
+            Sent::Failed(f) => report.verdict = Verdict::Failed(f),
+            Sent::Answer(resp) => {
+                let v = parse_answer(resp.status, &resp.body, &resp.headers, Utc::now());
+                if v.is_delivered() {
+                    report.http_status = Some(resp.status);
+                    match v.crm_id {
+                        Some(lead_id) => self.delivered(report, person_id, how, lead_id, "created"),
+                        None => {
+                            // Created without an id to keep: a look-up on the next attempt finds it.
+                            self.fail(
+                                report,
+                                &VendorVerdict::failed(
+                                    ErrorClass::Transient,
+                                    "Pipedrive accepted the lead but its answer has no id; it is looked up next",
+                                ),
+                            );
+                            report.in_doubt = true;
+                        }
+                    }
+                } else {
+                    self.answered(report, &resp, Some(&v));
+                }
+            }
+            Sent::NoAnswer(why) => match self.lookup_lead(report, person_id, &external_id, Utc::now()).await {
+                Some(Some(lead_id)) => self.delivered(
+                    report,
+                    person_id,
+                    how,
+                    lead_id,
+                    &format!("created: no answer ({why}), but the look-up found it"),
+                ),
+                Some(None) => {
+                    report.verdict = Verdict::Failed(Failure {
+                        class: ErrorClass::Transient,
+                        reason: format!(
+                            "no answer to the lead create ({why}); the look-up found no lead, and the next attempt \
+                             looks again before creating"
+                        ),
+                        field: None,
+                    });
+                    report.in_doubt = true;
+                }
+                None => {
+                    // The look-up's own verdict stands (rate-limited, credential...); the doubt stays.
+                    if let Verdict::Failed(f) = &mut report.verdict {
+                        f.reason =
+                            format!("no answer to the lead create ({why}), and its look-up failed: {}", f.reason);
+                    }
+                    report.in_doubt = true;
+                }
+            },
+        }
+    }
+
+    fn delivered(&self, report: &mut AttemptReport, person_id: u64, how: &str, lead_id: String, what: &str) {
+        report.verdict = Verdict::Delivered;
+        report.retry_after = None;
+        report.note = Some(format!("lead {what}; person {person_id} {how}"));
+        // The answers hold personal data: keep only the ids.
+        report.excerpt = Some(json!({"person_id": person_id, "lead_id": lead_id}).to_string());
+        report.crm_id = Some(lead_id);
+    }
+
+    /// Op 1 without a link: search, then create when nobody holds the external id. `None`: the report says why
+    /// not.
+    async fn find_or_create_person(
+        &self,
+        report: &mut AttemptReport,
+        plan: &Plan,
+        external_id: &str,
+        now: DateTime<Utc>,
+    ) -> Option<(u64, bool)> {
+        let url = match search_person_url(&self.base, external_id) {
+            Ok(u) => u,
+            Err(v) => {
+                self.fail(report, &v);
+                return None;
+            }
+        };
+        match self.send(self.request(reqwest::Method::GET, &url), "person search").await {
+            Sent::Failed(f) => {
+                report.verdict = Verdict::Failed(f);
+                return None;
+            }
+            Sent::NoAnswer(why) => {
+                report.verdict = Verdict::Failed(Failure {
+                    class: ErrorClass::Transient,
+                    reason: format!("no answer to the person search ({why}); searching is safe to repeat"),
+                    field: None,
+                });
+                return None;
+            }
+            Sent::Answer(resp) => match parse_search(resp.status, &resp.body, &resp.headers, external_id, now) {
+                Ok(SearchResult::Found(id)) => return Some((id, false)),
+                Ok(SearchResult::NotFound) => {}
+                Ok(SearchResult::Many(n)) => {
+                    report.http_status = Some(resp.status);
+                    self.fail(
+                        report,
+                        &VendorVerdict::failed(
+                            ErrorClass::PermanentData,
+                            format!(
+                                "{n} persons in Pipedrive hold this lead's external id in {}: merge them, then replay",
+                                self.field_key
+                            ),
+                        )
+                        .with_field(Some(self.field_key.clone())),
+                    );
+                    return None;
+                }
+                Err(v) => {
+                    self.answered(report, &resp, Some(&v));
+                    return None;
+                }
+            },
+        }
+        let url = format!("{}{PERSONS_PATH}", self.base);
+        match self.send(self.request(reqwest::Method::POST, &url).json(&plan.person), "person create").await {
+            Sent::Failed(f) => {
+                report.verdict = Verdict::Failed(f);
+                None
+            }
+            Sent::NoAnswer(why) => {
+                // The person may exist now: the next attempt searches (nothing is linked) before creating.
+                report.verdict = Verdict::Failed(Failure {
+                    class: ErrorClass::Transient,
+                    reason: format!(
+                        "no answer to the person create ({why}); the next attempt searches for it before creating"
+                    ),
+                    field: None,
+                });
+                None
+            }
+            Sent::Answer(resp) => {
+                let v = parse_answer(resp.status, &resp.body, &resp.headers, Utc::now());
+                match v.crm_id.as_deref().map(str::parse::<u64>) {
+                    Some(Ok(id)) if v.is_delivered() => Some((id, true)),
+                    _ if v.is_delivered() => {
+                        report.http_status = Some(resp.status);
+                        self.fail(
+                            report,
+                            &VendorVerdict::failed(
+                                ErrorClass::Transient,
+                                "Pipedrive created the person but its answer has no numeric id; the next attempt \
+                                 finds it by search",
+                            ),
+                        );
+                        None
+                    }
+                    _ => {
+                        self.answered(report, &resp, Some(&v));
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// The lead of `person_id` created for `external_id`: `Some(Some(id))` found, `Some(None)` not there, `None`
+    /// the look-up failed (its verdict is in the report).
+    async fn lookup_lead(
+        &self,
+        report: &mut AttemptReport,
+        person_id: u64,
+        external_id: &str,
+        now: DateTime<Utc>,
+    ) -> Option<Option<String>> {
+        let url = leads_of_person_url(&self.base, person_id);
+        match self.send(self.request(reqwest::Method::GET, &url), "lead look-up").await {
+            Sent::Failed(f) => {
+                report.verdict = Verdict::Failed(f);
+                None
+            }
+            Sent::NoAnswer(why) => {
+                report.verdict = Verdict::Failed(Failure {
+                    class: ErrorClass::Transient,
+                    reason: format!("no answer to the lead look-up ({why})"),
+                    field: None,
+                });
+                None
+            }
+            Sent::Answer(resp) => match parse_leads_lookup(resp.status, &resp.body, &resp.headers, external_id, now) {
+                Ok(found) => Some(found),
+                Err(v) => {
+                    self.answered(report, &resp, Some(&v));
+                    None
+                }
+            },
+        }
+    }
+
+    /// The requests a delivery of `job` makes (a dry run: nothing is sent; the token is masked): the person
+    /// create, with the search before it and the lead create after it in `notes`.
+    pub fn preview(&self, job: &Job) -> Result<RequestPreview, Failure> {
+        let external_id = job.external_id();
+        let record = super::mapped_record(&self.config.mapping, job)?;
+        let plan = plan(&record, &external_id, &self.field_key).map_err(|v| failure_of(&v))?;
+        let mut lead = create_lead_body(&plan.title, 0, &plan.lead_extra).map_err(|v| failure_of(&v))?;
+        lead["person_id"] = Value::String("<the person's id>".into());
+        let search = search_person_url(&self.base, &external_id).map_err(|v| failure_of(&v))?;
+        Ok(RequestPreview {
+            method: "POST".into(),
+            url: format!("{}{PERSONS_PATH}", self.base),
+            headers: vec![(AUTH_HEADER.into(), "••••".into()), ("content-type".into(), "application/json".into())],
+            body: plan.person,
+            notes: vec![
+                format!(
+                    "first the local link table, then GET {search}: this person create is sent only when neither knows \
+                     the lead's person; the person's id is linked locally before the lead is created"
+                ),
+                format!(
+                    "then GET {} (an earlier attempt may have created the lead), and POST {}{LEADS_PATH} with {lead}",
+                    leads_of_person_url(&self.base, 0).replace("person_id=0", "person_id=<the person's id>"),
+                    self.base
+                ),
+            ],
+        })
+    }
+
+    /// Test connection: `GET /v1/users/me` (the token), then `GET /v1/personFields` (the external id field).
+    pub async fn check(&self) -> ConnectionCheck {
+        let me = format!("{}/v1/users/me", self.base);
+        let resp = match self.send(self.request(reqwest::Method::GET, &me), "connection check").await {
+            Sent::Answer(r) => r,
+            Sent::Failed(f) => return ConnectionCheck { ok: false, message: f.reason },
+            Sent::NoAnswer(why) => {
+                return ConnectionCheck { ok: false, message: format!("Pipedrive did not answer at {me}: {why}") }
+            }
+        };
+        match resp.status {
+            401 => {
+                return ConnectionCheck {
+                    ok: false,
+                    message: format!(
+                    "Pipedrive refused the API token in {}: it is wrong, expired or revoked (Personal preferences → \
+                         API in Pipedrive shows the current one)",
+                    self.token_env
+                ),
+                }
+            }
+            s if !(200..300).contains(&s) => {
+                let v = parse_answer(s, &resp.body, &resp.headers, Utc::now());
+                return ConnectionCheck { ok: false, message: format!("GET {me}: {}", v.reason) };
+            }
+            _ => {}
+        }
+        let company = serde_json::from_slice::<Value>(&resp.body)
+            .ok()
+            .and_then(|j| j.pointer("/data/company_name").and_then(Value::as_str).map(String::from));
+        let fields = format!("{}/v1/personFields?limit=500", self.base);
+        let resp = match self.send(self.request(reqwest::Method::GET, &fields), "connection check").await {
+            Sent::Answer(r) => r,
+            Sent::Failed(f) => return ConnectionCheck { ok: false, message: f.reason },
+            Sent::NoAnswer(why) => {
+                return ConnectionCheck { ok: false, message: format!("Pipedrive did not answer at {fields}: {why}") }
+            }
+        };
+        let company = company.map(|c| format!(" ({c})")).unwrap_or_default();
+        match ((200..300).contains(&resp.status), person_fields_hold(&resp.body, &self.field_key)) {
+            (true, Some(true)) => ConnectionCheck {
+                ok: true,
+                message: format!("the API token works{company} and the person field {} exists", self.field_key),
+            },
+            (true, Some(false)) => ConnectionCheck {
+                ok: false,
+                message: format!(
+                    "the API token works{company}, but Pipedrive has no person field with the key {}: check \
+                     person_field_key (Company settings → Data fields → Person shows each field's API key)",
+                    self.field_key
+                ),
+            },
+            _ => {
+                let v = parse_answer(resp.status, &resp.body, &resp.headers, Utc::now());
+                ConnectionCheck { ok: false, message: format!("GET {fields}: {}", v.reason) }
+            }
+        }
+    }
+}
+
+fn failure_of(v: &VendorVerdict) -> Failure {
+    match v.verdict() {
+        Verdict::Failed(f) => f,
+        Verdict::Delivered => Failure { class: ErrorClass::Transient, reason: v.reason.clone(), field: None },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,5 +1093,128 @@ mod tests {
             parse_answer(500, br#"{"success":false,"error":"Internal"}"#, &NO_HEADERS[..], now()).class,
             Some(Transient)
         );
+    }
+
+    fn rule(to: &str) -> crate::targets::mapping::FieldRule {
+        crate::targets::mapping::FieldRule {
+            to: to.into(),
+            from: Some("x".into()),
+            constant: None,
+            transform: vec![],
+            default: None,
+            required: false,
+        }
+    }
+
+    #[test]
+    fn base_urls_in_both_documented_forms() {
+        // "https://api.pipedrive.com/v1" and "https://{COMPANYDOMAIN}.pipedrive.com/v1" (tutorial "Adding a lead").
+        assert_eq!(base_url("https://api.pipedrive.com/"), "https://api.pipedrive.com");
+        assert_eq!(base_url("https://api.pipedrive.com/v1"), "https://api.pipedrive.com");
+        assert_eq!(base_url("https://acme.pipedrive.com/api/v1/"), "https://acme.pipedrive.com");
+        assert_eq!(
+            leads_of_person_url("https://acme.pipedrive.com", 42),
+            "https://acme.pipedrive.com/v1/leads?person_id=42&archived_status=all&limit=500"
+        );
+    }
+
+    #[test]
+    fn the_mapping_splits_into_person_and_lead() {
+        let key = "abc";
+        let ok = [
+            "/person/name",
+            "/person/email",
+            "/person/phone",
+            "/person/custom_fields/def",
+            "/lead/title",
+            "/lead/value/amount",
+        ];
+        assert_eq!(validate_mapping(&ok.map(rule), key), Ok(()));
+        for (bad, at) in [
+            ("/deal/title", Some(5)),
+            ("/person/custom_fields/abc", Some(5)),
+            ("/lead/origin_id", Some(5)),
+            ("/lead/person_id", Some(5)),
+            ("/person/notes", Some(5)),
+            ("name", Some(5)),
+        ] {
+            let mut rules: Vec<_> = ok[..5].iter().map(|t| rule(t)).collect();
+            rules.push(rule(bad));
+            assert_eq!(validate_mapping(&rules, key).unwrap_err().0, at, "{bad}");
+        }
+        let no_title = validate_mapping(&[rule("/person/name")], key).unwrap_err();
+        assert!(no_title.0.is_none() && no_title.1.contains("/lead/title"));
+        let no_name = validate_mapping(&[rule("/lead/title")], key).unwrap_err();
+        assert!(no_name.1.contains("/person/name"));
+    }
+
+    #[test]
+    fn a_record_becomes_the_two_bodies() {
+        let record = json!({
+            "person": {"name": "Ada Lovelace", "email": "ada@example.com", "phone": ["+4915112345678"],
+                       "custom_fields": {"def": "morning"}},
+            "lead": {"title": "Meta lead", "value": {"amount": 100, "currency": "EUR"}}
+        });
+        let p = plan(record.as_object().unwrap(), EXT, "abc").unwrap();
+        assert_eq!(
+            p.person,
+            json!({"name": "Ada Lovelace",
+                   "emails": [{"value": "ada@example.com", "primary": true, "label": "work"}],
+                   "phones": [{"value": "+4915112345678", "primary": true, "label": "work"}],
+                   "custom_fields": {"def": "morning", "abc": EXT}})
+        );
+        assert_eq!(p.title, "Meta lead");
+        assert_eq!(
+            create_lead_body(&p.title, 42, &p.lead_extra).unwrap(),
+            json!({"title": "Meta lead", "person_id": 42, "origin_id": EXT,
+                   "value": {"amount": 100, "currency": "EUR"}})
+        );
+
+        let no_title = json!({"person": {"name": "Ada"}, "lead": {}});
+        let v = plan(no_title.as_object().unwrap(), EXT, "abc").unwrap_err();
+        assert_eq!((v.class, v.field.as_deref()), (Some(PermanentData), Some("/lead/title")));
+        let no_name = json!({"person": {"email": "a@b.c"}, "lead": {"title": "t"}});
+        assert_eq!(plan(no_name.as_object().unwrap(), EXT, "abc").unwrap_err().field.as_deref(), Some("/person/name"));
+        let bad_email = json!({"person": {"name": "A", "email": {"x": 1}}, "lead": {"title": "t"}});
+        let v = plan(bad_email.as_object().unwrap(), EXT, "abc").unwrap_err();
+        assert_eq!(v.field.as_deref(), Some("/person/email"));
+    }
+
+    #[test]
+    fn the_lead_look_up_finds_the_lead_by_its_origin() {
+        // Shape: "Get all leads" {"success":true,"data":[{"id","title","person_id","origin_id",…}],
+        // "additional_data":{"pagination":{…}}}.
+        let body = br#"{"success":true,"data":[
+            {"id":"aaa","title":"by hand","person_id":42,"origin_id":null},
+            {"id":"bbb","title":"Meta lead","person_id":42,"origin_id":"meta:9876543210"}],
+            "additional_data":{"pagination":{"start":0,"limit":500,"more_items_in_collection":false}}}"#;
+        assert_eq!(parse_leads_lookup(200, body, &NO_HEADERS[..], EXT, now()), Ok(Some("bbb".into())));
+        let none = br#"{"success":true,"data":[],"additional_data":{}}"#;
+        assert_eq!(parse_leads_lookup(200, none, &NO_HEADERS[..], EXT, now()), Ok(None));
+        assert_eq!(parse_leads_lookup(200, br#"{"success":true,"data":null}"#, &NO_HEADERS[..], EXT, now()), Ok(None));
+        // The look-up's own failures are classified like any answer.
+        let limited = parse_leads_lookup(
+            429,
+            br#"{"success":false,"error":"Request over limit"}"#,
+            &[("x-ratelimit-reset", "3")][..],
+            EXT,
+            now(),
+        )
+        .unwrap_err();
+        assert_eq!((limited.class, limited.hold_until), (Some(RateLimited), Some(now() + Duration::seconds(3))));
+        let refused =
+            parse_leads_lookup(401, br#"{"success":false,"error":"unauthorized access"}"#, &NO_HEADERS[..], EXT, now())
+                .unwrap_err();
+        assert!(refused.credential_problem);
+    }
+
+    #[test]
+    fn person_fields_are_recognised_by_key() {
+        // Shape: "Get all person fields" {"success":true,"data":[{"id","key","name","field_type"}]}.
+        let body =
+            br#"{"success":true,"data":[{"id":1,"key":"name","name":"Name"},{"id":9,"key":"abc","name":"Ext"}]}"#;
+        assert_eq!(person_fields_hold(body, "abc"), Some(true));
+        assert_eq!(person_fields_hold(body, "def"), Some(false));
+        assert_eq!(person_fields_hold(b"<html>", "abc"), None);
     }
 }
