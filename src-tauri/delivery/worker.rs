@@ -25,6 +25,7 @@ use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transit
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
 use crate::targets::meta_lead::MetaLeadStep;
+use crate::targets::salesforce::SalesforceTarget;
 use crate::targets::{AttemptReport, HttpTarget};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
@@ -66,6 +67,7 @@ pub enum WorkerEvent {
 pub enum Connector {
     Http(HttpTarget),
     MetaLead(MetaLeadStep),
+    Salesforce(SalesforceTarget),
 }
 
 /// Why nothing is sent to a target for a while, whatever lead is due.
@@ -104,6 +106,7 @@ impl TargetRuntime {
         let connector = match config.kind {
             TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
             TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
+            TargetKind::Salesforce => Connector::Salesforce(SalesforceTarget::new(name, config, all)?),
         };
         Ok(TargetRuntime {
             connector,
@@ -127,6 +130,8 @@ impl TargetRuntime {
         let graph = match &self.connector {
             Connector::MetaLead(m) => crate::graph::held_until(m.base(), now),
             Connector::Http(_) => None,
+            // An org near its daily API limit: one request per pacing interval (targets::salesforce::Pacing).
+            Connector::Salesforce(s) => s.paced_until(now),
         };
         match (own, graph) {
             (Some(h), Some(g)) if g > h.until => Some(Hold { until: g, reason: HoldReason::RateLimited }),
@@ -153,6 +158,7 @@ impl TargetRuntime {
         match &self.connector {
             Connector::Http(h) => h.deliver(job, linked, Utc::now()).await,
             Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
+            Connector::Salesforce(s) => s.deliver(job, Utc::now()).await,
         }
     }
 
@@ -297,6 +303,8 @@ async fn dispatch_once(
             Admission::Probe => 1,
             // A refused credential is probed with one lead at a time until a request with it works again.
             Admission::Allow if target.refused_credential().is_some() => 1,
+            // A Salesforce org near its daily API limit is sent one lead at a time, spaced (salesforce::Pacing).
+            Admission::Allow if matches!(&target.connector, Connector::Salesforce(s) if s.is_paced()) => 1,
             Admission::Allow => free.min(cfg.batch_size),
         };
         let lease_until = now + chrono::Duration::seconds(cfg.lease_seconds as i64);
