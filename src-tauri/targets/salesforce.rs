@@ -1139,6 +1139,66 @@ mod connector_tests {
         assert_eq!(reserve_slot(Some(next), later, i).0, later);
     }
 
+    fn target() -> SalesforceTarget {
+        let text = r#"
+            [sources.webform]
+            route = ["sf"]
+            [targets.sf]
+            kind = "salesforce"
+            url = "https://login.salesforce.com/"
+            external_id_field = "Leadline_Id__c"
+            client_id_env = "SF_ID"
+            client_secret_env = "SF_SECRET"
+            refresh_token_env = "SF_REFRESH"
+            mapping = [{ to = "LastName", from = "/fields/full_name", transform = ["last_name"], required = true }]
+        "#;
+        let mut config = crate::config::Config::parse(text, std::path::Path::new("t.toml")).unwrap();
+        for var in ["SF_ID", "SF_SECRET", "SF_REFRESH"] {
+            config.inline_secrets.insert(var.into(), format!("secret-{var}"));
+        }
+        SalesforceTarget::new("sf", &config.targets["sf"], &config).unwrap()
+    }
+
+    fn job(payload: Value) -> crate::store::Job {
+        let now = Utc.with_ymd_and_hms(2025, 3, 14, 15, 0, 0).unwrap();
+        crate::store::Job {
+            id: 1,
+            event_id: 1,
+            step_index: 0,
+            target: "sf".into(),
+            attempts: 0,
+            pending_since: now,
+            lease_token: 1,
+            in_doubt: false,
+            trigger: "ingest".into(),
+            replay_generation: 0,
+            source: "meta".into(),
+            source_ref: "123/4".into(),
+            received_at: now,
+            payload,
+            previous: Map::new(),
+        }
+    }
+
+    #[test]
+    fn the_preview_is_the_patch_with_the_token_masked_and_the_refresh_first() {
+        let t = target();
+        let p = t.preview(&job(serde_json::json!({"fields": {"full_name": "Ada Lovelace"}}))).unwrap();
+        assert_eq!(p.method, "PATCH");
+        assert_eq!(p.url, "https://{instance_url}/services/data/v60.0/sobjects/Lead/Leadline_Id__c/meta%3A123%2F4");
+        assert_eq!(p.body, serde_json::json!({"LastName": "Lovelace"}));
+        assert!(p.headers.contains(&("authorization".into(), "Bearer ••••".into())));
+        assert!(!format!("{p:?}").contains("secret-"), "no credential in a preview");
+        assert!(
+            p.notes[0].starts_with("first POST https://login.salesforce.com/services/oauth2/token"),
+            "{:?}",
+            p.notes
+        );
+        // A lead the mapping cannot use fails before any request, naming the field.
+        let f = t.preview(&job(serde_json::json!({"fields": {}}))).unwrap_err();
+        assert_eq!((f.class, f.field.as_deref()), (ErrorClass::PermanentData, Some("LastName")));
+    }
+
     #[test]
     fn describe_names_what_is_missing() {
         let ok = br#"{"name":"Lead","fields":[{"name":"Id","externalId":false},{"name":"Leadline_Id__c","externalId":true}]}"#;
