@@ -67,7 +67,7 @@ pub enum WorkerEvent {
 pub enum Connector {
     Http(HttpTarget),
     MetaLead(MetaLeadStep),
-    Salesforce(SalesforceTarget),
+    Salesforce(Box<SalesforceTarget>),
 }
 
 /// Why nothing is sent to a target for a while, whatever lead is due.
@@ -106,7 +106,7 @@ impl TargetRuntime {
         let connector = match config.kind {
             TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
             TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
-            TargetKind::Salesforce => Connector::Salesforce(SalesforceTarget::new(name, config, all)?),
+            TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all)?)),
         };
         Ok(TargetRuntime {
             connector,
