@@ -424,6 +424,9 @@ fn default_lookback() -> u64 {
 fn default_overlap() -> u64 {
     10
 }
+/// The Salesforce REST API version used when a `salesforce` target does not set `api_version`.
+pub const SALESFORCE_API_VERSION: &str = "v60.0";
+
 fn default_graph_version() -> String {
     "v21.0".into()
 }
@@ -472,6 +475,9 @@ pub enum TargetKind {
     /// Pipedrive: find or create the person (exact match on `person_field_key`), then create the lead
     /// (`targets::pipedrive`); always search-then-create with the local link table.
     Pipedrive,
+    /// Salesforce REST API: upsert by an external id field, OAuth 2.0 refresh-token flow
+    /// (`targets::salesforce`).
+    Salesforce,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -486,7 +492,8 @@ pub struct TargetConfig {
     pub method: Option<String>,
     /// Required for `http`; a `meta_lead` step only reads, which is always safe to repeat.
     pub strategy: Option<Strategy>,
-    /// `meta_lead`: the Graph API version, the first path segment of every request.
+    /// `meta_lead`: the Graph API version, the first path segment of every request. `salesforce`: the REST API
+    /// version (`v60.0`); left out, it is [`SALESFORCE_API_VERSION`] (see [`TargetConfig::salesforce_api_version`]).
     #[serde(default = "default_graph_version")]
     pub api_version: String,
     /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
@@ -495,6 +502,15 @@ pub struct TargetConfig {
     pub api_token_env: Option<String>,
     /// `pipedrive`: key of the custom person field holding Leadline's external id (the exact-match search).
     pub person_field_key: Option<String>,
+    /// `salesforce`: the sObject leads are upserted into (default `Lead`).
+    pub object: Option<String>,
+    /// `salesforce`: the external id field the lead's external id is written to and matched by (required).
+    pub external_id_field: Option<String>,
+    /// `salesforce`: environment variables holding the connected app's consumer key and secret and the
+    /// refresh token of the user Leadline connects as (all required).
+    pub client_id_env: Option<String>,
+    pub client_secret_env: Option<String>,
+    pub refresh_token_env: Option<String>,
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
@@ -652,7 +668,7 @@ impl Config {
                             format!("`{target}` (kind = \"meta_lead\") can only be the first step of a Meta source"),
                         ))
                     }
-                    (TargetKind::Http | TargetKind::Pipedrive, true) => {
+                    (kind, true) if kind != TargetKind::MetaLead => {
                         return Err(invalid(
                             format!("{key}.route"),
                             format!(
@@ -867,7 +883,25 @@ impl TargetConfig {
             TargetKind::MetaLead => Strategy::Upsert,
             // Person and lead are created after a search, linked locally (`targets::pipedrive`).
             TargetKind::Pipedrive => Strategy::SearchThenCreate,
+            // Salesforce: PATCH by the external id field, an upsert.
+            TargetKind::Salesforce => Strategy::Upsert,
         }
+    }
+
+    /// The Salesforce REST API version: as configured, or [`SALESFORCE_API_VERSION`] when `api_version` was left
+    /// out. `api_version`'s serde default is Meta's Graph version (`v21.0`); Salesforce retired its own 21.0 in
+    /// 2025, so that value can only mean "not set" here.
+    pub fn salesforce_api_version(&self) -> &str {
+        if self.api_version == default_graph_version() {
+            SALESFORCE_API_VERSION
+        } else {
+            &self.api_version
+        }
+    }
+
+    /// `salesforce`: the sObject leads go to.
+    pub fn salesforce_object(&self) -> &str {
+        self.object.as_deref().unwrap_or("Lead")
     }
 
     /// The base of Graph API requests of a `meta_lead` step: address and version.
@@ -904,6 +938,13 @@ impl TargetConfig {
                     "does not apply to kind = \"meta_lead\" (it only reads)",
                 ))
             }
+            (TargetKind::Salesforce, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to kind = \"salesforce\" (it always upserts by external_id_field)",
+                ))
+            }
+            (TargetKind::Salesforce, None) => self.validate_salesforce(key)?,
             (TargetKind::MetaLead, None) => {
                 if self.access_token_env.is_none() {
                     return Err(invalid(
@@ -1037,6 +1078,64 @@ impl TargetConfig {
             Some(i) => invalid(format!("{key}.mapping[{i}].to"), message),
             None => invalid(format!("{key}.mapping"), message),
         })
+    }
+
+    fn validate_salesforce(&self, key: &str) -> Result<(), ConfigError> {
+        for (name, value) in [
+            ("client_id_env", &self.client_id_env),
+            ("client_secret_env", &self.client_secret_env),
+            ("refresh_token_env", &self.refresh_token_env),
+        ] {
+            if value.as_deref().is_none_or(str::is_empty) {
+                return Err(invalid(
+                    format!("{key}.{name}"),
+                    "is required for kind = \"salesforce\": the environment variable holding it",
+                ));
+            }
+        }
+        let api_name = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        match &self.external_id_field {
+            None => return Err(invalid(
+                format!("{key}.external_id_field"),
+                "is required for kind = \"salesforce\": an External ID field of the object (like \"Leadline_Id__c\")",
+            )),
+            Some(f) if !api_name(f) => {
+                return Err(invalid(format!("{key}.external_id_field"), format!("`{f}` is not a Salesforce API name")))
+            }
+            _ => {}
+        }
+        if let Some(o) = &self.object {
+            if !api_name(o) {
+                return Err(invalid(format!("{key}.object"), format!("`{o}` is not a Salesforce API name")));
+            }
+        }
+        let v = self.salesforce_api_version();
+        let ok = v.strip_prefix('v').and_then(|n| n.split_once('.')).is_some_and(|(major, minor)| {
+            !major.is_empty() && minor == "0" && major.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !ok {
+            return Err(invalid(
+                format!("{key}.api_version"),
+                format!("`{v}` is not a Salesforce version like \"v60.0\""),
+            ));
+        }
+        if self.mapping.is_empty() {
+            return Err(invalid(
+                format!("{key}.mapping"),
+                "is required for kind = \"salesforce\": which lead field goes to which Salesforce field",
+            ));
+        }
+        if self.method.is_some() || self.search_url.is_some() || self.auth.is_some() {
+            let k = if self.method.is_some() {
+                "method"
+            } else if self.search_url.is_some() {
+                "search_url"
+            } else {
+                "auth"
+            };
+            return Err(invalid(format!("{key}.{k}"), "does not apply to kind = \"salesforce\""));
+        }
+        Ok(())
     }
 
     pub fn method(&self) -> reqwest::Method {
@@ -1194,5 +1293,101 @@ mod tests {
         }
         let e = parse(&PIPEDRIVE.replace("\"/lead/title\"", "\"/lead/note\"")).unwrap_err().to_string();
         assert!(e.contains("/lead/title"), "{e}");
+    }
+
+    const SALESFORCE: &str = r#"
+        [sources.webform]
+        route = ["sf"]
+        [targets.sf]
+        kind = "salesforce"
+        url = "https://login.salesforce.com"
+        external_id_field = "Leadline_Id__c"
+        client_id_env = "SF_CLIENT_ID"
+        client_secret_env = "SF_CLIENT_SECRET"
+        refresh_token_env = "SF_REFRESH_TOKEN"
+        mapping = [
+            { to = "LastName", from = "/name" },
+            { to = "Company", constant = "Unknown" },
+        ]
+    "#;
+
+    #[test]
+    fn a_salesforce_target_upserts_with_defaults() {
+        let c = parse(SALESFORCE).unwrap();
+        let t = &c.targets["sf"];
+        assert_eq!(t.kind, TargetKind::Salesforce);
+        assert_eq!(t.strategy(), Strategy::Upsert);
+        assert_eq!(t.salesforce_api_version(), "v60.0");
+        assert_eq!(t.salesforce_object(), "Lead");
+        let pinned = SALESFORCE
+            .replace("kind = \"salesforce\"", "kind = \"salesforce\"\napi_version = \"v58.0\"\nobject = \"Contact\"");
+        let t = parse(&pinned).unwrap().targets["sf"].clone();
+        assert_eq!((t.salesforce_api_version(), t.salesforce_object()), ("v58.0", "Contact"));
+    }
+
+    #[test]
+    fn the_documented_salesforce_example_is_valid() {
+        let docs = include_str!("../docs/configuration.md");
+        let section = &docs[docs.find("### Salesforce").expect("docs have a Salesforce section")..];
+        let start = section.find("```toml\n").expect("a TOML example") + "```toml\n".len();
+        let end = start + section[start..].find("```").expect("the example ends");
+        let text = format!("[sources.webform]\nroute = [\"salesforce\"]\n{}", &section[start..end]);
+        let c = parse(&text).expect("the documented example is valid");
+        assert_eq!(c.targets["salesforce"].kind, TargetKind::Salesforce);
+        assert_eq!(c.targets["salesforce"].mapping.len(), 6);
+    }
+
+    #[test]
+    fn salesforce_errors_name_the_key() {
+        let cases = [
+            ("refresh_token_env = \"SF_REFRESH_TOKEN\"", "", "targets.sf.refresh_token_env:"),
+            ("client_id_env = \"SF_CLIENT_ID\"", "", "targets.sf.client_id_env:"),
+            ("client_secret_env = \"SF_CLIENT_SECRET\"", "", "targets.sf.client_secret_env:"),
+            ("external_id_field = \"Leadline_Id__c\"", "", "targets.sf.external_id_field:"),
+            (
+                "external_id_field = \"Leadline_Id__c\"",
+                "external_id_field = \"Leadline Id\"",
+                "targets.sf.external_id_field:",
+            ),
+            (
+                "url = \"https://login.salesforce.com\"",
+                "url = \"https://login.salesforce.com\"\nobject = \"Lead/x\"",
+                "targets.sf.object:",
+            ),
+            (
+                "url = \"https://login.salesforce.com\"",
+                "url = \"https://login.salesforce.com\"\napi_version = \"60\"",
+                "targets.sf.api_version:",
+            ),
+            (
+                "url = \"https://login.salesforce.com\"",
+                "url = \"https://login.salesforce.com\"\napi_version = \"v60.0/x\"",
+                "targets.sf.api_version:",
+            ),
+            (
+                "url = \"https://login.salesforce.com\"",
+                "url = \"https://login.salesforce.com\"\nstrategy = \"upsert\"",
+                "targets.sf.strategy:",
+            ),
+            ("url = \"https://login.salesforce.com\"", "url = \"login.salesforce.com\"", "targets.sf.url:"),
+            (
+                "url = \"https://login.salesforce.com\"",
+                "url = \"https://login.salesforce.com\"\nmethod = \"PUT\"",
+                "targets.sf.method:",
+            ),
+        ];
+        for (from, to, key) in cases {
+            let text = SALESFORCE.replace(from, to);
+            assert_ne!(text, SALESFORCE, "{from}");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.starts_with(key), "{key}: {e}");
+        }
+        let no_mapping = SALESFORCE.split("mapping = [").next().unwrap().to_string();
+        let e = parse(&no_mapping).unwrap_err().to_string();
+        assert!(e.starts_with("targets.sf.mapping:"), "{e}");
+        // A Meta source's route starts with its fetch step, never with Salesforce.
+        let meta = SALESFORCE.replace("route = [\"sf\"]", "route = [\"sf\"]\nkind = \"meta\"");
+        let e = parse(&meta).unwrap_err().to_string();
+        assert!(e.starts_with("sources.webform.route:") && e.contains("meta_lead"), "{e}");
     }
 }

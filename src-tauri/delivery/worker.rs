@@ -28,6 +28,7 @@ use crate::delivery::pacing::{Admit, Pacer};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
 use crate::targets::meta_lead::MetaLeadStep;
 use crate::targets::pipedrive::PipedriveTarget;
+use crate::targets::salesforce::SalesforceTarget;
 use crate::targets::{AttemptReport, ConnectionCheck, HttpTarget, RequestPreview};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
@@ -70,6 +71,7 @@ pub enum Connector {
     Http(HttpTarget),
     MetaLead(MetaLeadStep),
     Pipedrive(PipedriveTarget),
+    Salesforce(Box<SalesforceTarget>),
 }
 
 /// Why nothing is sent to a target for a while, whatever lead is due.
@@ -112,6 +114,7 @@ impl TargetRuntime {
             TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
             TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
             TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all)?),
+            TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all)?)),
         };
         Ok(TargetRuntime {
             connector,
@@ -137,6 +140,8 @@ impl TargetRuntime {
             Connector::MetaLead(m) => crate::graph::held_until(m.base(), now),
             Connector::Http(_) => None,
             Connector::Pipedrive(_) => None,
+            // An org near its daily API limit: one request per pacing interval (targets::salesforce::Pacing).
+            Connector::Salesforce(s) => s.paced_until(now),
         };
         match (own, graph) {
             (Some(h), Some(g)) if g > h.until => Some(Hold { until: g, reason: HoldReason::RateLimited }),
@@ -171,6 +176,7 @@ impl TargetRuntime {
             Connector::Http(h) => h.preview(job),
             Connector::MetaLead(m) => Ok(m.preview(job)),
             Connector::Pipedrive(p) => p.preview(job),
+            Connector::Salesforce(s) => s.preview(job),
         }
     }
 
@@ -180,6 +186,7 @@ impl TargetRuntime {
             Connector::Http(h) => h.check().await,
             Connector::MetaLead(m) => m.check().await,
             Connector::Pipedrive(p) => p.check().await,
+            Connector::Salesforce(s) => s.check().await,
         }
     }
 
@@ -188,6 +195,7 @@ impl TargetRuntime {
             Connector::Http(h) => h.deliver(job, linked, Utc::now()).await,
             Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
             Connector::Pipedrive(p) => p.deliver(job, linked, Utc::now()).await,
+            Connector::Salesforce(s) => s.deliver(job, Utc::now()).await,
         }
     }
 
@@ -348,6 +356,8 @@ async fn dispatch_once(
             Admission::Probe => 1,
             // A refused credential is probed with one lead at a time until a request with it works again.
             Admission::Allow if target.refused_credential().is_some() => 1,
+            // A Salesforce org near its daily API limit is sent one lead at a time, spaced (salesforce::Pacing).
+            Admission::Allow if matches!(&target.connector, Connector::Salesforce(s) if s.is_paced()) => 1,
             Admission::Allow => free.min(cfg.batch_size),
         };
         // Each request takes a slot of the target's budget first: no window carries more than it allows.

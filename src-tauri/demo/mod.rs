@@ -6,6 +6,7 @@
 
 pub mod mock_crm;
 pub mod mock_pipedrive;
+pub mod mock_salesforce;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -102,6 +103,11 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         access_token_env: None,
         api_token_env: None,
         person_field_key: None,
+        object: None,
+        external_id_field: None,
+        client_id_env: None,
+        client_secret_env: None,
+        refresh_token_env: None,
         mapping: Vec::new(),
         rate: None,
         search_url: None,
