@@ -469,6 +469,8 @@ pub enum TargetKind {
     /// Not a CRM: the first step of a Meta source's route, which fetches the lead's answers from the Graph API
     /// (`GET /{leadgen_id}`) and stores them with the lead before any CRM sees it.
     MetaLead,
+    /// HubSpot CRM v3: records upserted in batches by a unique property (`POST /crm/v3/objects/{object}/batch/upsert`).
+    Hubspot,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -488,6 +490,11 @@ pub struct TargetConfig {
     pub api_version: String,
     /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
     pub access_token_env: Option<String>,
+    /// `hubspot`: the unique property records are upserted by (`email`, or a custom unique property such as
+    /// `leadline_id`). Its value is the mapped record's value for it, else the lead's external id.
+    pub id_property: Option<String>,
+    /// `hubspot`: the CRM object type written (default `contacts`).
+    pub object: Option<String>,
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
@@ -641,7 +648,7 @@ impl Config {
                             format!("`{target}` (kind = \"meta_lead\") can only be the first step of a Meta source"),
                         ))
                     }
-                    (TargetKind::Http, true) => {
+                    (kind, true) if kind != TargetKind::MetaLead => {
                         return Err(invalid(
                             format!("{key}.route"),
                             format!(
@@ -854,7 +861,14 @@ impl TargetConfig {
         match self.kind {
             TargetKind::Http => self.strategy.unwrap_or(Strategy::None),
             TargetKind::MetaLead => Strategy::Upsert,
+            // Upserting by a unique property is HubSpot's idempotency: a repeat changes nothing.
+            TargetKind::Hubspot => Strategy::Upsert,
         }
+    }
+
+    /// `hubspot`: the object type written (`contacts` unless configured).
+    pub fn hubspot_object(&self) -> &str {
+        self.object.as_deref().unwrap_or("contacts")
     }
 
     /// The base of Graph API requests of a `meta_lead` step: address and version.
@@ -895,6 +909,13 @@ impl TargetConfig {
                     return Err(invalid(format!("{key}.api_version"), "must be a version like \"v21.0\""));
                 }
             }
+            (TargetKind::Hubspot, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to kind = \"hubspot\" (records are upserted by id_property)",
+                ))
+            }
+            (TargetKind::Hubspot, None) => self.validate_hubspot(key)?,
             _ => {}
         }
         let url = reqwest::Url::parse(&self.url.replace("{external_id}", "x"))
@@ -984,6 +1005,48 @@ impl TargetConfig {
         for name in self.headers.keys() {
             reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| invalid(format!("{key}.headers.{name}"), "is not a valid header name"))?;
+        }
+        Ok(())
+    }
+
+    fn validate_hubspot(&self, key: &str) -> Result<(), ConfigError> {
+        let is_name = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        match self.id_property.as_deref() {
+            None => {
+                return Err(invalid(
+                    format!("{key}.id_property"),
+                    "is required for kind = \"hubspot\": the unique property to upsert by (\"email\" or a custom \
+                     unique property such as \"leadline_id\")",
+                ))
+            }
+            Some(p) if !is_name(p) => {
+                return Err(invalid(format!("{key}.id_property"), format!("`{p}` is not a HubSpot property name")))
+            }
+            _ => {}
+        }
+        if let Some(o) = &self.object {
+            if !is_name(o) {
+                return Err(invalid(format!("{key}.object"), format!("`{o}` is not a HubSpot object type")));
+            }
+        }
+        if self.mapping.is_empty() {
+            return Err(invalid(
+                format!("{key}.mapping"),
+                "is required for kind = \"hubspot\": at least one rule that makes a HubSpot property",
+            ));
+        }
+        if !matches!(self.auth, Some(AuthConfig::BearerEnv(_))) {
+            return Err(invalid(
+                format!("{key}.auth"),
+                "is required for kind = \"hubspot\": { bearer_env = \"VAR\" } naming the variable with the \
+                 private app token or OAuth access token",
+            ));
+        }
+        if self.url.contains("{external_id}") {
+            return Err(invalid(
+                format!("{key}.url"),
+                "is HubSpot's address (\"https://api.hubapi.com\"), without a path",
+            ));
         }
         Ok(())
     }
@@ -1078,5 +1141,54 @@ mod tests {
         let no_strategy = OK.replace("strategy = \"idempotency_key\"", "");
         let e = parse(&no_strategy).unwrap_err().to_string();
         assert!(e.starts_with("targets.crm.strategy:"), "{e}");
+    }
+
+    #[test]
+    fn hubspot_targets_are_checked() {
+        let hubspot = r#"
+        [sources.webform]
+        route = ["hubspot"]
+        [targets.hubspot]
+        kind = "hubspot"
+        url = "https://api.hubapi.com"
+        auth = { bearer_env = "HUBSPOT_TOKEN" }
+        id_property = "leadline_id"
+        [[targets.hubspot.mapping]]
+        to = "email"
+        from = "/fields/email"
+        required = true
+    "#;
+        let c = parse(hubspot).unwrap();
+        let t = &c.targets["hubspot"];
+        assert_eq!(t.strategy(), Strategy::Upsert);
+        assert_eq!(t.hubspot_object(), "contacts");
+        assert_eq!(t.id_property.as_deref(), Some("leadline_id"));
+
+        let e = parse(&hubspot.replace("id_property = \"leadline_id\"", "")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "targets.hubspot.id_property: is required for kind = \"hubspot\": the unique property to upsert by \
+             (\"email\" or a custom unique property such as \"leadline_id\")"
+        );
+        let e = parse(&hubspot.replace("id_property = \"leadline_id\"", "id_property = \"lead id\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("targets.hubspot.id_property:"), "{e}");
+        let no_mapping = hubspot.split("[[targets.hubspot.mapping]]").next().unwrap();
+        let e = parse(no_mapping).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.mapping:") && e.contains("required"), "{e}");
+        let e = parse(&hubspot.replace("id_property", "strategy = \"upsert\"\nid_property")).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.strategy:") && e.contains("does not apply"), "{e}");
+        let e = parse(&hubspot.replace("auth = { bearer_env = \"HUBSPOT_TOKEN\" }", "")).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.auth:"), "{e}");
+        let e = parse(&hubspot.replace("id_property", "object = \"contacts/x\"\nid_property")).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.object:"), "{e}");
+        let e = parse(&hubspot.replace(
+            "route = [\"hubspot\"]",
+            "route = [\"hubspot\"]\nkind = \"meta\"\napp_secret_env = \"S\"\nverify_token_env = \"V\"",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("sources.webform.route:") && e.contains("meta_lead"), "{e}");
     }
 }

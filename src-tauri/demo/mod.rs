@@ -99,6 +99,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         strategy: Some(strategy),
         api_version: "v21.0".into(),
         access_token_env: None,
+        id_property: None,
+        object: None,
         mapping: Vec::new(),
         search_url: None,
         id_pointer: "/id".into(),
@@ -135,6 +137,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             kind: TargetKind::MetaLead,
             strategy: None,
             access_token_env: Some(META_TOKEN_ENV.into()),
+            id_property: None,
+            object: None,
             ..target(format!("{base}/graph"), Strategy::Upsert, 4)
         },
     );
