@@ -61,6 +61,9 @@ pub struct AttemptReport {
     /// The target refused this credential (the environment variable naming it): hold the whole target and
     /// ask a person for a new one, instead of dead-lettering every lead.
     pub credential_refused: Option<String>,
+    /// The target's quota is used up until `retry_after` (HubSpot's daily limit): the lead waits for it without
+    /// using an attempt or its time budget — the quota is not the lead's failure.
+    pub quota_wait: bool,
 }
 
 impl AttemptReport {
@@ -78,6 +81,7 @@ impl AttemptReport {
             in_doubt: false,
             payload: None,
             credential_refused: None,
+            quota_wait: false,
         }
     }
 }
