@@ -5,6 +5,7 @@
 //! through the same HTTP endpoints (and signatures) a real source uses.
 
 pub mod mock_crm;
+pub mod mock_hubspot;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
