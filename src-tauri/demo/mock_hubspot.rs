@@ -184,8 +184,8 @@ fn error_id() -> String {
 }
 
 /// What every request goes through: counting, the token, the scopes, the daily and secondly limits.
-/// `Err` is the answer.
-fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
+/// `Some` is the answer.
+fn gate(inner: &mut Inner, headers: &HeaderMap) -> Option<Response> {
     let now = Utc::now();
     inner.stats.requests += 1;
     if inner.announced.iter().any(|until| *until > now) {
@@ -195,7 +195,7 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
     let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     if bearer != Some(TOKEN) {
         // Shape: 401 error body {"status":"error","message","correlationId","category":"INVALID_AUTHENTICATION"}.
-        return Err(answer(
+        return Some(answer(
             StatusCode::UNAUTHORIZED,
             json!({"status": "error", "message": "Authentication credentials not found. This API supports OAuth 2.0 \
                    authentication and you can find more details at https://developers.hubspot.com/docs/methods/auth/oauth-overview",
@@ -205,7 +205,7 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
     }
     if b.token_expired {
         // Shape: 401 error body with category EXPIRED_AUTHENTICATION, as an expired OAuth access token gets.
-        return Err(answer(
+        return Some(answer(
             StatusCode::UNAUTHORIZED,
             json!({"status": "error", "message": "The OAuth token used to make this call expired 1 minute(s) ago.",
                    "correlationId": error_id(), "category": "EXPIRED_AUTHENTICATION"}),
@@ -214,7 +214,7 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
     }
     if b.missing_scopes {
         // Shape: 403 error body, category MISSING_SCOPES, errors[].context.requiredGranularScopes.
-        return Err(answer(
+        return Some(answer(
             StatusCode::FORBIDDEN,
             json!({"status": "error", "message": "This app hasn't been granted all required scopes to make this call. \
                    Read more about required scopes here: https://developers.hubspot.com/scopes.",
@@ -230,7 +230,7 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
         // Shape: 429 body {"status":"error","message":"You have reached your daily limit.","errorType":"RATE_LIMIT",
         // "correlationId","policyName":"DAILY","requestId"} with the X-HubSpot-RateLimit-Daily(-Remaining) headers
         // ("API usage guidelines"). The reset is the account's midnight, which the answer does not say.
-        return Err(answer(
+        return Some(answer(
             StatusCode::TOO_MANY_REQUESTS,
             json!({"status": "error", "message": "You have reached your daily limit.", "errorType": "RATE_LIMIT",
                    "correlationId": error_id(), "policyName": "DAILY", "requestId": error_id()}),
@@ -249,7 +249,7 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
             // Shape: 429 body {"status":"error","message":"You have reached your secondly limit.","errorType":
             // "RATE_LIMIT","correlationId","policyName":"SECONDLY"} with X-HubSpot-RateLimit-Max / -Remaining /
             // -Interval-Milliseconds headers ("API usage guidelines"); the wait announced is one interval.
-            return Err(answer(
+            return Some(answer(
                 StatusCode::TOO_MANY_REQUESTS,
                 json!({"status": "error", "message": "You have reached your secondly limit.", "errorType": "RATE_LIMIT",
                        "correlationId": error_id(), "policyName": "SECONDLY"}),
@@ -262,7 +262,7 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Result<(), Response> {
         }
         inner.bucket = Some((tokens - 1.0, clock));
     }
-    Ok(())
+    None
 }
 
 fn answer(status: StatusCode, body: Value, headers: &[(&str, String)]) -> Response {
@@ -299,7 +299,7 @@ async fn batch_upsert(State(mock): State<MockHubspot>, headers: HeaderMap, body:
 
 fn upsert_locked(inner: &mut Inner, headers: &HeaderMap, body: &str, now: DateTime<Utc>) -> Response {
     inner.stats.upsert_requests += 1;
-    if let Err(r) = gate(inner, headers) {
+    if let Some(r) = gate(inner, headers) {
         return r;
     }
     let Ok(request) = serde_json::from_str::<Value>(body) else {
@@ -449,8 +449,8 @@ async fn property(State(mock): State<MockHubspot>, Path(name): Path<String>, hea
     let mut inner = mock.inner.lock().expect("mock lock");
     let now = Utc::now();
     let response = match gate(&mut inner, &headers) {
-        Err(r) => r,
-        Ok(()) => match inner.properties.get(&name) {
+        Some(r) => r,
+        None => match inner.properties.get(&name) {
             // Shape: properties API "Read a property": name, label, type, fieldType, groupName, hasUniqueValue, …
             Some(unique) => answer(
                 StatusCode::OK,

@@ -440,6 +440,9 @@ fn pointer_escape(name: &str) -> String {
 // The connector: the I/O around the pure functions above.
 // ---------------------------------------------------------------------------------------------------------------
 
+/// One batch input: the unique value and the properties.
+type Input = (String, Map<String, Value>);
+
 /// A `kind = "hubspot"` target: leads upserted in batches of up to [`MAX_BATCH`] by `id_property`.
 pub struct HubspotTarget {
     /// The HTTP client and the `Authorization` header (built like any target's).
@@ -514,9 +517,9 @@ impl HubspotTarget {
     pub async fn deliver_batch(&self, jobs: &[Job], now: DateTime<Utc>) -> Vec<Option<AttemptReport>> {
         let started = std::time::Instant::now();
         let mut out: Vec<Option<AttemptReport>> = vec![None; jobs.len()];
-        let mut inputs: Vec<(String, Map<String, Value>)> = Vec::new();
+        let mut inputs: Vec<Input> = Vec::new();
         let mut slots: Vec<usize> = Vec::new();
-        let prepared: Vec<Result<(String, Map<String, Value>), Failure>> = jobs.iter().map(|j| self.input(j)).collect();
+        let prepared: Vec<Result<Input, Failure>> = jobs.iter().map(|j| self.input(j)).collect();
         let ids: Vec<Option<&str>> = prepared.iter().map(|p| p.as_ref().ok().map(|(id, _)| id.as_str())).collect();
         let send_now = first_of_each(&ids);
         for (i, p) in prepared.into_iter().enumerate() {
