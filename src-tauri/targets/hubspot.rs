@@ -169,6 +169,16 @@ fn whole_batch<H: HeaderLookup + ?Sized>(
         _ => Vec::new(),
     };
     let blame_some = !named.is_empty() && named.len() < input_ids.len();
+    // A whole-request "delivered" (a 409 naming one existing id) cannot tell which of several leads it means:
+    // none of them is assumed delivered; the upsert is safe to repeat.
+    let verdict = if verdict.is_delivered() && input_ids.len() > 1 {
+        VendorVerdict::failed(
+            ErrorClass::Transient,
+            format!("HubSpot answered HTTP {status} for the whole batch without telling which lead; retried"),
+        )
+    } else {
+        verdict
+    };
     input_ids
         .iter()
         .enumerate()
@@ -990,6 +1000,13 @@ mod tests {
             &clock(),
         );
         assert_eq!(v.class, Some(Ambiguous));
+
+        // One id for a batch of several: no lead is assumed to be it.
+        let body = br#"{"status":"error","message":"Contact already exists. Existing ID: 123","category":"CONFLICT"}"#;
+        let out = parse_batch_answer(409, body, &NO_HEADERS[..], "email", &ids(&["a@x.org", "b@x.org"]), &clock());
+        assert!(out.iter().all(|r| r.verdict.class == Some(Transient)), "{out:?}");
+        let out = parse_batch_answer(409, body, &NO_HEADERS[..], "email", &ids(&["a@x.org"]), &clock());
+        assert_eq!(out[0].verdict.crm_id.as_deref(), Some("123"));
     }
 
     #[test]
