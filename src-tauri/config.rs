@@ -478,6 +478,8 @@ pub enum TargetKind {
     /// Salesforce REST API: upsert by an external id field, OAuth 2.0 refresh-token flow
     /// (`targets::salesforce`).
     Salesforce,
+    /// HubSpot CRM v3: records upserted in batches by a unique property (`POST /crm/v3/objects/{object}/batch/upsert`).
+    Hubspot,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -502,7 +504,8 @@ pub struct TargetConfig {
     pub api_token_env: Option<String>,
     /// `pipedrive`: key of the custom person field holding Leadline's external id (the exact-match search).
     pub person_field_key: Option<String>,
-    /// `salesforce`: the sObject leads are upserted into (default `Lead`).
+    /// `salesforce`: the sObject leads are upserted into (default `Lead`); `hubspot`: the CRM object type
+    /// written (default `contacts`).
     pub object: Option<String>,
     /// `salesforce`: the external id field the lead's external id is written to and matched by (required).
     pub external_id_field: Option<String>,
@@ -511,6 +514,9 @@ pub struct TargetConfig {
     pub client_id_env: Option<String>,
     pub client_secret_env: Option<String>,
     pub refresh_token_env: Option<String>,
+    /// `hubspot`: the unique property records are upserted by (`email`, or a custom unique property such as
+    /// `leadline_id`). Its value is the mapped record's value for it, else the lead's external id.
+    pub id_property: Option<String>,
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
@@ -885,6 +891,8 @@ impl TargetConfig {
             TargetKind::Pipedrive => Strategy::SearchThenCreate,
             // Salesforce: PATCH by the external id field, an upsert.
             TargetKind::Salesforce => Strategy::Upsert,
+            // Upserting by a unique property is HubSpot's idempotency: a repeat changes nothing.
+            TargetKind::Hubspot => Strategy::Upsert,
         }
     }
 
@@ -902,6 +910,11 @@ impl TargetConfig {
     /// `salesforce`: the sObject leads go to.
     pub fn salesforce_object(&self) -> &str {
         self.object.as_deref().unwrap_or("Lead")
+    }
+
+    /// `hubspot`: the object type written (`contacts` unless configured).
+    pub fn hubspot_object(&self) -> &str {
+        self.object.as_deref().unwrap_or("contacts")
     }
 
     /// The base of Graph API requests of a `meta_lead` step: address and version.
@@ -956,6 +969,13 @@ impl TargetConfig {
                     return Err(invalid(format!("{key}.api_version"), "must be a version like \"v21.0\""));
                 }
             }
+            (TargetKind::Hubspot, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to kind = \"hubspot\" (records are upserted by id_property)",
+                ))
+            }
+            (TargetKind::Hubspot, None) => self.validate_hubspot(key)?,
             _ => {}
         }
         let url = reqwest::Url::parse(&self.url.replace("{external_id}", "x"))
@@ -1134,6 +1154,48 @@ impl TargetConfig {
                 "auth"
             };
             return Err(invalid(format!("{key}.{k}"), "does not apply to kind = \"salesforce\""));
+        }
+        Ok(())
+    }
+
+    fn validate_hubspot(&self, key: &str) -> Result<(), ConfigError> {
+        let is_name = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        match self.id_property.as_deref() {
+            None => {
+                return Err(invalid(
+                    format!("{key}.id_property"),
+                    "is required for kind = \"hubspot\": the unique property to upsert by (\"email\" or a custom \
+                     unique property such as \"leadline_id\")",
+                ))
+            }
+            Some(p) if !is_name(p) => {
+                return Err(invalid(format!("{key}.id_property"), format!("`{p}` is not a HubSpot property name")))
+            }
+            _ => {}
+        }
+        if let Some(o) = &self.object {
+            if !is_name(o) {
+                return Err(invalid(format!("{key}.object"), format!("`{o}` is not a HubSpot object type")));
+            }
+        }
+        if self.mapping.is_empty() {
+            return Err(invalid(
+                format!("{key}.mapping"),
+                "is required for kind = \"hubspot\": at least one rule that makes a HubSpot property",
+            ));
+        }
+        if !matches!(self.auth, Some(AuthConfig::BearerEnv(_))) {
+            return Err(invalid(
+                format!("{key}.auth"),
+                "is required for kind = \"hubspot\": { bearer_env = \"VAR\" } naming the variable with the \
+                 private app token or OAuth access token",
+            ));
+        }
+        if self.url.contains("{external_id}") {
+            return Err(invalid(
+                format!("{key}.url"),
+                "is HubSpot's address (\"https://api.hubapi.com\"), without a path",
+            ));
         }
         Ok(())
     }
@@ -1388,6 +1450,55 @@ mod tests {
         // A Meta source's route starts with its fetch step, never with Salesforce.
         let meta = SALESFORCE.replace("route = [\"sf\"]", "route = [\"sf\"]\nkind = \"meta\"");
         let e = parse(&meta).unwrap_err().to_string();
+        assert!(e.starts_with("sources.webform.route:") && e.contains("meta_lead"), "{e}");
+    }
+
+    #[test]
+    fn hubspot_targets_are_checked() {
+        let hubspot = r#"
+        [sources.webform]
+        route = ["hubspot"]
+        [targets.hubspot]
+        kind = "hubspot"
+        url = "https://api.hubapi.com"
+        auth = { bearer_env = "HUBSPOT_TOKEN" }
+        id_property = "leadline_id"
+        [[targets.hubspot.mapping]]
+        to = "email"
+        from = "/fields/email"
+        required = true
+    "#;
+        let c = parse(hubspot).unwrap();
+        let t = &c.targets["hubspot"];
+        assert_eq!(t.strategy(), Strategy::Upsert);
+        assert_eq!(t.hubspot_object(), "contacts");
+        assert_eq!(t.id_property.as_deref(), Some("leadline_id"));
+
+        let e = parse(&hubspot.replace("id_property = \"leadline_id\"", "")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "targets.hubspot.id_property: is required for kind = \"hubspot\": the unique property to upsert by \
+             (\"email\" or a custom unique property such as \"leadline_id\")"
+        );
+        let e = parse(&hubspot.replace("id_property = \"leadline_id\"", "id_property = \"lead id\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("targets.hubspot.id_property:"), "{e}");
+        let no_mapping = hubspot.split("[[targets.hubspot.mapping]]").next().unwrap();
+        let e = parse(no_mapping).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.mapping:") && e.contains("required"), "{e}");
+        let e = parse(&hubspot.replace("id_property", "strategy = \"upsert\"\nid_property")).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.strategy:") && e.contains("does not apply"), "{e}");
+        let e = parse(&hubspot.replace("auth = { bearer_env = \"HUBSPOT_TOKEN\" }", "")).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.auth:"), "{e}");
+        let e = parse(&hubspot.replace("id_property", "object = \"contacts/x\"\nid_property")).unwrap_err().to_string();
+        assert!(e.starts_with("targets.hubspot.object:"), "{e}");
+        let e = parse(&hubspot.replace(
+            "route = [\"hubspot\"]",
+            "route = [\"hubspot\"]\nkind = \"meta\"\napp_secret_env = \"S\"\nverify_token_env = \"V\"",
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("sources.webform.route:") && e.contains("meta_lead"), "{e}");
     }
 }

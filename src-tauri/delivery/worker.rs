@@ -26,6 +26,7 @@ use crate::delivery::classify::Failure;
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::delivery::pacing::{Admit, Pacer};
 use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
+use crate::targets::hubspot::HubspotTarget;
 use crate::targets::meta_lead::MetaLeadStep;
 use crate::targets::pipedrive::PipedriveTarget;
 use crate::targets::salesforce::SalesforceTarget;
@@ -72,6 +73,8 @@ pub enum Connector {
     MetaLead(MetaLeadStep),
     Pipedrive(PipedriveTarget),
     Salesforce(Box<SalesforceTarget>),
+    /// HubSpot's batch upsert: several leads in one request.
+    Hubspot(HubspotTarget),
 }
 
 /// Why nothing is sent to a target for a while, whatever lead is due.
@@ -115,6 +118,7 @@ impl TargetRuntime {
             TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
             TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all)?),
             TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all)?)),
+            TargetKind::Hubspot => Connector::Hubspot(HubspotTarget::new(name, config, all)?),
         };
         Ok(TargetRuntime {
             connector,
@@ -142,6 +146,7 @@ impl TargetRuntime {
             Connector::Pipedrive(_) => None,
             // An org near its daily API limit: one request per pacing interval (targets::salesforce::Pacing).
             Connector::Salesforce(s) => s.paced_until(now),
+            Connector::Hubspot(_) => None,
         };
         match (own, graph) {
             (Some(h), Some(g)) if g > h.until => Some(Hold { until: g, reason: HoldReason::RateLimited }),
@@ -177,6 +182,7 @@ impl TargetRuntime {
             Connector::MetaLead(m) => Ok(m.preview(job)),
             Connector::Pipedrive(p) => p.preview(job),
             Connector::Salesforce(s) => s.preview(job),
+            Connector::Hubspot(h) => h.preview(job),
         }
     }
 
@@ -187,6 +193,7 @@ impl TargetRuntime {
             Connector::MetaLead(m) => m.check().await,
             Connector::Pipedrive(p) => p.check().await,
             Connector::Salesforce(s) => s.check().await,
+            Connector::Hubspot(h) => h.check().await,
         }
     }
 
@@ -196,6 +203,42 @@ impl TargetRuntime {
             Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
             Connector::Pipedrive(p) => p.deliver(job, linked, Utc::now()).await,
             Connector::Salesforce(s) => s.deliver(job, Utc::now()).await,
+            Connector::Hubspot(h) => {
+                let now = Utc::now();
+                h.deliver_batch(std::slice::from_ref(job), now).await.pop().flatten().unwrap_or_else(|| {
+                    // Cannot happen (a lone lead has no duplicate in its batch); never claim it was delivered.
+                    let mut r = AttemptReport::new(now);
+                    r.verdict = Verdict::Failed(crate::delivery::classify::Failure {
+                        class: ErrorClass::Transient,
+                        reason: "not sent; retried".into(),
+                        field: None,
+                    });
+                    r
+                })
+            }
+        }
+    }
+
+    /// Most leads one request to this target carries, for a connector that sends several at once (HubSpot's
+    /// batch upsert); `None`: one lead per request.
+    pub fn batch_capacity(&self) -> Option<usize> {
+        match &self.connector {
+            Connector::Hubspot(_) => Some(crate::targets::hubspot::MAX_BATCH),
+            _ => None,
+        }
+    }
+
+    /// One report per job (`None`: not sent this time, back to the queue without an attempt).
+    async fn perform_batch(&self, jobs: &[Job]) -> Vec<Option<AttemptReport>> {
+        match &self.connector {
+            Connector::Hubspot(h) => h.deliver_batch(jobs, Utc::now()).await,
+            _ => {
+                let mut out = Vec::with_capacity(jobs.len());
+                for job in jobs {
+                    out.push(Some(self.perform(job, None).await));
+                }
+                out
+            }
         }
     }
 
@@ -347,6 +390,7 @@ async fn dispatch_once(
             *next_wake = Some(next_wake.map_or(hold.until, |w| w.min(hold.until)));
             continue;
         }
+        let per_request = target.batch_capacity().map(|c| c.min(cfg.batch_size as usize).max(1));
         let (admission, transition) = target.breaker.lock().expect("breaker lock").admit(now, &target.config().breaker);
         if let Some(t) = transition {
             report_transition(store, handle, name, t).await;
@@ -358,15 +402,22 @@ async fn dispatch_once(
             Admission::Allow if target.refused_credential().is_some() => 1,
             // A Salesforce org near its daily API limit is sent one lead at a time, spaced (salesforce::Pacing).
             Admission::Allow if matches!(&target.connector, Connector::Salesforce(s) if s.is_paced()) => 1,
-            Admission::Allow => free.min(cfg.batch_size),
+            // A batch-capable target takes up to one full request per free slot.
+            Admission::Allow => match per_request {
+                Some(n) => free.saturating_mul(n as u32),
+                None => free.min(cfg.batch_size),
+            },
         };
-        // Each request takes a slot of the target's budget first: no window carries more than it allows.
-        let mut limit = 0;
+        // Each request takes a slot of the target's budget first: no window carries more than it allows. A batch
+        // request is one request, whatever the number of leads it carries.
+        let per = per_request.unwrap_or(1) as u32;
+        let requests_wanted = wanted.div_ceil(per);
+        let mut requests = 0;
         {
             let mut pacer = target.pacer.lock().expect("pacer lock");
-            while limit < wanted {
+            while requests < requests_wanted {
                 match pacer.admit(now) {
-                    Admit::Go => limit += 1,
+                    Admit::Go => requests += 1,
                     Admit::WaitUntil(at) => {
                         *next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
                         break;
@@ -374,6 +425,7 @@ async fn dispatch_once(
                 }
             }
         }
+        let limit = (requests * per).min(wanted);
         if limit == 0 {
             if admission == Admission::Probe {
                 target.breaker.lock().expect("breaker lock").probe_unused();
@@ -395,6 +447,44 @@ async fn dispatch_once(
             target.breaker.lock().expect("breaker lock").probe_unused();
         }
         claimed_total += jobs.len();
+        if let Some(n) = per_request {
+            let mut jobs = jobs;
+            while !jobs.is_empty() {
+                let rest = jobs.split_off(jobs.len().min(n));
+                let chunk = std::mem::replace(&mut jobs, rest);
+                let permit = match target.slots.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        // Cannot happen (at most one request per free slot was claimed), but never lose a job.
+                        let now = Utc::now();
+                        for job in &chunk {
+                            let _ = done_tx.send(release(job, now)).await;
+                        }
+                        continue;
+                    }
+                };
+                {
+                    let mut running = running.lock().expect("running lock");
+                    for job in &chunk {
+                        running.insert(job.id, job.clone());
+                    }
+                }
+                let store = store.clone();
+                let handle = handle.clone();
+                let target = target.clone();
+                let done_tx = done_tx.clone();
+                let running = running.clone();
+                in_flight.spawn(async move {
+                    let completions = execute_batch(&store, &handle, &target, chunk).await;
+                    for completion in completions {
+                        running.lock().expect("running lock").remove(&completion.job_id);
+                        let _ = done_tx.send(completion).await;
+                    }
+                    drop(permit);
+                });
+            }
+            continue;
+        }
         for job in jobs {
             let permit = match target.slots.clone().try_acquire_owned() {
                 Ok(p) => p,
@@ -465,6 +555,85 @@ pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntim
         None
     };
     let report = target.perform(&job, linked).await;
+    decide(store, handle, target, &job, report, true).await
+}
+
+/// Performs several jobs in one request (a batch-capable target) and decides each one's fate with the same
+/// logic as [`execute`]. The breaker counts the request once, not once per lead. One completion per job.
+#[tracing::instrument(name = "deliver_batch", skip_all, fields(target = jobs.first().map(|j| j.target.as_str()).unwrap_or_default(), n = jobs.len()))]
+pub async fn execute_batch(
+    store: &Store,
+    handle: &WorkerHandle,
+    target: &TargetRuntime,
+    jobs: Vec<Job>,
+) -> Vec<Completion> {
+    let reports = target.perform_batch(&jobs).await;
+    let health = batch_health(reports.iter().flatten());
+    if let (Some(health), Some(job)) = (health, jobs.first()) {
+        let transition =
+            target.breaker.lock().expect("breaker lock").record(health, Utc::now(), &target.config().breaker);
+        if let Some(t) = transition {
+            report_transition(store, handle, &job.target, t).await;
+        }
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for (job, report) in jobs.iter().zip(reports) {
+        out.push(match report {
+            Some(report) => decide(store, handle, target, job, report, false).await,
+            None => release(job, Utc::now()),
+        });
+    }
+    out
+}
+
+fn health_of(verdict: &Verdict) -> Health {
+    match verdict {
+        Verdict::Delivered => Health::Healthy,
+        Verdict::Failed(f) => match f.class {
+            ErrorClass::Transient | ErrorClass::Ambiguous => Health::Unhealthy,
+            ErrorClass::RateLimited | ErrorClass::PermanentData => Health::Healthy,
+            ErrorClass::PermanentConfig => Health::Neutral,
+        },
+    }
+}
+
+/// How a batch request went, for the breaker: healthy when it delivered anything, else unhealthy when any lead
+/// failed for a transient reason, else by the rest. `None` when nothing was sent (the mapping refused every lead).
+fn batch_health<'a>(reports: impl Iterator<Item = &'a AttemptReport>) -> Option<Health> {
+    let (mut healthy, mut unhealthy, mut neutral) = (false, false, false);
+    for r in reports {
+        let never_sent = r.http_status.is_none() && matches!(&r.verdict, Verdict::Failed(f) if f.class.is_permanent());
+        if never_sent {
+            continue;
+        }
+        if r.verdict == Verdict::Delivered {
+            return Some(Health::Healthy);
+        }
+        match health_of(&r.verdict) {
+            Health::Healthy => healthy = true,
+            Health::Unhealthy => unhealthy = true,
+            Health::Neutral => neutral = true,
+        }
+    }
+    match (unhealthy, healthy, neutral) {
+        (true, _, _) => Some(Health::Unhealthy),
+        (_, true, _) => Some(Health::Healthy),
+        (_, _, true) => Some(Health::Neutral),
+        _ => None,
+    }
+}
+
+/// Decides the fate of `job` after its attempt: delivered, retried (when, and whether it used an attempt), or
+/// dead-lettered; holds the target for a rate limit or a refused credential. `record_health`: count the attempt
+/// in the breaker (a batch counts its request once, in [`execute_batch`]).
+async fn decide(
+    store: &Store,
+    handle: &WorkerHandle,
+    target: &TargetRuntime,
+    job: &Job,
+    report: AttemptReport,
+    record_health: bool,
+) -> Completion {
     let now = Utc::now();
     if let Some((status, headers)) = &report.answered {
         if let Ok(status) = reqwest::StatusCode::from_u16(*status) {
@@ -513,17 +682,33 @@ pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntim
             let _ = handle.events.send(WorkerEvent::CredentialAccepted { target: job.target.clone(), credential });
         }
     }
-    let health = match &report.verdict {
-        Verdict::Delivered => Health::Healthy,
-        Verdict::Failed(f) => match f.class {
-            ErrorClass::Transient | ErrorClass::Ambiguous => Health::Unhealthy,
-            ErrorClass::RateLimited | ErrorClass::PermanentData => Health::Healthy,
-            ErrorClass::PermanentConfig => Health::Neutral,
-        },
-    };
-    let transition = target.breaker.lock().expect("breaker lock").record(health, now, &target.config().breaker);
-    if let Some(t) = transition {
-        report_transition(store, handle, &job.target, t).await;
+    if record_health {
+        let health = health_of(&report.verdict);
+        let transition = target.breaker.lock().expect("breaker lock").record(health, now, &target.config().breaker);
+        if let Some(t) = transition {
+            report_transition(store, handle, &job.target, t).await;
+        }
+    }
+    if let (true, Some(until), Verdict::Failed(f)) = (report.quota_wait, report.retry_after, &report.verdict) {
+        // A used-up quota (HubSpot's daily limit) is not the lead's failure: it waits for the reset, the target
+        // is held until then (above), and neither an attempt nor the time budget is used.
+        return Completion {
+            job_id: job.id,
+            event_id: job.event_id,
+            step_index: job.step_index,
+            lease_token: job.lease_token,
+            trigger: job.trigger.clone(),
+            outcome: JobOutcome::Retry { at: until, counts: false, in_doubt: job.in_doubt },
+            attempt: Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: report.http_status,
+                class: Some(f.class),
+                reason: f.reason.clone(),
+                response_excerpt: report.excerpt,
+            }),
+            now,
+        };
     }
 
     let (outcome, class, reason) = match &report.verdict {

@@ -5,6 +5,7 @@
 //! through the same HTTP endpoints (and signatures) a real source uses.
 
 pub mod mock_crm;
+pub mod mock_hubspot;
 pub mod mock_pipedrive;
 pub mod mock_salesforce;
 
@@ -108,6 +109,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         client_id_env: None,
         client_secret_env: None,
         refresh_token_env: None,
+        id_property: None,
         mapping: Vec::new(),
         rate: None,
         search_url: None,
@@ -146,6 +148,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             kind: TargetKind::MetaLead,
             strategy: None,
             access_token_env: Some(META_TOKEN_ENV.into()),
+            id_property: None,
+            object: None,
             ..target(format!("{base}/graph"), Strategy::Upsert, 4)
         },
     );

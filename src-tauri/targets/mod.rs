@@ -63,6 +63,9 @@ pub struct AttemptReport {
     pub credential_refused: Option<String>,
     /// The status and headers of the last answer, for the target's pacer to learn its limits from.
     pub answered: Option<(u16, HeaderMap)>,
+    /// The target's quota is used up until `retry_after` (HubSpot's daily limit): the lead waits for it without
+    /// using an attempt or its time budget — the quota is not the lead's failure.
+    pub quota_wait: bool,
 }
 
 impl AttemptReport {
@@ -81,6 +84,7 @@ impl AttemptReport {
             payload: None,
             credential_refused: None,
             answered: None,
+            quota_wait: false,
         }
     }
 }

@@ -1,0 +1,328 @@
+//! HubSpot: the real server and worker against the HubSpot mock. Leads go out in batches (one request for up to
+//! 100), each lead gets its own fate from the batch answer, and HubSpot's limits and refusals hold leads without
+//! losing them, dead-lettering them or writing any twice.
+
+mod common;
+
+use std::time::Duration;
+
+use chrono::Utc;
+use common::TestApp;
+use leadline::api;
+use leadline::delivery::worker::HoldReason;
+use leadline::demo::mock_crm::MockCrm;
+use leadline::demo::mock_hubspot::{HubspotBehaviour, MockHubspot, Secondly};
+use leadline::server::Server;
+use serde_json::json;
+
+const TOKEN_ENV: &str = "TEST_HUBSPOT_TOKEN";
+
+/// A dead letter: source_ref, class, reason, field, HTTP status.
+type DeadRow = (String, String, String, Option<String>, Option<i64>);
+
+/// The `crm` target as HubSpot: upsert by the custom unique property `leadline_id` (the lead's external id).
+fn hubspot_target(addr: std::net::SocketAddr) -> String {
+    format!(
+        r#"
+[targets.crm]
+kind = "hubspot"
+url = "http://{addr}"
+auth = {{ bearer_env = "{TOKEN_ENV}" }}
+id_property = "leadline_id"
+timeout_ms = 2000
+concurrency = 1
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
+
+[[targets.crm.mapping]]
+to = "email"
+from = "email"
+transform = ["trim", "lowercase"]
+required = true
+
+[[targets.crm.mapping]]
+to = "firstname"
+from = "name"
+transform = ["first_name"]
+
+[[targets.crm.mapping]]
+to = "lastname"
+from = "name"
+transform = ["last_name"]
+
+[[targets.crm.mapping]]
+to = "phone"
+from = "phone"
+"#
+    )
+}
+
+async fn spawn(behaviour: HubspotBehaviour) -> (TestApp, MockHubspot) {
+    let (hubspot, hubspot_addr) = MockHubspot::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    hubspot.set(behaviour);
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &hubspot_target(hubspot_addr));
+    let mut config = common::parse_config(&text);
+    config.inline_secrets.insert(TOKEN_ENV.into(), leadline::demo::mock_hubspot::TOKEN.into());
+    let server = Server::start(config).await.unwrap();
+    (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, hubspot)
+}
+
+fn pause(app: &TestApp, paused: bool) {
+    let worker = app.server.app.worker.as_ref().expect("worker runs");
+    worker.targets["crm"].set_paused(paused);
+    worker.wake.notify_one();
+}
+
+/// Posts leads `{prefix}-000`… to the `plain` source (routed to HubSpot alone).
+async fn post_leads(app: &TestApp, prefix: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = format!("{prefix}-{i:03}");
+        assert_eq!(app.post_plain(&common::lead(&id)).await, 202);
+        ids.push(id);
+    }
+    ids
+}
+
+async fn scalar(app: &TestApp, sql: &str) -> i64 {
+    let (n,): (i64,) = sqlx::query_as(sql).fetch_one(app.server.app.store.read_pool()).await.unwrap();
+    n
+}
+
+async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
+    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind == kind).collect()
+}
+
+/// Every lead is a HubSpot contact, written exactly once.
+fn assert_each_once(hubspot: &MockHubspot, ids: &[String]) {
+    for id in ids {
+        let c = hubspot.contact("leadline_id", &format!("plain:{id}")).unwrap_or_else(|| panic!("{id} missing"));
+        assert_eq!(c.writes, 1, "{id} written {} times", c.writes);
+        assert_eq!(c.properties["email"], format!("{}@example.com", id.to_lowercase()));
+        assert_eq!(c.properties["firstname"], "Ada");
+        assert_eq!(c.properties["lastname"], "Lovelace");
+    }
+}
+
+#[tokio::test]
+async fn two_hundred_fifty_due_leads_go_out_in_three_requests_each_exactly_once() {
+    let (app, hubspot) = spawn(HubspotBehaviour::default()).await;
+    // A backlog: 250 leads due at once (as after an outage or a burst).
+    pause(&app, true);
+    let ids = post_leads(&app, "A", 250).await;
+    pause(&app, false);
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 0);
+
+    let stats = hubspot.stats();
+    assert_eq!((stats.contacts, stats.creates, stats.updates), (250, 250, 0), "{stats:?}");
+    assert!(stats.upsert_requests <= 10, "batching: {} requests for 250 leads", stats.upsert_requests);
+    assert_eq!(stats.upsert_requests, 3, "100 + 100 + 50");
+    assert_eq!(stats.largest_batch, 100);
+    assert_each_once(&hubspot, &ids);
+    // The step's result holds HubSpot's record id.
+    let (result,): (String,) = sqlx::query_as(
+        "SELECT d.result FROM delivery d JOIN inbound_event e ON e.id = d.event_id
+         WHERE e.source_ref = 'A-007' AND d.target = 'crm'",
+    )
+    .fetch_one(app.server.app.store.read_pool())
+    .await
+    .unwrap();
+    let result: serde_json::Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(result["crm_id"], hubspot.contact("leadline_id", "plain:A-007").unwrap().id);
+    assert_eq!(result["note"], "created in HubSpot");
+    assert_eq!(scalar(&app, "SELECT SUM(attempts) FROM delivery WHERE target = 'crm'").await, 250);
+
+    // Leads that trickle in one by one go out as they come (no waiting to fill a batch).
+    let before = hubspot.stats().upsert_requests;
+    let more = post_leads(&app, "T", 50).await;
+    app.wait_settled(Duration::from_secs(30)).await;
+    assert_each_once(&hubspot, &more);
+    let trickled = hubspot.stats().upsert_requests - before;
+    assert!(trickled <= 50, "{trickled}");
+    eprintln!(
+        "figures: 250 due leads -> {} requests; 50 trickling leads -> {trickled} requests",
+        stats.upsert_requests
+    );
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_invalid_lead_in_a_batch_fails_alone_and_names_the_field() {
+    let (app, hubspot) =
+        spawn(HubspotBehaviour { reject_emails: vec!["b-bad@example.com".into()], ..Default::default() }).await;
+    pause(&app, true);
+    let good = post_leads(&app, "B", 20).await;
+    assert_eq!(app.post_plain(&common::lead("B-bad")).await, 202);
+    // No e-mail at all: the mapping refuses it before any request.
+    assert_eq!(app.post_plain(&json!({"id": "B-none", "name": "Grace Hopper"})).await, 202);
+    pause(&app, false);
+    let h = app.wait_settled(Duration::from_secs(20)).await;
+    assert_eq!(h.overall.dead_open, 2);
+
+    let stats = hubspot.stats();
+    assert_eq!(stats.upsert_requests, 1, "one batch: 20 good leads and the one HubSpot refuses");
+    assert_eq!(stats.largest_batch, 21);
+    assert_eq!(stats.contacts, 20);
+    assert_each_once(&hubspot, &good);
+    let dead: Vec<DeadRow> = sqlx::query_as(
+        "SELECT e.source_ref, d.dead_class, d.dead_reason, d.dead_field, d.dead_status FROM delivery d
+         JOIN inbound_event e ON e.id = d.event_id WHERE d.state = 'dead' ORDER BY e.source_ref",
+    )
+    .fetch_all(app.server.app.store.read_pool())
+    .await
+    .unwrap();
+    let (ref_, class, reason, field, status) = &dead[0];
+    assert_eq!((ref_.as_str(), class.as_str(), field.as_deref()), ("B-bad", "permanent_data", Some("email")));
+    assert_eq!(*status, Some(207));
+    assert!(reason.contains("HubSpot rejected property email") && reason.contains("INVALID_EMAIL"), "{reason}");
+    assert!(!reason.contains("b-bad@"), "the reason never quotes the lead: {reason}");
+    let (ref_, class, reason, field, status) = &dead[1];
+    assert_eq!((ref_.as_str(), class.as_str(), field.as_deref()), ("B-none", "permanent_data", Some("email")));
+    assert_eq!(*status, None, "never sent");
+    assert!(reason.starts_with("not sent"), "{reason}");
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_batch_refused_whole_for_one_lead_delivers_the_others_next() {
+    let (app, hubspot) = spawn(HubspotBehaviour {
+        reject_emails: vec!["c-bad@example.com".into()],
+        reject_whole_batch: true,
+        ..Default::default()
+    })
+    .await;
+    pause(&app, true);
+    let good = post_leads(&app, "C", 10).await;
+    assert_eq!(app.post_plain(&common::lead("C-bad")).await, 202);
+    pause(&app, false);
+    let h = app.wait_settled(Duration::from_secs(20)).await;
+    assert_eq!(h.overall.dead_open, 1);
+    assert_each_once(&hubspot, &good);
+    // The refused batch, then the others (retried with jitter, so possibly in several requests) without it.
+    let requests = hubspot.stats().upsert_requests;
+    assert!((2..=11).contains(&requests), "{requests}");
+    let (field, status): (Option<String>, Option<i64>) =
+        sqlx::query_as("SELECT dead_field, dead_status FROM delivery WHERE state = 'dead'")
+            .fetch_one(app.server.app.store.read_pool())
+            .await
+            .unwrap();
+    assert_eq!((field.as_deref(), status), (Some("email"), Some(400)));
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twice() {
+    let (app, hubspot) = spawn(HubspotBehaviour::default()).await;
+    let first = post_leads(&app, "D", 30).await;
+    app.wait_settled(Duration::from_secs(20)).await;
+    assert_eq!(hubspot.stats().contacts, 30);
+
+    // The token expires mid-run.
+    hubspot.set(HubspotBehaviour { token_expired: true, ..Default::default() });
+    let waiting = post_leads(&app, "E", 40).await;
+    wait_for("the credentials alert", Duration::from_secs(10), async || {
+        !alerts_of(&app, "credentials").await.is_empty()
+    })
+    .await;
+    let refused_at = hubspot.stats().requests;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let h = app.health().await;
+    assert_eq!(h.overall.dead_open, 0);
+    assert_eq!(h.overall.pending + h.overall.running, 40);
+    assert_eq!(hubspot.stats().contacts, 30);
+    // Held: one probe per breaker cooldown (300 ms), not one request per lead.
+    let probes = hubspot.stats().requests - refused_at;
+    assert!(probes <= 5, "{probes} requests while the token was refused");
+    assert_eq!(
+        scalar(&app, "SELECT SUM(attempts) FROM delivery WHERE target = 'crm' AND state != 'delivered'").await,
+        0,
+        "a refused token uses no attempts"
+    );
+    let alerts = alerts_of(&app, "credentials").await;
+    assert_eq!(alerts.len(), 1, "one alert for the incident: {alerts:?}");
+    assert_eq!(alerts[0].key, TOKEN_ENV);
+    assert!(alerts[0].resolved_at.is_none());
+
+    // A valid token again: the waiting leads go out by themselves, each once, and the alert resolves.
+    hubspot.set(HubspotBehaviour::default());
+    let h = app.wait_settled(Duration::from_secs(20)).await;
+    assert_eq!(h.overall.dead_open, 0);
+    let stats = hubspot.stats();
+    assert_eq!((stats.contacts, stats.creates, stats.updates), (70, 70, 0), "{stats:?}");
+    assert_each_once(&hubspot, &first);
+    assert_each_once(&hubspot, &waiting);
+    wait_for("the alert to resolve", Duration::from_secs(5), async || {
+        alerts_of(&app, "credentials").await.iter().all(|a| a.resolved_at.is_some())
+    })
+    .await;
+    assert_eq!(alerts_of(&app, "credentials").await.len(), 1);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
+    let (app, hubspot) =
+        spawn(HubspotBehaviour { secondly: Some(Secondly { max: 1, interval_ms: 700 }), ..Default::default() }).await;
+    pause(&app, true);
+    let ids = post_leads(&app, "F", 250).await;
+    pause(&app, false);
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 0);
+
+    let stats = hubspot.stats();
+    assert!(stats.rate_limited >= 1, "the limit was hit: {stats:?}");
+    assert_eq!(stats.early_requests, 0, "no request inside a wait HubSpot announced: {stats:?}");
+    // Double-check from the log: after every 429, nothing for the announced 700 ms.
+    let log = hubspot.requests();
+    for (i, (at, status)) in log.iter().enumerate() {
+        if *status == 429 {
+            if let Some((next, _)) = log.get(i + 1) {
+                assert!(*next - *at >= chrono::Duration::milliseconds(700), "{:?} after a 429", *next - *at);
+            }
+        }
+    }
+    assert_eq!((stats.contacts, stats.updates), (250, 0));
+    assert_each_once(&hubspot, &ids);
+    assert_eq!(
+        scalar(&app, "SELECT SUM(attempts) FROM delivery WHERE target = 'crm'").await,
+        250,
+        "rate-limited answers use no attempts"
+    );
+    assert!(scalar(&app, "SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited'").await >= 100);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_daily_limit_holds_the_target_until_the_reset_without_using_attempts() {
+    let (app, hubspot) = spawn(HubspotBehaviour { daily_limit_reached: true, ..Default::default() }).await;
+    post_leads(&app, "G", 20).await;
+    wait_for("the daily limit answer", Duration::from_secs(10), async || hubspot.stats().rate_limited >= 1).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    assert_eq!(hubspot.stats().upsert_requests, 1, "held after the first refusal: no request per lead");
+    let hold = app.server.app.worker.as_ref().unwrap().targets["crm"].hold(Utc::now()).expect("the target is held");
+    assert_eq!(hold.reason, HoldReason::RateLimited);
+    // Until the account's midnight (America/New_York unless configured), at most a day away.
+    assert!(hold.until > Utc::now() && hold.until <= Utc::now() + chrono::Duration::hours(25), "{hold:?}");
+    let h = app.health().await;
+    assert_eq!(h.overall.dead_open, 0, "not dead-lettered, though the wait exceeds the 10 min time budget");
+    assert_eq!(h.overall.pending + h.overall.running, 20);
+    assert_eq!(scalar(&app, "SELECT COALESCE(SUM(attempts), 0) FROM delivery WHERE target = 'crm'").await, 0);
+    let (reason,): (String,) = sqlx::query_as("SELECT reason FROM attempt WHERE class = 'rate_limited' LIMIT 1")
+        .fetch_one(app.server.app.store.read_pool())
+        .await
+        .unwrap();
+    assert!(reason.contains("daily API limit"), "{reason}");
+    app.server.shutdown().await.unwrap();
+}
