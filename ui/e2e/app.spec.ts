@@ -139,23 +139,25 @@ test('targets: each target shows its field mapping, a dry run shows the exact re
   await expect(mapping.locator('tr', { hasText: '/lead/phone' })).toContainText('phone to E.164 (default +49)');
   await expect(mapping.locator('tr', { hasText: '/lead/template' })).toContainText('= "welcome-v2"');
 
-  // A dry run for a web-form lead whose CRM step died (the demo starts with an expired CRM token): the SMS would
-  // not be sent, and the answer names the missing field instead of sending anything.
-  await expect.poll(async () => ((await (await request.get('/api/dead-letters?source=webform')).json()).items ?? []).length, { timeout: 30_000 }).toBeGreaterThan(0);
-  const dead = (await (await request.get('/api/dead-letters?source=webform')).json()).items[0];
-  await detail.getByLabel('Lead').fill(`webform:${dead.source_ref}`);
+  // A lead of the partner API (which sends its fields under `lead`): the SMS mapping reads a top-level `phone`, so
+  // the dry run names the missing field instead of showing a request — nothing would be sent.
+  const posted = await request.post('/ingest/partner_api', {
+    data: { lead: { ref: 'E2E-1', name: 'Ada Lovelace', phone: '+4915112345678', email: 'ada@example.com' } },
+  });
+  expect(posted.status()).toBe(202);
+  await detail.getByLabel('Lead').fill('partner_api:E2E-1');
   await detail.getByRole('button', { name: 'Show the request' }).click();
-  await expect(detail.getByTestId('preview-error')).toContainText('/previous_steps/crm/crm_id');
+  await expect(detail.getByTestId('preview-error')).toContainText('`/lead/phone` ← `phone` is missing');
 
-  // The CRM step of the same lead: the envelope, exactly as it would be sent, with the idempotency key.
+  // The CRM step of the same lead: the envelope, exactly as it would be sent, with its idempotency key.
   await page.locator('[data-target="crm"]').getByRole('button', { name: 'Mapping & test' }).click();
   await expect(detail).toContainText('No field mapping');
-  await detail.getByLabel('Lead').fill(`webform:${dead.source_ref}`);
+  await detail.getByLabel('Lead').fill('partner_api:E2E-1');
   await detail.getByRole('button', { name: 'Show the request' }).click();
   const preview = detail.getByTestId('preview');
   await expect(preview).toContainText('POST');
-  await expect(preview).toContainText(`Idempotency-Key: webform:${dead.source_ref}:crm`);
-  await expect(preview).toContainText(`"external_id": "webform:${dead.source_ref}"`);
+  await expect(preview).toContainText('Idempotency-Key: partner_api:E2E-1:crm');
+  await expect(preview).toContainText('"external_id": "partner_api:E2E-1"');
 
   // The Meta step's page token is checked with one harmless request.
   await page.locator('[data-target="meta_details"]').getByRole('button', { name: 'Mapping & test' }).click();
