@@ -238,9 +238,9 @@ pub fn verdict(
     let o = &queue.overall;
     let waiting = o.pending + o.running;
     let reason = if waiting == 0 {
-        "All well: every lead is delivered".to_string()
+        "every lead is delivered".to_string()
     } else {
-        format!("All well: {waiting} {} on the way", if waiting == 1 { "lead" } else { "leads" })
+        format!("{waiting} {} on the way, nothing stuck", if waiting == 1 { "lead" } else { "leads" })
     };
     HealthVerdict { level: VerdictLevel::AllWell, reason, link: None }
 }
@@ -872,7 +872,7 @@ mod tests {
         let ok = verdict(&[], &[("crm".into(), None, BreakerState::Closed)], &queue(3));
         assert_eq!(
             (ok.level, ok.reason.as_str(), ok.link),
-            (VerdictLevel::AllWell, "All well: 3 leads on the way", None)
+            (VerdictLevel::AllWell, "3 leads on the way, nothing stuck", None)
         );
 
         let limited = vec![("crm".into(), Some(Hold { until, reason: HoldReason::RateLimited }), BreakerState::Closed)];

@@ -109,6 +109,9 @@ pub struct TargetRuntime {
     /// The target's request budget: the declared rate, what its headers say, and how many requests may be in
     /// flight (lowered on 429s).
     pacer: Mutex<Pacer>,
+    /// The latest request slot reserved from the pacer (slots are reserved in time order, up to
+    /// `PACE_HORIZON` ahead).
+    pace_cursor: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl TargetRuntime {
@@ -129,6 +132,7 @@ impl TargetRuntime {
             hold: Mutex::new(None),
             refused_credential: Mutex::new(None),
             pacer: Mutex::new(Pacer::new(config.rate, config.concurrency)),
+            pace_cursor: Mutex::new(None),
         })
     }
 
@@ -409,22 +413,32 @@ async fn dispatch_once(
             },
         };
         // Each request takes a slot of the target's budget first: no window carries more than it allows. A batch
-        // request is one request, whatever the number of leads it carries.
+        // request is one request, whatever the number of leads it carries. Slots are reserved up to PACE_HORIZON
+        // ahead, each at its own time, so a paced target is claimed in batches (one commit for several leads)
+        // and each request waits for its slot; without a declared or learned rate every slot is "now".
         let per = per_request.unwrap_or(1) as u32;
         let requests_wanted = wanted.div_ceil(per);
-        let mut requests = 0;
+        let mut slots: Vec<DateTime<Utc>> = Vec::new();
         {
             let mut pacer = target.pacer.lock().expect("pacer lock");
-            while requests < requests_wanted {
-                match pacer.admit(now) {
-                    Admit::Go => requests += 1,
-                    Admit::WaitUntil(at) => {
-                        *next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+            let mut cursor = target.pace_cursor.lock().expect("pace cursor lock");
+            let horizon = now + PACE_HORIZON;
+            let mut at = cursor.map_or(now, |c| c.max(now));
+            while (slots.len() as u32) < requests_wanted && at <= horizon {
+                match pacer.admit(at) {
+                    Admit::Go => {
+                        slots.push(at);
+                        *cursor = Some(at);
+                    }
+                    Admit::WaitUntil(next) if next > at && next <= horizon => at = next,
+                    Admit::WaitUntil(next) => {
+                        *next_wake = Some(next_wake.map_or(next, |w| w.min(next)));
                         break;
                     }
                 }
             }
         }
+        let requests = slots.len() as u32;
         let limit = (requests * per).min(wanted);
         if limit == 0 {
             if admission == Admission::Probe {
@@ -447,9 +461,11 @@ async fn dispatch_once(
             target.breaker.lock().expect("breaker lock").probe_unused();
         }
         claimed_total += jobs.len();
+        let mut slots = slots.into_iter();
         if let Some(n) = per_request {
             let mut jobs = jobs;
             while !jobs.is_empty() {
+                let send_at = slots.next().unwrap_or(now);
                 let rest = jobs.split_off(jobs.len().min(n));
                 let chunk = std::mem::replace(&mut jobs, rest);
                 let permit = match target.slots.clone().try_acquire_owned() {
@@ -475,7 +491,10 @@ async fn dispatch_once(
                 let done_tx = done_tx.clone();
                 let running = running.clone();
                 in_flight.spawn(async move {
-                    let completions = execute_batch(&store, &handle, &target, chunk).await;
+                    let completions = match wait_for_slot(&target, send_at).await {
+                        Some(held) => chunk.iter().map(|job| release(job, held)).collect(),
+                        None => execute_batch(&store, &handle, &target, chunk).await,
+                    };
                     for completion in completions {
                         running.lock().expect("running lock").remove(&completion.job_id);
                         let _ = done_tx.send(completion).await;
@@ -486,6 +505,7 @@ async fn dispatch_once(
             continue;
         }
         for job in jobs {
+            let send_at = slots.next().unwrap_or(now);
             let permit = match target.slots.clone().try_acquire_owned() {
                 Ok(p) => p,
                 Err(_) => {
@@ -503,7 +523,10 @@ async fn dispatch_once(
             let running = running.clone();
             in_flight.spawn(async move {
                 let job_id = job.id;
-                let completion = execute(&store, &handle, &target, job).await;
+                let completion = match wait_for_slot(&target, send_at).await {
+                    Some(held) => release(&job, held),
+                    None => execute(&store, &handle, &target, job).await,
+                };
                 running.lock().expect("running lock").remove(&job_id);
                 let _ = done_tx.send(completion).await;
                 drop(permit);
@@ -511,6 +534,20 @@ async fn dispatch_once(
         }
     }
     claimed_total
+}
+
+/// How far ahead a paced target's request slots are reserved (and its leads claimed) in one dispatch pass.
+const PACE_HORIZON: chrono::Duration = chrono::Duration::milliseconds(500);
+
+/// Waits until a request's reserved slot. If the target was put on hold meanwhile (a 429 with its date, a
+/// refused credential), the request is not sent: returns when the job may be tried again.
+async fn wait_for_slot(target: &TargetRuntime, send_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let wait = (send_at - Utc::now()).to_std().unwrap_or_default();
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+        return target.hold(Utc::now()).map(|h| h.until);
+    }
+    None
 }
 
 fn release(job: &Job, now: DateTime<Utc>) -> Completion {
