@@ -9,7 +9,7 @@
 //! `execute` (one job → one `Completion`) holds all decisions and is what tests exercise directly.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -112,6 +112,8 @@ pub struct TargetRuntime {
     /// The latest request slot reserved from the pacer (slots are reserved in time order, up to
     /// `PACE_HORIZON` ahead).
     pace_cursor: Mutex<Option<DateTime<Utc>>>,
+    /// Requests claimed and not finished: sending, or waiting for their slot or a connection.
+    outstanding: AtomicU32,
 }
 
 impl TargetRuntime {
@@ -133,6 +135,7 @@ impl TargetRuntime {
             refused_credential: Mutex::new(None),
             pacer: Mutex::new(Pacer::new(config.rate, config.concurrency)),
             pace_cursor: Mutex::new(None),
+            outstanding: AtomicU32::new(0),
         })
     }
 
@@ -384,11 +387,28 @@ async fn dispatch_once(
 ) -> usize {
     let mut claimed_total = 0;
     for (name, target) in handle.targets.iter() {
-        let busy = target.config().concurrency.saturating_sub(target.slots.available_permits() as u32);
+        // Requests claimed and not finished (sending, or waiting for their slot or a connection).
+        let busy = target.outstanding.load(Ordering::SeqCst);
         let now = Utc::now();
-        let free = target.pacer.lock().expect("pacer lock").concurrency().saturating_sub(busy);
-        if free == 0 || target.is_paused() {
+        let (paced, free) = {
+            let pacer = target.pacer.lock().expect("pacer lock");
+            let paced = pacer.effective_rate().is_some();
+            // A paced target may have up to one more round of requests waiting for their slots.
+            let allowed = if paced { 2 * target.config().concurrency } else { pacer.concurrency() };
+            (paced, allowed.saturating_sub(busy))
+        };
+        if target.is_paused() || free == 0 {
             continue;
+        }
+        // A paced target's slots are reserved ahead in chunks: the next chunk once half of the reserved time
+        // has passed, so leads are claimed several to a commit even at a slow pace.
+        if paced {
+            let cursor = *target.pace_cursor.lock().expect("pace cursor lock");
+            if let Some(c) = cursor.filter(|c| *c > now + PACE_HORIZON / 2) {
+                let refill = c - PACE_HORIZON / 2;
+                *next_wake = Some(next_wake.map_or(refill, |w| w.min(refill)));
+                continue;
+            }
         }
         if let Some(hold) = target.hold(now) {
             *next_wake = Some(next_wake.map_or(hold.until, |w| w.min(hold.until)));
@@ -406,6 +426,8 @@ async fn dispatch_once(
             Admission::Allow if target.refused_credential().is_some() => 1,
             // A Salesforce org near its daily API limit is sent one lead at a time, spaced (salesforce::Pacing).
             Admission::Allow if matches!(&target.connector, Connector::Salesforce(s) if s.is_paced()) => 1,
+            // A paced target takes what its reserved slots allow (its requests then wait for a free connection).
+            Admission::Allow if paced => free.min(cfg.batch_size).saturating_mul(per_request.unwrap_or(1) as u32),
             // A batch-capable target takes up to one full request per free slot.
             Admission::Allow => match per_request {
                 Some(n) => free.saturating_mul(n as u32),
@@ -468,17 +490,6 @@ async fn dispatch_once(
                 let send_at = slots.next().unwrap_or(now);
                 let rest = jobs.split_off(jobs.len().min(n));
                 let chunk = std::mem::replace(&mut jobs, rest);
-                let permit = match target.slots.clone().try_acquire_owned() {
-                    Ok(p) => p,
-                    Err(_) => {
-                        // Cannot happen (at most one request per free slot was claimed), but never lose a job.
-                        let now = Utc::now();
-                        for job in &chunk {
-                            let _ = done_tx.send(release(job, now)).await;
-                        }
-                        continue;
-                    }
-                };
                 {
                     let mut running = running.lock().expect("running lock");
                     for job in &chunk {
@@ -490,9 +501,12 @@ async fn dispatch_once(
                 let target = target.clone();
                 let done_tx = done_tx.clone();
                 let running = running.clone();
+                target.outstanding.fetch_add(1, Ordering::SeqCst);
                 in_flight.spawn(async move {
-                    let completions = match wait_for_slot(&target, send_at).await {
-                        Some(held) => chunk.iter().map(|job| release(job, held)).collect(),
+                    let _outstanding = Outstanding(&target.outstanding);
+                    let (permit, held) = wait_for_slot(&target, send_at).await;
+                    let completions = match held {
+                        Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
                         None => execute_batch(&store, &handle, &target, chunk).await,
                     };
                     for completion in completions {
@@ -506,25 +520,19 @@ async fn dispatch_once(
         }
         for job in jobs {
             let send_at = slots.next().unwrap_or(now);
-            let permit = match target.slots.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => {
-                    // Cannot happen (we claimed at most `free`), but never lose the job: release it.
-                    let now = Utc::now();
-                    let _ = done_tx.send(release(&job, now)).await;
-                    continue;
-                }
-            };
             running.lock().expect("running lock").insert(job.id, job.clone());
             let store = store.clone();
             let handle = handle.clone();
             let target = target.clone();
             let done_tx = done_tx.clone();
             let running = running.clone();
+            target.outstanding.fetch_add(1, Ordering::SeqCst);
             in_flight.spawn(async move {
+                let _outstanding = Outstanding(&target.outstanding);
                 let job_id = job.id;
-                let completion = match wait_for_slot(&target, send_at).await {
-                    Some(held) => release(&job, held),
+                let (permit, held) = wait_for_slot(&target, send_at).await;
+                let completion = match held {
+                    Some(until) => release(&job, until),
                     None => execute(&store, &handle, &target, job).await,
                 };
                 running.lock().expect("running lock").remove(&job_id);
@@ -536,18 +544,34 @@ async fn dispatch_once(
     claimed_total
 }
 
+/// Counts a request as outstanding for as long as its task lives (also when it is aborted at shutdown).
+struct Outstanding<'a>(&'a AtomicU32);
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// How far ahead a paced target's request slots are reserved (and its leads claimed) in one dispatch pass.
 const PACE_HORIZON: chrono::Duration = chrono::Duration::milliseconds(500);
 
-/// Waits until a request's reserved slot. If the target was put on hold meanwhile (a 429 with its date, a
-/// refused credential), the request is not sent: returns when the job may be tried again.
-async fn wait_for_slot(target: &TargetRuntime, send_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+/// Waits until a request's reserved slot, then for one of the target's connections (its concurrency). If the
+/// target was put on hold meanwhile (a 429 with its date, a refused credential), the request is not sent: the
+/// second value says when the job may be tried again.
+async fn wait_for_slot(
+    target: &TargetRuntime,
+    send_at: DateTime<Utc>,
+) -> (Option<tokio::sync::OwnedSemaphorePermit>, Option<DateTime<Utc>>) {
     let wait = (send_at - Utc::now()).to_std().unwrap_or_default();
-    if !wait.is_zero() {
+    let waited = !wait.is_zero();
+    if waited {
         tokio::time::sleep(wait).await;
-        return target.hold(Utc::now()).map(|h| h.until);
     }
-    None
+    // The semaphore is never closed; should it be, the request goes ahead without a permit rather than be lost.
+    let permit = target.slots.clone().acquire_owned().await.ok();
+    let held = if waited { target.hold(Utc::now()).map(|h| h.until) } else { None };
+    (permit, held)
 }
 
 fn release(job: &Job, now: DateTime<Utc>) -> Completion {
