@@ -505,3 +505,26 @@ backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600
     assert_eq!(dead, leadline::delivery::classify::ErrorClass::PermanentConfig);
     app.server.shutdown().await.unwrap();
 }
+
+/// A 409 from the CRM ("already there", or the same key still being processed) is settled by a look-up at once:
+/// the lead is delivered with the record the CRM holds, not retried for hours, and never created twice.
+#[tokio::test]
+async fn a_409_is_resolved_by_looking_the_lead_up() {
+    let app = spawn_with(|crm| {
+        idempotent_crm(crm)
+            .replace("timeout_ms = 500", "timeout_ms = 200")
+            .replace("base_ms = 20, cap_ms = 200", "base_ms = 1, cap_ms = 5")
+    })
+    .await;
+    // The create is written, then answered after 1.5 s: the retry with the same key meets "still being processed".
+    app.crm.set_behaviour(Behaviour { hang_after_write_ratio: 1.0, hang_ms: 1500, ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "c409"})).await, StatusCode::ACCEPTED);
+    app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(app.crm.records_for("plain:c409"), 1);
+    let (result,): (String,) = sqlx::query_as("SELECT result FROM delivery WHERE state = 'delivered'")
+        .fetch_one(app.server.app.store.read_pool())
+        .await
+        .unwrap();
+    assert!(result.contains("409") && result.contains("crm-1"), "{result}");
+    app.server.shutdown().await.unwrap();
+}

@@ -390,6 +390,20 @@ impl HttpTarget {
                 report.answered = Some((resp.status, resp.headers.clone()));
                 report.verdict =
                     classify(&Observed::Response { status: resp.status, body: &resp.body }, &self.config.classify);
+                // 409: the CRM says the lead exists already (or a request with this key is still being processed).
+                // Where the target can look leads up, that is settled now by a look-up, not by retrying for hours.
+                if resp.status == 409 && self.config.search_url.is_some() {
+                    if let Lookup::Found(crm_id) = self.lookup(&external_id).await {
+                        report.verdict = Verdict::Delivered;
+                        report.note = Some("the CRM answered 409 (already there): the look-up found the record".into());
+                        if strategy == Strategy::SearchThenCreate {
+                            report.link = Some((external_id, crm_id.clone()));
+                        }
+                        report.crm_id = Some(crm_id);
+                        report.duration_ms = started.elapsed().as_millis() as i64;
+                        return report;
+                    }
+                }
                 if report.verdict == Verdict::Delivered {
                     report.crm_id = crm_id_in(&resp.body, &self.config.id_pointer);
                     if strategy == Strategy::SearchThenCreate {
