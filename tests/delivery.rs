@@ -426,19 +426,22 @@ async fn a_retry_after_date_holds_every_lead_of_the_target_until_that_date() {
 }
 
 /// A declared rate paces every concurrent request of a target: a token-bucket CRM that allows 40 requests a
-/// second (burst 5) sees (almost) no 429, and the backlog drains at about the allowed rate.
+/// second (burst 5) answers (almost) no request with 429, and nothing is lost.
 #[tokio::test]
 async fn a_declared_rate_paces_concurrent_requests_below_the_crms_limit() {
     let app =
         spawn_with(|crm| idempotent_crm(crm).replace("concurrency = 8", "concurrency = 8\nrate = \"40/s\"")).await;
-    app.crm.set_behaviour(Behaviour { token_bucket: Some((40.0, 5.0)), ..Default::default() });
+    // The CRM gives no rate-limit headers to learn from: only the declared rate keeps requests under its limit.
+    app.crm.set_behaviour(Behaviour { token_bucket: Some((40.0, 5.0)), bare_429: true, ..Default::default() });
     for i in 0..80 {
         assert_eq!(app.post_plain(&json!({"id": format!("pace-{i}")})).await, StatusCode::ACCEPTED);
     }
     app.wait_settled(Duration::from_secs(20)).await;
     let stats = app.crm.stats();
     assert_eq!(app.crm.distinct_leads(), 80);
-    assert!(stats.rate_limited <= 1, "{stats:?}");
+    // Without pacing, eight requests at once into a bucket of five would draw dozens of 429s; paced, only timing
+    // jitter on a loaded machine can cause one now and then.
+    assert!(stats.rate_limited * 20 < stats.requests, "{stats:?}");
     app.server.shutdown().await.unwrap();
 }
 

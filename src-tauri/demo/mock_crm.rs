@@ -62,6 +62,8 @@ pub struct Behaviour {
     /// A token bucket: `(requests per second, burst)`. Writes beyond it get 429 without `Retry-After`, with
     /// `x-ratelimit-limit` (per second) / `-remaining` / `-reset` headers like Pipedrive's.
     pub token_bucket: Option<(f64, f64)>,
+    /// The token bucket's 429s carry no rate-limit headers (a CRM that only says "too many").
+    pub bare_429: bool,
     /// Until this time every request gets 429 with `Retry-After` as an HTTP-date (RFC 9110 §10.2.3).
     pub limited_until: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -281,12 +283,14 @@ impl MockCrm {
                 // Pipedrive-style headers for a bucket refilled at `rate` per second: the limit per one-second
                 // window, none remaining, and the seconds until the next request is allowed.
                 let reset = ((1.0 - tokens) / rate).ceil().max(1.0) as u64;
-                for (k, v) in [
-                    ("x-ratelimit-limit", rate.round() as u64),
-                    ("x-ratelimit-remaining", 0),
-                    ("x-ratelimit-reset", reset),
-                ] {
-                    r.headers_mut().insert(k, v.to_string().parse().expect("digits"));
+                if !b.bare_429 {
+                    for (k, v) in [
+                        ("x-ratelimit-limit", rate.round() as u64),
+                        ("x-ratelimit-remaining", 0),
+                        ("x-ratelimit-reset", reset),
+                    ] {
+                        r.headers_mut().insert(k, v.to_string().parse().expect("digits"));
+                    }
                 }
                 return Gate::Answer(r);
             }
