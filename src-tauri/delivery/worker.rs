@@ -483,60 +483,44 @@ async fn dispatch_once(
             target.breaker.lock().expect("breaker lock").probe_unused();
         }
         claimed_total += jobs.len();
+        // One task per request: a batch of up to `per_request` leads for a batch connector, else one lead.
         let mut slots = slots.into_iter();
-        if let Some(n) = per_request {
-            let mut jobs = jobs;
-            while !jobs.is_empty() {
-                let send_at = slots.next().unwrap_or(now);
-                let rest = jobs.split_off(jobs.len().min(n));
-                let chunk = std::mem::replace(&mut jobs, rest);
-                {
-                    let mut running = running.lock().expect("running lock");
-                    for job in &chunk {
-                        running.insert(job.id, job.clone());
-                    }
-                }
-                let store = store.clone();
-                let handle = handle.clone();
-                let target = target.clone();
-                let done_tx = done_tx.clone();
-                let running = running.clone();
-                target.outstanding.fetch_add(1, Ordering::SeqCst);
-                in_flight.spawn(async move {
-                    let _outstanding = Outstanding(&target.outstanding);
-                    let (permit, held) = wait_for_slot(&target, send_at).await;
-                    let completions = match held {
-                        Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
-                        None => execute_batch(&store, &handle, &target, chunk).await,
-                    };
-                    for completion in completions {
-                        running.lock().expect("running lock").remove(&completion.job_id);
-                        let _ = done_tx.send(completion).await;
-                    }
-                    drop(permit);
-                });
-            }
-            continue;
-        }
-        for job in jobs {
+        let mut jobs = jobs;
+        while !jobs.is_empty() {
             let send_at = slots.next().unwrap_or(now);
-            running.lock().expect("running lock").insert(job.id, job.clone());
+            let rest = jobs.split_off(jobs.len().min(per_request.unwrap_or(1)));
+            let chunk = std::mem::replace(&mut jobs, rest);
+            {
+                let mut running = running.lock().expect("running lock");
+                for job in &chunk {
+                    running.insert(job.id, job.clone());
+                }
+            }
             let store = store.clone();
             let handle = handle.clone();
             let target = target.clone();
             let done_tx = done_tx.clone();
             let running = running.clone();
+            let batch = per_request.is_some();
             target.outstanding.fetch_add(1, Ordering::SeqCst);
             in_flight.spawn(async move {
                 let _outstanding = Outstanding(&target.outstanding);
-                let job_id = job.id;
                 let (permit, held) = wait_for_slot(&target, send_at).await;
-                let completion = match held {
-                    Some(until) => release(&job, until),
-                    None => execute(&store, &handle, &target, job).await,
+                let completions = match held {
+                    Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
+                    None if batch => execute_batch(&store, &handle, &target, chunk).await,
+                    None => {
+                        let mut one = Vec::with_capacity(1);
+                        for job in chunk {
+                            one.push(execute(&store, &handle, &target, job).await);
+                        }
+                        one
+                    }
                 };
-                running.lock().expect("running lock").remove(&job_id);
-                let _ = done_tx.send(completion).await;
+                for completion in completions {
+                    running.lock().expect("running lock").remove(&completion.job_id);
+                    let _ = done_tx.send(completion).await;
+                }
                 drop(permit);
             });
         }

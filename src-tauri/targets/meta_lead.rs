@@ -46,12 +46,7 @@ impl MetaLeadStep {
             .filter(|(_, s)| s.route.first().map(String::as_str) == Some(name))
             .filter_map(|(n, s)| s.page_id.clone().map(|p| (n.clone(), p)))
             .collect();
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.timeout_ms).min(Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("cannot build HTTP client")?;
+        let client = super::client_for(config)?;
         Ok(MetaLeadStep {
             name: name.to_string(),
             config: config.clone(),

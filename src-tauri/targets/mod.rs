@@ -196,14 +196,7 @@ impl HttpTarget {
             }
             None => {}
         }
-        let timeout = Duration::from_millis(config.timeout_ms);
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(config.concurrency as usize)
-            .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("cannot build HTTP client")?;
+        let client = client_for(config)?;
         Ok(HttpTarget { name: name.to_string(), config: config.clone(), client, headers })
     }
 
@@ -527,6 +520,19 @@ impl HttpTarget {
             }),
         }
     }
+}
+
+/// The HTTP client every connector uses: connect timeout at most 5 s, no redirects followed (a redirect means the
+/// URL is wrong, and credentials must not follow it elsewhere), idle connections kept for the target's
+/// concurrency, Leadline's user agent.
+pub fn client_for(config: &TargetConfig) -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_millis(config.timeout_ms).min(Duration::from_secs(5)))
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(config.concurrency as usize)
+        .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("cannot build HTTP client")
 }
 
 /// What a mapping reads: the lead, plus what Leadline knows about it under `$`-names that no source uses —

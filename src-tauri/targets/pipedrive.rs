@@ -481,14 +481,7 @@ impl PipedriveTarget {
         token.set_sensitive(true);
         let field_key =
             config.person_field_key.clone().with_context(|| format!("targets.{name}.person_field_key is required"))?;
-        let timeout = std::time::Duration::from_millis(config.timeout_ms);
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(config.concurrency as usize)
-            .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("cannot build HTTP client")?;
+        let client = super::client_for(config)?;
         Ok(PipedriveTarget {
             name: name.to_string(),
             config: config.clone(),

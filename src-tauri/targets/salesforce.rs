@@ -505,14 +505,7 @@ impl SalesforceTarget {
         let (refresh_token, refresh_token_env) = env("refresh_token_env", &config.refresh_token_env)?;
         let external_id_field =
             config.external_id_field.clone().with_context(|| format!("{key}.external_id_field is required"))?;
-        let timeout = std::time::Duration::from_millis(config.timeout_ms);
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeout.min(std::time::Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(config.concurrency as usize)
-            .user_agent(concat!("leadline/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .context("cannot build HTTP client")?;
+        let client = super::client_for(config)?;
         Ok(SalesforceTarget {
             name: name.to_string(),
             config: config.clone(),
