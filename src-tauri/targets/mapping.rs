@@ -31,10 +31,11 @@ pub struct FieldRule {
     /// The CRM field: a top-level name (`email`), or a JSON pointer (`/properties/email`) whose segments are
     /// object keys, created as needed, so several rules can fill one nested object.
     pub to: String,
-    /// The lead field: a top-level name (`email`), or a JSON pointer (`/fields/email`, `/field_data/0/values/0`).
-    /// Exactly one of `from` and `constant` is set.
+    /// The lead field: a top-level name (`email`), or a JSON pointer (`/fields/email`, `/field_data/0/values/0`);
+    /// or a list of them, the first one with a value wins (sources that name a field differently:
+    /// `["email", "/lead/email", "/fields/email"]`). Exactly one of `from` and `constant` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
+    pub from: Option<LeadFields>,
     /// A fixed value written as it is (text, number, true/false, list or table).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constant: Option<Value>,
@@ -47,6 +48,47 @@ pub struct FieldRule {
     /// A missing value is a data error instead of a field left out.
     #[serde(default, skip_serializing_if = "is_false")]
     pub required: bool,
+}
+
+/// Where a rule's value comes from: one lead field, or several tried in order (the first with a value wins).
+/// Written in TOML as a text or a list of texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeadFields(pub Vec<String>);
+
+impl From<&str> for LeadFields {
+    fn from(field: &str) -> Self {
+        LeadFields(vec![field.to_string()])
+    }
+}
+
+impl std::fmt::Display for LeadFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("` or `"))
+    }
+}
+
+impl Serialize for LeadFields {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => serializer.serialize_str(one),
+            many => many.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LeadFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged, expecting = "a lead field (text) or a list of lead fields")]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(deserializer)? {
+            OneOrMany::One(one) => LeadFields(vec![one]),
+            OneOrMany::Many(many) => LeadFields(many),
+        })
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -229,7 +271,14 @@ pub fn validate(rules: &[FieldRule], key: &str) -> Result<(), MappingError> {
             (Some(_), Some(_)) => return Err(MappingError::FromAndConstant { key: rule_key }),
             (None, None) => return Err(MappingError::NoSource { key: rule_key }),
             (Some(from), None) => {
-                path(from, &format!("{rule_key}.from"))?;
+                if from.0.is_empty() {
+                    return Err(invalid(".from", "is an empty list: name at least one lead field"));
+                }
+                for (n, field) in from.0.iter().enumerate() {
+                    let key =
+                        if from.0.len() == 1 { format!("{rule_key}.from") } else { format!("{rule_key}.from[{n}]") };
+                    path(field, &key)?;
+                }
             }
             (None, Some(constant)) => {
                 // A constant is written as it is: anything else on the rule would be silently ignored.
@@ -384,13 +433,13 @@ fn rule_value(rule: &FieldRule, lead: &Value) -> Result<Option<Value>, MissingOr
     let Some(from) = &rule.from else {
         return Ok(None); // Unreachable after `validate`: a rule has `from` or `constant`.
     };
-    let mut value = lookup(lead, from).filter(|v| !is_blank(v)).cloned();
+    let mut value = from.0.iter().find_map(|f| lookup(lead, f).filter(|v| !is_blank(v))).cloned();
     let mut emptied_by = None;
     if let Some(mut current) = value.take() {
         for transform in &rule.transform {
             current = transform.apply(&current).map_err(|problem| MissingOrInvalid::Invalid {
                 to: rule.to.clone(),
-                from: from.clone(),
+                from: from.to_string(),
                 transform: transform.name(),
                 problem,
             })?;
@@ -406,8 +455,8 @@ fn rule_value(rule: &FieldRule, lead: &Value) -> Result<Option<Value>, MissingOr
         (None, Some(default)) => Ok(Some(default.clone())),
         (None, None) if !rule.required => Ok(None),
         (None, None) => Err(match emptied_by {
-            Some(transform) => MissingOrInvalid::EmptyAfter { to: rule.to.clone(), from: from.clone(), transform },
-            None => MissingOrInvalid::Missing { to: rule.to.clone(), from: from.clone() },
+            Some(transform) => MissingOrInvalid::EmptyAfter { to: rule.to.clone(), from: from.to_string(), transform },
+            None => MissingOrInvalid::Missing { to: rule.to.clone(), from: from.to_string() },
         }),
     }
 }
@@ -642,6 +691,36 @@ transform = [{ date = { format = "%Y-%m-%d" } }]
     }
 
     // --- TOML shapes ---
+
+    #[test]
+    fn a_list_of_lead_fields_takes_the_first_with_a_value() {
+        let rules = parse(
+            r#"
+            mapping = [
+              { to = "email", from = ["email", "/lead/email", "/fields/email"], required = true },
+            ]
+            "#,
+        );
+        assert_eq!(rules[0].from, Some(LeadFields(vec!["email".into(), "/lead/email".into(), "/fields/email".into()])));
+        validate(&rules, "targets.crm.mapping").unwrap();
+        let from = |lead: Value| apply(&rules, &lead).map(|r| r["email"].clone());
+        assert_eq!(from(json!({"email": "a@x.io", "fields": {"email": "b@x.io"}})).unwrap(), "a@x.io");
+        // A blank first field does not win over a later one with a value.
+        assert_eq!(from(json!({"email": " ", "lead": {"email": "c@x.io"}})).unwrap(), "c@x.io");
+        assert_eq!(from(json!({"fields": {"email": "b@x.io"}})).unwrap(), "b@x.io");
+        let missing = from(json!({"name": "Ada"})).unwrap_err().to_string();
+        assert_eq!(missing, "`email` ← `email` or `/lead/email` or `/fields/email` is missing or empty");
+        // Written back as it was read: one field as text, several as a list.
+        assert_eq!(serde_json::to_value(&rules[0]).unwrap()["from"], json!(["email", "/lead/email", "/fields/email"]));
+        assert_eq!(serde_json::to_value(rule("a", "b", vec![])).unwrap()["from"], json!("b"));
+        let empty = FieldRule { from: Some(LeadFields(vec![])), ..rule("a", "b", vec![]) };
+        assert_eq!(
+            validation_error(&[empty]),
+            "targets.crm.mapping[0].from: is an empty list: name at least one lead field"
+        );
+        let bad = FieldRule { from: Some(LeadFields(vec!["ok".into(), "".into()])), ..rule("a", "b", vec![]) };
+        assert_eq!(validation_error(&[bad]), "targets.crm.mapping[0].from[1]: is empty");
+    }
 
     #[test]
     fn the_documented_example_parses_into_rules() {

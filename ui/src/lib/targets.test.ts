@@ -36,4 +36,7 @@ describe('describeRule', () => {
     expect(describeRule({ to: 's', from: 'form_id', transform: [{ map: { values: { a: 1, b: 2 }, default: 0 } }] }).then).toBe('map 2 values (else 0)');
     expect(describeRule({ to: 'email', from: 'email', required: true }).required).toBe(true);
   });
+  it('reads a list of lead fields as alternatives', () => {
+    expect(describeRule({ to: 'email', from: ['email', '/lead/email', '/fields/email'] }).from).toBe('email or /lead/email or /fields/email');
+  });
 });
