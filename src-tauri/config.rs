@@ -43,6 +43,12 @@ pub struct Config {
     pub targets: BTreeMap<String, TargetConfig>,
     #[serde(default)]
     pub replay: ReplayConfig,
+    /// A file of secrets, one `NAME=value` per line (the `.env` / systemd `EnvironmentFile` format), read at
+    /// start and again at every reload of secrets (`leadline reload`, SIGHUP, the UI's *Reload secrets*): a
+    /// renewed token takes effect without a restart. A name found here wins over the process environment,
+    /// which cannot change while Leadline runs. Relative to the config file's folder.
+    #[serde(default)]
+    pub secrets_file: Option<PathBuf>,
     /// Secrets given in code rather than the environment (the demo and tests): variable name → value.
     /// Never read from the file.
     #[serde(skip)]
@@ -634,8 +640,11 @@ impl Config {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config =
+        let mut config: Config =
             toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        if let (Some(file), Some(dir)) = (&config.secrets_file, path.parent()) {
+            config.secrets_file = Some(dir.join(file));
+        }
         config.validate()?;
         Ok(config)
     }
@@ -759,6 +768,19 @@ impl Config {
         }
         let dir = default_data_dir()?;
         Ok(format!("sqlite://{}", dir.join("leadline.db").display()))
+    }
+}
+
+impl Config {
+    /// Where `leadline serve` writes its process id, for `leadline reload`: beside the SQLite database
+    /// (`leadline.db.pid`), else in the platform data folder.
+    pub fn pid_file(&self) -> anyhow::Result<PathBuf> {
+        let url = self.database_url()?;
+        let file = url.strip_prefix("sqlite://").or_else(|| (!url.contains("://")).then_some(url.as_str()));
+        match file.map(|f| f.split('?').next().unwrap_or(f)).filter(|f| !f.is_empty() && *f != ":memory:") {
+            Some(f) => Ok(PathBuf::from(format!("{f}.pid"))),
+            None => Ok(default_data_dir()?.join("leadline.pid")),
+        }
     }
 }
 
@@ -1210,13 +1232,30 @@ impl TargetConfig {
 }
 
 impl Config {
-    /// Reads the secret named by environment variable `var` (for config key `key`), naming both when missing.
+    /// Reads the secret named `var` (for config key `key`): from the secrets file as it is now, else from the
+    /// environment, naming both when missing.
     pub fn secret(&self, key: &str, var: &str) -> Result<String, ConfigError> {
         if let Some(v) = self.inline_secrets.get(var) {
             return Ok(v.clone());
         }
-        std::env::var(var).map_err(|_| {
-            invalid(key, format!("environment variable {var} is not set (secrets are never stored in the config file)"))
+        if let Some(path) = &self.secrets_file {
+            let unreadable =
+                |e: dotenvy::Error| invalid("secrets_file", format!("cannot read {}: {e}", path.display()));
+            for entry in dotenvy::from_path_iter(path).map_err(unreadable)? {
+                let (name, value) = entry.map_err(unreadable)?;
+                if name == var {
+                    return Ok(value);
+                }
+            }
+        }
+        std::env::var(var).map_err(|_| match &self.secrets_file {
+            Some(path) => {
+                invalid(key, format!("{var} is neither in the secrets file {} nor in the environment", path.display()))
+            }
+            None => invalid(
+                key,
+                format!("environment variable {var} is not set (secrets are never stored in the config file)"),
+            ),
         })
     }
 }

@@ -56,6 +56,14 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Make the running `leadline serve` read its secrets again (the secrets file, SIGHUP): a renewed token
+    /// takes effect without a restart, and leads waiting for it go on.
+    Reload {
+        #[arg(long, env = "LEADLINE_CONFIG")]
+        config: Option<PathBuf>,
+        #[arg(long, env = "LEADLINE_DATABASE_URL")]
+        database: Option<String>,
+    },
     /// Test a target's connection: one harmless authenticated request, and what is wrong in plain words.
     TestConnection {
         #[arg(long, env = "LEADLINE_CONFIG")]
@@ -84,6 +92,7 @@ fn main() -> std::process::ExitCode {
             .build()
             .context("cannot start the async runtime")
             .and_then(|rt| rt.block_on(test_connection(config, target))),
+        Some(Command::Reload { config, database }) => reload(config, database),
         Some(Command::ResetToken { config, database }) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -141,7 +150,12 @@ async fn serve(
         config.database.url = Some(db);
     }
     let demo_running = crm.is_some();
+    let pid_file = config.pid_file()?;
     let server = Server::start_with(config, StartOptions { demo: demo_running, ..Default::default() }).await?;
+    // `leadline reload` finds this process here.
+    if let Err(e) = std::fs::write(&pid_file, format!("{}\n", std::process::id())) {
+        tracing::warn!(file = %pid_file.display(), error = %e, "cannot write the pid file: `leadline reload` will not find this process");
+    }
     // A real deployment shows its token once. The demo's throwaway database gets a fresh one at every start, so
     // the link below always works.
     let token = match (&server.new_token, demo_running) {
@@ -161,7 +175,41 @@ async fn serve(
     }
     leadline::server::shutdown_signal().await;
     tracing::info!("shutting down");
+    let _ = std::fs::remove_file(&pid_file);
     server.shutdown().await
+}
+
+/// Sends SIGHUP to the `leadline serve` of this configuration (its pid file): it reads its secrets again.
+fn reload(config: Option<PathBuf>, database: Option<String>) -> anyhow::Result<()> {
+    let mut c = match config {
+        Some(p) => Config::load(&p)?,
+        None => Config::default(),
+    };
+    if database.is_some() {
+        c.database.url = database;
+    }
+    let pid_file = c.pid_file()?;
+    let text = std::fs::read_to_string(&pid_file)
+        .with_context(|| format!("no running `leadline serve` found ({} cannot be read)", pid_file.display()))?;
+    let pid: i32 = text.trim().parse().with_context(|| format!("{} does not hold a process id", pid_file.display()))?;
+    hang_up(pid).with_context(|| format!("cannot signal process {pid} (from {})", pid_file.display()))?;
+    println!("asked leadline (process {pid}) to read its secrets again; its log says what each target did");
+    Ok(())
+}
+
+#[cfg(unix)]
+fn hang_up(pid: i32) -> std::io::Result<()> {
+    // SAFETY: kill(2) with a plain pid and signal number has no memory-safety preconditions.
+    if unsafe { libc::kill(pid, libc::SIGHUP) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(unix))]
+fn hang_up(_pid: i32) -> std::io::Result<()> {
+    Err(std::io::Error::other("use the Reload secrets button in the app on this system"))
 }
 
 async fn test_connection(config: PathBuf, target: String) -> anyhow::Result<()> {

@@ -38,6 +38,7 @@ pub struct Server {
     monitor: JoinHandle<()>,
     reconciler: JoinHandle<()>,
     replays: JoinHandle<()>,
+    reloader: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
 }
 
@@ -78,6 +79,7 @@ impl Server {
         let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier.clone()));
         let replays = tokio::spawn(crate::replay::runner::run(app.clone()));
         let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
+        let reloader = tokio::spawn(reload_on_hangup(app.clone()));
         let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
             .await
@@ -92,7 +94,7 @@ impl Server {
                 .await
         });
         tracing::info!(%addr, database = %url, "leadline listening");
-        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, stop_http })
+        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, reloader, stop_http })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
@@ -107,6 +109,7 @@ impl Server {
         self.monitor.abort();
         self.reconciler.abort();
         self.replays.abort();
+        self.reloader.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
             handle.shutdown();
             task.await.context("worker task panicked")??;
@@ -114,6 +117,26 @@ impl Server {
         self.app.store.close().await;
         Ok(())
     }
+}
+
+/// Reloads secrets at every SIGHUP (what `leadline reload` and systemd's `ExecReload` send), until aborted.
+async fn reload_on_hangup(app: App) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: reload secrets from the UI instead");
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            // Each target's outcome is logged by reload_secrets itself.
+            if let Err(e) = crate::api::reload_secrets(&app, "SIGHUP").await {
+                tracing::warn!(error = %e, "secrets not reloaded");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = app;
 }
 
 /// Resolves on Ctrl-C or SIGTERM: the signal to shut down cleanly.

@@ -14,8 +14,9 @@ use leadline::replay::ReplaySelection;
 use reqwest::StatusCode;
 use serde_json::json;
 
-async fn dead_letters_from_expired_token(app: &TestApp, n: usize) {
-    app.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+/// Dead letters of a configuration problem: the CRM refuses the integration a permission (403).
+async fn dead_letters_from_missing_permission(app: &TestApp, n: usize) {
+    app.crm.set_behaviour(Behaviour { fail_with: Some(403), ..Default::default() });
     for i in 0..n {
         assert_eq!(app.post_plain(&json!({"id": format!("E-{i}")})).await, StatusCode::ACCEPTED);
     }
@@ -45,14 +46,14 @@ fn class_filter(class: &str) -> ReplaySelection {
 #[tokio::test]
 async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes_nothing() {
     let app = spawn().await;
-    dead_letters_from_expired_token(&app, 12).await;
+    dead_letters_from_missing_permission(&app, 12).await;
     let a = &app.server.app;
     let selection = class_filter("permanent_config");
 
     // The operator says no: nothing changes.
     let no = Arc::new(ScriptedConfirm::always(false));
     let r =
-        api::replay_confirmed(a, &selection, "token renewed", &Default::default(), "desktop user `ops`", no.clone())
+        api::replay_confirmed(a, &selection, "scope granted", &Default::default(), "desktop user `ops`", no.clone())
             .await;
     assert!(matches!(r, Err(ApiError::Cancelled)), "{r:?}");
     assert_eq!(app.health().await.overall.dead_open, 12);
@@ -60,11 +61,11 @@ async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes
     let asked = no.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1);
     assert!(asked[0].starts_with("Replay 12 leads to crm?"), "{}", asked[0]);
-    assert!(asked[0].contains("token renewed"), "{}", asked[0]);
+    assert!(asked[0].contains("scope granted"), "{}", asked[0]);
 
     // The operator says yes: all 12 go through normal delivery again and arrive.
     let yes = Arc::new(ScriptedConfirm::always(true));
-    let receipt = api::replay_confirmed(a, &selection, "token renewed", &Default::default(), "desktop user `ops`", yes)
+    let receipt = api::replay_confirmed(a, &selection, "scope granted", &Default::default(), "desktop user `ops`", yes)
         .await
         .unwrap();
     assert_eq!(receipt.queued, 12);
@@ -81,7 +82,7 @@ async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes
     // Each lead's history tells who replayed it, why, and what it was before; its attempts show the replay.
     let view = api::dead_letter(a, 1).await.unwrap();
     assert_eq!(view.replays.len(), 1);
-    assert_eq!(view.replays[0].reason, "token renewed");
+    assert_eq!(view.replays[0].reason, "scope granted");
     assert_eq!(view.replays[0].prior_class.as_deref(), Some("permanent_config"));
     assert_eq!(view.detail.letter.resolution, "replayed");
     assert!(view.crm_record.is_some());
@@ -93,7 +94,7 @@ async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes
 #[tokio::test]
 async fn the_preview_counts_what_the_replay_does_and_a_changed_selection_is_refused() {
     let app = spawn().await;
-    dead_letters_from_expired_token(&app, 5).await;
+    dead_letters_from_missing_permission(&app, 5).await;
     let a = &app.server.app;
     let ids = ReplaySelection { ids: Some(vec![1, 2, 999]), filter: None };
     let preview = api::replay_preview(a, &ids).await.unwrap();
@@ -133,7 +134,7 @@ async fn the_preview_counts_what_the_replay_does_and_a_changed_selection_is_refu
 #[tokio::test]
 async fn a_configuration_error_opens_one_alert_that_can_be_acknowledged_and_resolves_by_itself() {
     let app = spawn().await;
-    dead_letters_from_expired_token(&app, 8).await;
+    dead_letters_from_missing_permission(&app, 8).await;
     let a = &app.server.app;
     // The monitor raises it from the worker's events; eight dead letters are one incident.
     let alert = tokio::time::timeout(Duration::from_secs(5), async {

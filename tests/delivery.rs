@@ -76,30 +76,100 @@ async fn under_faults_every_lead_is_delivered_once_or_dead_with_a_reason() {
 }
 
 #[tokio::test]
-async fn an_expired_token_dead_letters_at_once_with_the_crm_message() {
+async fn a_missing_permission_dead_letters_at_once_with_the_crm_message() {
     let app = spawn().await;
-    app.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+    app.crm.set_behaviour(Behaviour { fail_with: Some(403), ..Default::default() });
     assert_eq!(app.post_plain(&json!({"id": "T-1", "phone": "+4912345678"})).await, StatusCode::ACCEPTED);
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open_by_class.get("permanent_config"), Some(&1));
     let api = leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap();
     let d = &api.items[0];
     assert_eq!(d.class, "permanent_config");
-    assert_eq!(d.http_status, Some(401));
+    assert_eq!(d.http_status, Some(403));
     assert_eq!(d.attempts, 1, "a permanent failure is not retried");
-    assert!(d.reason.contains("Authentication credentials not found or expired"), "{}", d.reason);
+    assert!(d.reason.contains("hasn't been granted all required scopes"), "{}", d.reason);
     let detail = leadline::api::dead_letter(&app.server.app, d.delivery_id).await.unwrap();
     assert_eq!(detail.detail.attempts_timeline.len(), 1);
-    assert_eq!(detail.detail.attempts_timeline[0].http_status, Some(401));
-    assert!(detail.detail.attempts_timeline[0].response_excerpt.as_deref().unwrap().contains("INVALID_AUTHENTICATION"));
+    assert_eq!(detail.detail.attempts_timeline[0].http_status, Some(403));
+    assert!(detail.detail.attempts_timeline[0].response_excerpt.as_deref().unwrap().contains("MISSING_SCOPES"));
     assert_eq!(detail.detail.payload["id"], "T-1");
     // Over HTTP too.
     let r = app.http.get(app.url("/api/dead-letters?class=permanent_config")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["items"][0]["source_ref"], "T-1");
-    let r = app.http.get(app.url("/api/dead-letters?class=bogus")).send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    app.server.shutdown().await.unwrap();
+}
+
+/// An expired token pauses the target instead of dead-lettering the world: its leads wait (no dead letter, no
+/// attempt used, one probe per breaker cooldown), one `credentials` alert names the secret. A new token written
+/// to the secrets file and a reload of secrets (no restart) send the waiting leads, and the alert resolves.
+#[tokio::test]
+async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_waiting_leads() {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.env");
+    std::fs::write(&secrets, "# the CRM token\nTEST_CRM_TOKEN=expired-token\n").unwrap();
+    // A long cooldown: nothing but the reload can let the leads go within this test.
+    let target = idempotent_crm(crm_addr).replace("cooldown_ms = 300", "cooldown_ms = 60000")
+        + "auth = { bearer_env = \"TEST_CRM_TOKEN\" }\n";
+    let mut config = parse_config(&config_text(crm_addr, &dir.path().join("leadline.db"), &target));
+    config.secrets_file = Some(secrets.clone());
+    let server = leadline::server::Server::start(config).await.unwrap();
+    let app = TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir };
+    app.crm.set_behaviour(Behaviour { require_bearer: Some("renewed-token".into()), ..Default::default() });
+    let a = &app.server.app;
+
+    for i in 0..20 {
+        assert_eq!(app.post_plain(&json!({"id": format!("X-{i}")})).await, StatusCode::ACCEPTED);
+    }
+    wait_for("the credentials alert", Duration::from_secs(10), || async {
+        leadline::api::alerts(a).await.unwrap().iter().any(|al| al.kind == "credentials" && al.state == "open")
+    })
+    .await;
+    // Give the worker time to (wrongly) send more: the hold must keep it at the one probe.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let h = app.health().await.overall;
+    assert_eq!((h.dead_open, h.delivered, h.pending + h.running), (0, 0, 20), "{h:?}");
+    let (attempts, counted): (i64, i64) =
+        sqlx::query_as("SELECT (SELECT COUNT(*) FROM attempt), (SELECT COALESCE(SUM(attempts), 0) FROM delivery)")
+            .fetch_one(a.store.read_pool())
+            .await
+            .unwrap();
+    assert_eq!((attempts, counted), (1, 0), "one probe, no attempt used");
+    let alerts: Vec<_> =
+        leadline::api::alerts(a).await.unwrap().into_iter().filter(|al| al.kind == "credentials").collect();
+    assert_eq!(alerts.len(), 1, "one alert for the incident: {alerts:?}");
+    assert!(alerts[0].title.contains("TEST_CRM_TOKEN"), "{}", alerts[0].title);
+    assert!(alerts[0].detail.contains("reload"), "{}", alerts[0].detail);
+    let view = leadline::api::targets(a).await.unwrap().into_iter().find(|t| t.name == "crm").unwrap();
+    assert!(
+        matches!(view.hold.map(|h| h.reason), Some(leadline::delivery::worker::HoldReason::Credentials { .. })),
+        "the Targets page says the target refuses its credential"
+    );
+
+    // The operator renews the token in the secrets file and reloads: no restart.
+    std::fs::write(&secrets, "TEST_CRM_TOKEN=renewed-token\n").unwrap();
+    let report = leadline::api::reload_secrets(a, "test").await.unwrap();
+    let crm_line = report.iter().find(|r| r.target == "crm").unwrap();
+    assert!(crm_line.ok && crm_line.message.contains("20 waiting leads go now"), "{crm_line:?}");
+    let h = app.wait_settled(Duration::from_secs(15)).await.overall;
+    assert_eq!((h.delivered, h.dead_open), (20, 0), "{h:?}");
+    assert_eq!(app.crm.distinct_leads(), 20);
+    assert_eq!(app.crm.stats().duplicated_external_ids, 0);
+    wait_for("the alert resolves", Duration::from_secs(10), || async {
+        leadline::api::alerts(a).await.unwrap().iter().any(|al| al.kind == "credentials" && al.state == "resolved")
+    })
+    .await;
+
+    // A secret that cannot be read leaves the target with what it had, and says so.
+    std::fs::write(&secrets, "OTHER=1\n").unwrap();
+    let report = leadline::api::reload_secrets(a, "test").await.unwrap();
+    let crm_line = report.iter().find(|r| r.target == "crm").unwrap();
+    assert!(!crm_line.ok && crm_line.message.contains("TEST_CRM_TOKEN"), "{crm_line:?}");
+    assert_eq!(app.post_plain(&json!({"id": "after"})).await, StatusCode::ACCEPTED);
+    let h = app.wait_settled(Duration::from_secs(10)).await.overall;
+    assert_eq!(h.delivered, 21, "the renewed token is still used");
     app.server.shutdown().await.unwrap();
 }
 
@@ -446,8 +516,8 @@ async fn a_declared_rate_paces_concurrent_requests_below_the_crms_limit() {
 }
 
 /// The search before a create is classified like any other answer: a 429 on it is a rate limit (no attempt
-/// used, the whole target held until its date), a 401 a configuration problem (a dead letter and its alert at
-/// once), never a transient failure retried for hours.
+/// used, the whole target held until its date), a 401 a refused credential (the target held, the lead waiting,
+/// one alert), never a transient failure retried for hours.
 #[tokio::test]
 async fn answers_to_the_search_of_search_then_create_are_classified_like_writes() {
     let app = spawn_with(|crm| {
@@ -483,29 +553,28 @@ backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600
     .unwrap();
     assert_eq!((counted, limited), (10, 1), "the rate-limited search used no attempt");
 
-    // The search is refused: a configuration problem at once, with its alert; nothing is created.
+    // The search is refused (401): the credential is refused — the target is held, the lead waits, one alert;
+    // nothing is created and nothing is dead-lettered.
     app.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
     let mut events = app.server.app.worker.as_ref().unwrap().events.subscribe();
     assert_eq!(app.post_plain(&json!({"id": "sr-refused"})).await, StatusCode::ACCEPTED);
-    app.wait_settled(Duration::from_secs(10)).await;
-    let (class, status, reason): (String, i64, String) =
-        sqlx::query_as("SELECT dead_class, dead_status, dead_reason FROM delivery WHERE state = 'dead'")
-            .fetch_one(app.server.app.store.read_pool())
-            .await
-            .unwrap();
-    assert_eq!((class.as_str(), status), ("permanent_config", 401));
-    assert!(reason.contains("could not check whether the CRM already has the lead"), "{reason}");
-    assert_eq!(app.crm.records_for("plain:sr-refused"), 0);
-    let dead = tokio::time::timeout(Duration::from_secs(5), async {
+    let refused = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
-            if let Ok(WorkerEvent::DeadLettered { class, .. }) = events.recv().await {
-                return class;
+            if let Ok(WorkerEvent::CredentialRefused { reason, .. }) = events.recv().await {
+                return reason;
             }
         }
     })
     .await
     .unwrap();
-    assert_eq!(dead, leadline::delivery::classify::ErrorClass::PermanentConfig);
+    assert!(refused.contains("could not check whether the CRM already has the lead"), "{refused}");
+    let h = app.health().await.overall;
+    assert_eq!((h.dead_open, h.pending + h.running), (0, 1), "{h:?}");
+    assert_eq!(app.crm.records_for("plain:sr-refused"), 0);
+    wait_for("one credentials alert", Duration::from_secs(5), || async {
+        leadline::api::alerts(&app.server.app).await.unwrap().iter().filter(|a| a.kind == "credentials").count() == 1
+    })
+    .await;
     app.server.shutdown().await.unwrap();
 }
 

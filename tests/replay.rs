@@ -299,7 +299,7 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
         api::health(app).await.unwrap().queue.overall.dead_open == 15
     })
     .await;
-    setup.crm.set_behaviour(Behaviour { fail_with: Some(401), strict_phone: true, ..Default::default() });
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(403), strict_phone: true, ..Default::default() });
     for i in 0..5 {
         let lead = json!({"id": format!("t-{i}"), "phone": "+4915100000000"});
         http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&lead).send().await.unwrap();
@@ -317,7 +317,7 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
     assert!(groups[0].cause.contains("'…'"), "{}", groups[0].cause);
     assert_eq!(groups[1].count, 5);
     // Filters by HTTP status and by a field of the lead.
-    let by_status = DeadLetterFilter { http_status: Some(401), ..Default::default() };
+    let by_status = DeadLetterFilter { http_status: Some(403), ..Default::default() };
     assert_eq!(api::dead_letters(app, &by_status).await.unwrap().items.len(), 5);
     let by_field = DeadLetterFilter {
         lead_field: Some("phone".into()),
@@ -497,7 +497,7 @@ async fn a_target_with_auto_replay_gets_its_dead_letters_back_once_it_recovers()
     let setup = start("auto_replay = true").await;
     let app = &setup.server.app;
     let http = reqwest::Client::new();
-    setup.crm.set_behaviour(Behaviour { fail_with: Some(401), ..Default::default() });
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(403), ..Default::default() });
     for i in 0..12 {
         http.post(format!("http://{}/ingest/plain", setup.server.addr))
             .json(&json!({"id": format!("a-{i}")}))
@@ -509,7 +509,7 @@ async fn a_target_with_auto_replay_gets_its_dead_letters_back_once_it_recovers()
         api::health(app).await.unwrap().queue.overall.dead_open == 12
     })
     .await;
-    // The token is renewed: the next lead goes through, and Leadline replays the 12 by itself.
+    // The permission is granted: the next lead goes through, and Leadline replays the 12 by itself.
     setup.crm.set_behaviour(Behaviour::default());
     http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&json!({"id": "fresh"})).send().await.unwrap();
     wait_for("the auto-replay delivers all", Duration::from_secs(60), || async {

@@ -6,6 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{lead, TestApp};
@@ -56,8 +57,12 @@ async fn spawn() -> (TestApp, MockSalesforce) {
     (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, sf)
 }
 
-fn connector(app: &TestApp) -> &SalesforceTarget {
-    match &app.server.app.worker.as_ref().expect("worker").targets["crm"].connector {
+fn connector(app: &TestApp) -> Arc<Connector> {
+    app.server.app.worker.as_ref().expect("worker").targets["crm"].connector()
+}
+
+fn as_sf(connector: &Connector) -> &SalesforceTarget {
+    match connector {
         Connector::Salesforce(s) => s,
         _ => panic!("crm is not a Salesforce target"),
     }
@@ -124,7 +129,7 @@ async fn a_hundred_leads_become_a_hundred_records_each_once() {
         .await
         .unwrap();
     assert!(result.contains("00QMOCK"), "{result}");
-    assert_eq!(connector(&app).api_usage(), Some(sf.api_usage()));
+    assert_eq!(as_sf(&connector(&app)).api_usage(), Some(sf.api_usage()));
     app.server.shutdown().await.unwrap();
 }
 
@@ -240,7 +245,7 @@ async fn several_matching_records_and_a_missing_required_field_are_data_dead_let
 async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
     let (app, sf) = spawn().await;
     let pacing = Pacing { limit_hold: chrono::Duration::seconds(2), ..Pacing::default() };
-    connector(&app).set_pacing(pacing);
+    as_sf(&connector(&app)).set_pacing(pacing);
     sf.set_behaviour(SalesforceBehaviour { limit_exceeded: true, ..Default::default() });
     let ids = ids("e", 10);
     post(&app, ids.clone()).await;
@@ -277,7 +282,7 @@ async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
 async fn above_ninety_percent_of_the_limit_requests_are_spaced() {
     let (app, sf) = spawn().await;
     let interval = Duration::from_millis(250);
-    connector(&app).set_pacing(Pacing { interval, ..Pacing::default() });
+    as_sf(&connector(&app)).set_pacing(Pacing { interval, ..Pacing::default() });
     // Below the threshold nothing is slowed down.
     sf.set_api_usage(80_000, 100_000);
     let fast = ids("f", 8);
@@ -286,13 +291,13 @@ async fn above_ninety_percent_of_the_limit_requests_are_spaced() {
     let times = sf.patch_times();
     let span = *times.last().unwrap() - times[0];
     assert!(span < chrono::Duration::milliseconds(8 * 250), "not paced below 90 %: {span}");
-    assert!(!connector(&app).is_paced());
+    assert!(!as_sf(&connector(&app)).is_paced());
 
     sf.set_api_usage(95_000, 100_000);
     post(&app, ["g-warm".to_string()]).await;
     app.wait_settled(Duration::from_secs(10)).await;
-    assert!(connector(&app).is_paced());
-    assert_eq!(connector(&app).api_usage(), Some((95_001, 100_000)));
+    assert!(as_sf(&connector(&app)).is_paced());
+    assert_eq!(as_sf(&connector(&app)).api_usage(), Some((95_001, 100_000)));
     let before = sf.patch_times().len();
     let slow = ids("g", 6);
     post(&app, slow.clone()).await;
@@ -310,7 +315,7 @@ async fn above_ninety_percent_of_the_limit_requests_are_spaced() {
 #[tokio::test]
 async fn the_connection_check_speaks_plainly() {
     let (app, sf) = spawn().await;
-    let check = connector(&app).check().await;
+    let check = as_sf(&connector(&app)).check().await;
     assert!(check.ok, "{}", check.message);
     assert!(
         check.message.contains("Leadline_Id__c") && check.message.contains("API requests used"),
@@ -332,7 +337,7 @@ async fn the_connection_check_speaks_plainly() {
     assert!(!unreachable.ok && unreachable.message.contains("cannot reach"), "{}", unreachable.message);
 
     sf.set_behaviour(SalesforceBehaviour { revoked: true, ..Default::default() });
-    let revoked = connector(&app).check().await;
+    let revoked = as_sf(&connector(&app)).check().await;
     assert!(!revoked.ok && revoked.message.contains("invalid_grant"), "{}", revoked.message);
     app.server.shutdown().await.unwrap();
 }

@@ -6,7 +6,7 @@
 
 use leadline::api::{
     BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthVerdict, HealthView,
-    LiveEvent, ReplayRequest, ResolveRequest, Session, SourceView, TargetView, VerdictLevel,
+    LiveEvent, ReplayRequest, ResolveRequest, SecretReload, Session, SourceView, TargetView, VerdictLevel,
 };
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
@@ -44,6 +44,7 @@ fn generated() -> String {
         HoldReason::decl(&cfg),
         RequestPreview::decl(&cfg),
         ConnectionCheck::decl(&cfg),
+        SecretReload::decl(&cfg),
         MetricSeries::decl(&cfg),
         DeadLetterFilter::decl(&cfg),
         DeadLetterList::decl(&cfg),

@@ -139,6 +139,7 @@ pub fn router(app: App) -> Router {
         .route("/api/targets", get(targets))
         .route("/api/targets/{name}/preview", get(target_preview))
         .route("/api/targets/{name}/check", post(check_target))
+        .route("/api/secrets/reload", post(reload_secrets))
         .route("/api/targets/{name}/pause", post(pause))
         .route("/api/targets/{name}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token))
@@ -309,6 +310,10 @@ async fn target_preview(
     Query(q): Query<PreviewQuery>,
 ) -> Result<Response, ApiError> {
     Ok(Json(super::target_preview(&app, &name, &q.lead).await?).into_response())
+}
+
+async fn reload_secrets(State(app): State<App>) -> Result<Response, ApiError> {
+    Ok(Json(super::reload_secrets(&app, BROWSER_ACTOR).await?).into_response())
 }
 
 async fn check_target(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {

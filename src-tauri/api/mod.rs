@@ -781,6 +781,45 @@ fn target_runtime<'a>(app: &'a App, target: &str) -> Result<&'a crate::delivery:
         .ok_or_else(|| ApiError::BadRequest("this process runs no worker, so it holds no connection to targets".into()))
 }
 
+/// What a reload of secrets did to one target, in words.
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct SecretReload {
+    pub target: String,
+    pub ok: bool,
+    pub message: String,
+}
+
+/// Reads every target's credentials again (the secrets file as it is now, then the environment) and uses them
+/// from the next request on — no restart. A target that was refusing its credential sends its waiting leads at
+/// once (one probes first, the rest follow when it works). A target whose secret cannot be read keeps the
+/// credential it had. Triggered by the UI's *Reload secrets*, `leadline reload` and SIGHUP.
+pub async fn reload_secrets(app: &App, by: &str) -> Result<Vec<SecretReload>, ApiError> {
+    let worker = app
+        .worker
+        .as_ref()
+        .ok_or_else(|| ApiError::BadRequest("this process runs no worker, so it holds no credentials".into()))?;
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for (name, runtime) in worker.targets.iter() {
+        let (ok, message) = match runtime.reload(&app.config, &app.store) {
+            Ok(true) => {
+                let waiting = app.store.make_due(name, now).await?;
+                (true, format!("credentials read again; it was refusing them: {waiting} waiting leads go now"))
+            }
+            Ok(false) => (true, "credentials read again".to_string()),
+            Err(e) => (false, format!("{e:#} — it keeps the credentials it had")),
+        };
+        if ok {
+            tracing::info!(target = %name, by, "secrets reloaded");
+        } else {
+            tracing::warn!(target = %name, by, error = %message, "secrets not reloaded");
+        }
+        out.push(SecretReload { target: name.clone(), ok, message });
+    }
+    worker.wake.notify_one();
+    Ok(out)
+}
+
 /// Pauses or resumes a target: while paused, nothing is sent to it; its leads queue safely.
 pub async fn set_target_paused(app: &App, name: &str, paused: bool, by: &str) -> Result<TargetView, ApiError> {
     if !app.config.targets.contains_key(name) {

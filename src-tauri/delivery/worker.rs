@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -77,6 +77,19 @@ pub enum Connector {
     Hubspot(HubspotTarget),
 }
 
+impl Connector {
+    /// Builds the connector of target `name`, reading its credentials now.
+    pub fn new(name: &str, config: &TargetConfig, all: &Config) -> anyhow::Result<Connector> {
+        Ok(match config.kind {
+            TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
+            TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
+            TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all)?),
+            TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all)?)),
+            TargetKind::Hubspot => Connector::Hubspot(HubspotTarget::new(name, config, all)?),
+        })
+    }
+}
+
 /// Why nothing is sent to a target for a while, whatever lead is due.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -95,7 +108,9 @@ pub struct Hold {
 
 /// A target as the worker sees it: how to reach it, its breaker, its concurrency slots.
 pub struct TargetRuntime {
-    pub connector: Connector,
+    name: String,
+    /// How to reach it, with the credentials read at start or at the last reload of secrets.
+    connector: RwLock<Arc<Connector>>,
     config: TargetConfig,
     breaker: Mutex<Breaker>,
     slots: Arc<Semaphore>,
@@ -118,15 +133,9 @@ pub struct TargetRuntime {
 
 impl TargetRuntime {
     pub fn new(name: &str, config: &TargetConfig, all: &Config) -> anyhow::Result<TargetRuntime> {
-        let connector = match config.kind {
-            TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
-            TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
-            TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all)?),
-            TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all)?)),
-            TargetKind::Hubspot => Connector::Hubspot(HubspotTarget::new(name, config, all)?),
-        };
         Ok(TargetRuntime {
-            connector,
+            name: name.to_string(),
+            connector: RwLock::new(Arc::new(Connector::new(name, config, all)?)),
             config: config.clone(),
             breaker: Mutex::new(Breaker::default()),
             slots: Arc::new(Semaphore::new(config.concurrency as usize)),
@@ -143,11 +152,34 @@ impl TargetRuntime {
         &self.config
     }
 
+    /// How the target is spoken to now (a reload of secrets may replace it between two requests).
+    pub fn connector(&self) -> Arc<Connector> {
+        self.connector.read().expect("connector lock").clone()
+    }
+
+    /// Reads this target's credentials again (secrets file, then environment) and uses them from the next request
+    /// on. A target that was refusing its credential is let through at once (its hold ends, one lead probes the
+    /// new credential). On error (a secret missing, not a valid header value) the target keeps what it had.
+    /// Returns whether the target was refusing its credential.
+    pub fn reload(&self, all: &Config, store: &Store) -> anyhow::Result<bool> {
+        let connector = Connector::new(&self.name, &self.config, all)?;
+        if let Connector::Pipedrive(p) = &connector {
+            p.attach_store(store.clone());
+        }
+        *self.connector.write().expect("connector lock") = Arc::new(connector);
+        let refusing = self.refused_credential().is_some();
+        let mut hold = self.hold.lock().expect("hold lock");
+        if matches!(hold.as_ref(), Some(Hold { reason: HoldReason::Credentials { .. }, .. })) {
+            *hold = None;
+        }
+        Ok(refusing)
+    }
+
     /// The hold in force at `now`, if any: this target's own, or Graph's for a `meta_lead` step (Graph
     /// throttles the app and page, so reconciliation's answers hold the step too).
     pub fn hold(&self, now: DateTime<Utc>) -> Option<Hold> {
         let own = self.hold.lock().expect("hold lock").clone().filter(|h| h.until > now);
-        let graph = match &self.connector {
+        let graph = match &*self.connector() {
             Connector::MetaLead(m) => crate::graph::held_until(m.base(), now),
             Connector::Http(_) => None,
             Connector::Pipedrive(_) => None,
@@ -184,7 +216,7 @@ impl TargetRuntime {
 
     /// The request this target would send for `job` (a dry run: nothing is sent).
     pub fn preview(&self, job: &Job) -> Result<RequestPreview, Failure> {
-        match &self.connector {
+        match &*self.connector() {
             Connector::Http(h) => h.preview(job),
             Connector::MetaLead(m) => Ok(m.preview(job)),
             Connector::Pipedrive(p) => p.preview(job),
@@ -195,7 +227,7 @@ impl TargetRuntime {
 
     /// Test connection: one harmless authenticated request, in plain words.
     pub async fn check(&self) -> ConnectionCheck {
-        match &self.connector {
+        match &*self.connector() {
             Connector::Http(h) => h.check().await,
             Connector::MetaLead(m) => m.check().await,
             Connector::Pipedrive(p) => p.check().await,
@@ -205,7 +237,7 @@ impl TargetRuntime {
     }
 
     async fn perform(&self, job: &Job, linked: Option<String>) -> AttemptReport {
-        match &self.connector {
+        match &*self.connector() {
             Connector::Http(h) => h.deliver(job, linked, Utc::now()).await,
             Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
             Connector::Pipedrive(p) => p.deliver(job, linked, Utc::now()).await,
@@ -229,7 +261,7 @@ impl TargetRuntime {
     /// Most leads one request to this target carries, for a connector that sends several at once (HubSpot's
     /// batch upsert); `None`: one lead per request.
     pub fn batch_capacity(&self) -> Option<usize> {
-        match &self.connector {
+        match &*self.connector() {
             Connector::Hubspot(_) => Some(crate::targets::hubspot::MAX_BATCH),
             _ => None,
         }
@@ -237,7 +269,7 @@ impl TargetRuntime {
 
     /// One report per job (`None`: not sent this time, back to the queue without an attempt).
     async fn perform_batch(&self, jobs: &[Job]) -> Vec<Option<AttemptReport>> {
-        match &self.connector {
+        match &*self.connector() {
             Connector::Hubspot(h) => h.deliver_batch(jobs, Utc::now()).await,
             _ => {
                 let mut out = Vec::with_capacity(jobs.len());
@@ -291,7 +323,7 @@ impl Worker {
         for (name, tc) in &config.targets {
             targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config)?));
             // Pipedrive commits the person's link before it creates the lead (a checkpoint between the two).
-            if let Some(Connector::Pipedrive(p)) = targets.get(name).map(|t| &t.connector) {
+            if let Some(Connector::Pipedrive(p)) = targets.get(name).map(|t| t.connector()).as_deref() {
                 p.attach_store(store.clone());
             }
         }
@@ -425,7 +457,7 @@ async fn dispatch_once(
             // A refused credential is probed with one lead at a time until a request with it works again.
             Admission::Allow if target.refused_credential().is_some() => 1,
             // A Salesforce org near its daily API limit is sent one lead at a time, spaced (salesforce::Pacing).
-            Admission::Allow if matches!(&target.connector, Connector::Salesforce(s) if s.is_paced()) => 1,
+            Admission::Allow if matches!(&*target.connector(), Connector::Salesforce(s) if s.is_paced()) => 1,
             // A paced target takes what its reserved slots allow (its requests then wait for a free connection).
             Admission::Allow if paced => free.min(cfg.batch_size).saturating_mul(per_request.unwrap_or(1) as u32),
             // A batch-capable target takes up to one full request per free slot.

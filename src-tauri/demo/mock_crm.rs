@@ -66,6 +66,8 @@ pub struct Behaviour {
     pub bare_429: bool,
     /// Until this time every request gets 429 with `Retry-After` as an HTTP-date (RFC 9110 §10.2.3).
     pub limited_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Keyed creates (`POST /crm/leads`) need `Authorization: Bearer <this>`; another token gets 401.
+    pub require_bearer: Option<String>,
 }
 
 /// How the mock Graph API behaves right now. `Default` is healthy.
@@ -153,6 +155,8 @@ const PAGE: usize = 50;
 #[derive(Clone, Default)]
 pub struct MockCrm {
     inner: Arc<Mutex<Inner>>,
+    /// HubSpot's CRM v3 API on the same address (`/crm/v3/...`): the demo's CRM.
+    hubspot: super::mock_hubspot::MockHubspot,
 }
 
 enum Gate {
@@ -188,6 +192,12 @@ impl MockCrm {
             .route("/graph/{version}/{leadgen_id}", get(graph_lead))
             .route("/source/{name}/leads", get(source_leads))
             .with_state(self.clone())
+            .merge(self.hubspot.router())
+    }
+
+    /// The HubSpot mock served on the same address.
+    pub fn hubspot(&self) -> &super::mock_hubspot::MockHubspot {
+        &self.hubspot
     }
 
     pub fn set_behaviour(&self, b: Behaviour) {
@@ -353,6 +363,8 @@ fn error_response(status: u16, retry_after: Option<u64>) -> Response {
     let body = match status {
         401 => json!({"status": "error", "category": "INVALID_AUTHENTICATION",
                       "message": "Authentication credentials not found or expired. Reconnect the integration."}),
+        403 => json!({"status": "error", "category": "MISSING_SCOPES",
+                      "message": "This app hasn't been granted all required scopes to make this call."}),
         429 => json!({"status": "error", "errorType": "RATE_LIMIT", "policyName": "SECONDLY",
                       "message": "You have reached your secondly limit."}),
         503 => {
@@ -406,6 +418,12 @@ fn external_id_of(envelope: &Value) -> Option<String> {
 }
 
 async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): Json<Value>) -> Response {
+    if let Some(token) = crm.behaviour().require_bearer {
+        let sent = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        if sent != Some(token.as_str()) {
+            return error_response(401, None);
+        }
+    }
     let key = headers.get("Idempotency-Key").and_then(|v| v.to_str().ok()).map(str::to_string);
     if let (Some(k), Some(e)) = (&key, external_id_of(&envelope)) {
         crm.inner.lock().expect("mock lock").keys_seen.push((e, k.clone()));
@@ -535,8 +553,8 @@ async fn task(State(crm): State<MockCrm>, Path(external_id): Path<String>) -> Re
     (StatusCode::OK, Json(json!({"id": format!("task-{external_id}")}))).into_response()
 }
 
-async fn stats(State(crm): State<MockCrm>) -> Json<Stats> {
-    Json(crm.stats())
+async fn stats(State(crm): State<MockCrm>) -> Json<Value> {
+    Json(json!({"crm": crm.stats(), "hubspot": crm.hubspot.stats()}))
 }
 
 #[derive(serde::Deserialize)]

@@ -49,6 +49,19 @@ pub struct HubspotBehaviour {
     /// Refuse a whole batch holding a rejected input with `400 VALIDATION_ERROR` (naming it in `context.ids`)
     /// instead of answering `207 Multi-Status`.
     pub reject_whole_batch: bool,
+    /// A validation rule on `phone` (the demo's "field-format change"): inputs whose phone is not in E.164
+    /// (`+` and digits) are refused as `INVALID_PHONE_NUMBER`.
+    pub strict_phone: bool,
+    /// Down for maintenance: every upsert is answered `503` with `Retry-After` of this many seconds.
+    pub maintenance_retry_after: Option<u64>,
+    /// Added to every upsert's answer time.
+    pub latency_ms: u64,
+    /// Share of upserts answered `502 Bad Gateway` before anything is written (a network blip).
+    pub blip_ratio: f64,
+    /// Share of upserts that are written and then answered only after `hang_ms` (the client has given up by
+    /// then: it cannot know whether the write happened).
+    pub hang_after_write_ratio: f64,
+    pub hang_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -99,11 +112,18 @@ struct Inner {
 
 impl Default for Inner {
     fn default() -> Self {
-        let properties =
-            [("email", false), ("leadline_id", true), ("firstname", false), ("lastname", false), ("phone", false)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect();
+        let properties = [
+            ("email", false),
+            ("leadline_id", true),
+            ("firstname", false),
+            ("lastname", false),
+            ("phone", false),
+            ("leadline_source", false),
+            ("hs_lead_status", false),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
         Inner {
             behaviour: HubspotBehaviour::default(),
             contacts: Vec::new(),
@@ -290,10 +310,39 @@ fn invalid_request(message: &str, context: Value) -> Response {
 }
 
 async fn batch_upsert(State(mock): State<MockHubspot>, headers: HeaderMap, body: String) -> Response {
-    let mut inner = mock.inner.lock().expect("mock lock");
-    let now = Utc::now();
-    let response = upsert_locked(&mut inner, &headers, &body, now);
-    inner.log.push((now, response.status().as_u16()));
+    let b = mock.behaviour();
+    if b.latency_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(b.latency_ms)).await;
+    }
+    let blip = b.blip_ratio > 0.0 && rand::random::<f64>() < b.blip_ratio;
+    let hang = b.hang_after_write_ratio > 0.0 && rand::random::<f64>() < b.hang_after_write_ratio;
+    let response = {
+        let mut inner = mock.inner.lock().expect("mock lock");
+        let now = Utc::now();
+        let response = if let Some(seconds) = b.maintenance_retry_after {
+            inner.stats.requests += 1;
+            inner.stats.upsert_requests += 1;
+            // A generic 503 with Retry-After: HubSpot documents no body for it; the text is the mock's.
+            answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"status": "error", "message": "Scheduled maintenance: HubSpot is temporarily unavailable.",
+                       "correlationId": error_id(), "category": "SERVICE_UNAVAILABLE"}),
+                &[("Retry-After", seconds.to_string())],
+            )
+        } else if blip {
+            inner.stats.requests += 1;
+            inner.stats.upsert_requests += 1;
+            answer(StatusCode::BAD_GATEWAY, json!({"status": "error", "message": "Bad gateway"}), &[])
+        } else {
+            upsert_locked(&mut inner, &headers, &body, now)
+        };
+        inner.log.push((now, response.status().as_u16()));
+        response
+    };
+    if hang && response.status().is_success() {
+        // Written, but the answer comes too late for the client.
+        tokio::time::sleep(std::time::Duration::from_millis(b.hang_ms)).await;
+    }
     response
 }
 
@@ -354,6 +403,20 @@ fn upsert_locked(inner: &mut Inner, headers: &HeaderMap, body: &str, now: DateTi
     for input in inputs {
         let id = input["id"].as_str().unwrap_or_default().to_string();
         let property = input["idProperty"].as_str().unwrap_or_default().to_string();
+        let phone = input.pointer("/properties/phone").and_then(Value::as_str).unwrap_or("");
+        let e164 = phone.len() > 7 && phone.starts_with('+') && phone[1..].chars().all(|c| c.is_ascii_digit());
+        if inner.behaviour.strict_phone && !phone.is_empty() && !e164 {
+            // Shape: as INVALID_EMAIL below (the documented StandardError of a 207 answer), for a property with a
+            // validation rule; the error code's name is the mock's.
+            errors.push(json!({
+                "status": "error",
+                "category": "VALIDATION_ERROR",
+                "message": format!("Property values were not valid: [{{\"isValid\":false,\"message\":\"{phone} is not a valid phone number: use the international format\",\"error\":\"INVALID_PHONE_NUMBER\",\"name\":\"phone\"}}]"),
+                "errors": [{"message": format!("{phone} is not a valid phone number: use the international format"), "code": "INVALID_PHONE_NUMBER", "in": "phone"}],
+                "context": {"ids": [id]},
+            }));
+            continue;
+        }
         if rejected(input) {
             let email = input.pointer("/properties/email").and_then(Value::as_str).unwrap_or("");
             // Shape: one errors[] entry of a 207 answer (StandardError): status, category, message (HubSpot's

@@ -1,8 +1,10 @@
-//! The demo: a mock CRM that misbehaves on a schedule, and synthetic lead traffic from several sources.
+//! The demo: a mock HubSpot that misbehaves on a schedule, and synthetic lead traffic from several sources.
 //!
-//! `leadline serve --demo` uses [`demo_config`] against a [`mock_crm::MockCrm`] on loopback, runs
-//! [`run_schedule`] to switch the CRM's behaviour and [`run_traffic`] to post leads to the ingest server
-//! through the same HTTP endpoints (and signatures) a real source uses.
+//! `leadline serve --demo` uses [`demo_config`] against a [`mock_crm::MockCrm`] on loopback (which also serves
+//! the mock HubSpot API, the mock Meta Graph API and the SMS and task endpoints), runs [`run_schedule`] to
+//! switch HubSpot's behaviour and [`run_traffic`] to post leads to the ingest server through the same HTTP
+//! endpoints (and signatures) a real source uses. The CRM target is a real connector (`kind = "hubspot"`) with
+//! a field mapping, so the demo looks like a real setup.
 
 pub mod mock_crm;
 pub mod mock_hubspot;
@@ -22,11 +24,13 @@ use crate::config::{
 };
 use crate::ingest::signature;
 use mock_crm::{Behaviour, MockCrm};
+use mock_hubspot::{HubspotBehaviour, Secondly};
 
 pub const WEBFORM_SECRET_ENV: &str = "LEADLINE_DEMO_WEBFORM_SECRET";
 pub const META_SECRET_ENV: &str = "LEADLINE_DEMO_META_APP_SECRET";
 pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
 pub const META_TOKEN_ENV: &str = "LEADLINE_DEMO_META_ACCESS_TOKEN";
+pub const HUBSPOT_TOKEN_ENV: &str = "LEADLINE_DEMO_HUBSPOT_TOKEN";
 /// The demo's Meta lead form.
 pub const META_FORM: &str = "4242";
 /// The demo's Facebook page.
@@ -128,8 +132,12 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
     c.targets.insert(
         "crm".into(),
         TargetConfig {
-            search_url: Some(format!("{base}/crm/leads/search/{{external_id}}")),
-            ..target(format!("{base}/crm/leads"), Strategy::IdempotencyKey, 8)
+            kind: TargetKind::Hubspot,
+            strategy: None,
+            auth: Some(crate::config::AuthConfig::BearerEnv(HUBSPOT_TOKEN_ENV.into())),
+            id_property: Some("leadline_id".into()),
+            mapping: hubspot_mapping(),
+            ..target(base.clone(), Strategy::Upsert, 2)
         },
     );
     c.targets.insert(
@@ -158,6 +166,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
     c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
     c.inline_secrets.insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
     c.inline_secrets.insert(META_TOKEN_ENV.into(), mock_crm::GRAPH_TOKEN.into());
+    c.inline_secrets.insert(HUBSPOT_TOKEN_ENV.into(), mock_hubspot::TOKEN.into());
     // A demo lasts minutes, not days: silences and hourly digests are shortened so they can be seen.
     c.monitor.volume.silence_minutes = 10;
     c.monitor.digest_interval_minutes = 15;
@@ -167,11 +176,15 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
 /// Length of one turn of the demo's fault schedule.
 pub const CYCLE: Duration = Duration::from_secs(600);
 
-/// What the mock CRM does `elapsed` into the demo: a named phase and its behaviour. Pure, so it is tested.
-pub fn behaviour_at(elapsed: Duration) -> (&'static str, Behaviour) {
+/// The background noise of every endpoint, in every phase: network blips and timeouts after the write.
+fn noise() -> Behaviour {
+    Behaviour { blip_ratio: 0.02, hang_after_write_ratio: 0.01, hang_ms: 2_500, latency_ms: 20, ..Default::default() }
+}
+
+/// What the demo's HubSpot does `elapsed` into the demo: a named phase and its behaviour. Pure, so it is tested.
+pub fn behaviour_at(elapsed: Duration) -> (&'static str, HubspotBehaviour) {
     let t = elapsed.as_secs() % CYCLE.as_secs();
-    // Background noise present in every "normal" phase: network blips and timeouts after the write.
-    let normal = Behaviour {
+    let normal = HubspotBehaviour {
         blip_ratio: 0.02,
         hang_after_write_ratio: 0.01,
         hang_ms: 2_500,
@@ -182,17 +195,18 @@ pub fn behaviour_at(elapsed: Duration) -> (&'static str, Behaviour) {
         0..=119 => ("normal", normal),
         120..=164 => (
             "maintenance window (503 with Retry-After)",
-            Behaviour { fail_with: Some(503), retry_after_secs: Some(20), ..normal },
+            HubspotBehaviour { maintenance_retry_after: Some(20), ..normal },
         ),
         165..=239 => ("normal", normal),
         240..=299 => (
-            "rate limited (429 with Retry-After)",
-            Behaviour { rate_limit_per_sec: Some(1), retry_after_secs: Some(2), ..normal },
+            "rate limited (429 SECONDLY)",
+            HubspotBehaviour { secondly: Some(Secondly { max: 1, interval_ms: 2_000 }), ..normal },
         ),
-        300..=419 => {
-            ("field-format change (422 for national phone numbers)", Behaviour { strict_phone: true, ..normal })
-        }
-        420..=449 => ("expired token (401)", Behaviour { fail_with: Some(401), ..normal }),
+        300..=419 => (
+            "field-format change (a phone validation rule refuses national numbers)",
+            HubspotBehaviour { strict_phone: true, ..normal },
+        ),
+        420..=449 => ("expired token (401)", HubspotBehaviour { token_expired: true, ..normal }),
         _ => ("normal", normal),
     }
 }
@@ -207,19 +221,21 @@ pub fn clock_offset() -> Duration {
         .unwrap_or_default()
 }
 
-/// Switches the mock CRM's behaviour along [`behaviour_at`], forever.
+/// Switches the mock HubSpot's behaviour along [`behaviour_at`], forever; the other mock endpoints (SMS, tasks)
+/// only have background noise.
 pub async fn run_schedule(crm: MockCrm) {
     let start = tokio::time::Instant::now() - clock_offset();
     let mut last = "";
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    crm.set_behaviour(noise());
     loop {
         tick.tick().await;
         let (phase, behaviour) = behaviour_at(start.elapsed());
         if phase != last {
-            tracing::info!(phase, "demo CRM");
+            tracing::info!(phase, "demo HubSpot");
             last = phase;
         }
-        crm.set_behaviour(behaviour);
+        crm.hubspot().set(behaviour);
     }
 }
 
@@ -354,6 +370,23 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
     }
 }
 
+/// The CRM's mapping: HubSpot contact properties from the three sources' lead shapes (a web form's flat fields,
+/// the partner's `lead` object, a Meta lead's `fields`). The phone goes as the lead gave it, so the demo's
+/// "field-format change" has something to refuse (the fix: a `phone_e164` transform, or fix and replay).
+fn hubspot_mapping() -> Vec<crate::targets::mapping::FieldRule> {
+    serde_json::from_value(json!([
+        {"to": "leadline_id", "from": "$external_id", "required": true},
+        {"to": "email", "from": ["email", "/lead/email", "/fields/email"], "transform": ["trim", "lowercase"], "required": true},
+        {"to": "firstname", "from": ["name", "/lead/name", "/fields/full_name"], "transform": ["trim", "first_name"]},
+        {"to": "lastname", "from": ["name", "/lead/name", "/fields/full_name"], "transform": ["trim", "last_name"]},
+        {"to": "phone", "from": ["phone", "/lead/phone", "/fields/phone_number"], "transform": ["trim"]},
+        {"to": "leadline_source", "from": "$source", "transform": [{"map": {"values": {
+            "webform": "Web form", "meta_ads": "Facebook Lead Ads", "partner_api": "Partner API"}, "default": "Other"}}]},
+        {"to": "hs_lead_status", "constant": "NEW"}
+    ]))
+    .expect("the demo's mapping is valid")
+}
+
 /// The welcome SMS: a field mapping (visible on the Targets page) from the web form's lead and the CRM step's
 /// result to the SMS service's request.
 fn welcome_sms_mapping() -> Vec<crate::targets::mapping::FieldRule> {
@@ -423,10 +456,10 @@ mod tests {
         let phases: std::collections::BTreeSet<&str> =
             (0..CYCLE.as_secs()).map(|s| behaviour_at(Duration::from_secs(s)).0).collect();
         assert_eq!(phases.len(), 5, "{phases:?}");
-        assert_eq!(behaviour_at(Duration::from_secs(130)).1.fail_with, Some(503));
-        assert_eq!(behaviour_at(Duration::from_secs(430)).1.fail_with, Some(401));
+        assert_eq!(behaviour_at(Duration::from_secs(130)).1.maintenance_retry_after, Some(20));
+        assert!(behaviour_at(Duration::from_secs(430)).1.token_expired);
         assert!(behaviour_at(Duration::from_secs(350)).1.strict_phone);
-        assert_eq!(behaviour_at(Duration::from_secs(250)).1.rate_limit_per_sec, Some(1));
+        assert_eq!(behaviour_at(Duration::from_secs(250)).1.secondly.map(|s| s.max), Some(1));
         // The schedule repeats.
         assert_eq!(behaviour_at(Duration::from_secs(130 + 600)).0, behaviour_at(Duration::from_secs(130)).0);
     }

@@ -172,6 +172,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             set_target_paused,
             target_preview,
             check_target,
+            reload_secrets,
         ])
         .build(tauri::generate_context!())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
@@ -341,6 +342,11 @@ async fn targets(state: S<'_>) -> CommandResult<Vec<TargetView>> {
 #[tauri::command]
 async fn target_preview(state: S<'_>, name: String, lead: String) -> CommandResult<crate::targets::RequestPreview> {
     api::target_preview(&state.app, &name, &lead).await
+}
+
+#[tauri::command]
+async fn reload_secrets(state: S<'_>) -> CommandResult<Vec<api::SecretReload>> {
+    api::reload_secrets(&state.app, &state.actor).await
 }
 
 #[tauri::command]

@@ -185,9 +185,10 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                     kind: "credentials",
                     key: credential.clone(),
                     severity: Severity::Critical,
-                    title: format!("{target} refused the token in {credential}: its leads are waiting"),
+                    title: format!("{target} refused its credential ({credential}): its leads are waiting"),
                     detail: format!(
-                        "{}. Put a new token in the environment variable {credential} and restart Leadline. The \
+                        "{}. Put a new token in {credential} (the secrets file or the environment), then reload \
+                         secrets: the button on the Targets page, `leadline reload`, or SIGHUP — no restart. The \
                          leads wait without using attempts (nothing is dead-lettered) and go on by themselves once \
                          the token works.",
                         reason.trim_end_matches('.')

@@ -348,6 +348,22 @@ impl Store {
         Ok(rescued.len() as u64)
     }
 
+    /// Makes every pending job of `target` due by `now` (after its credential was renewed: the leads that waited
+    /// for it go at once). Returns how many pending jobs the target has.
+    pub async fn make_due(&self, target: &str, now: DateTime<Utc>) -> anyhow::Result<u64> {
+        let done = sqlx::query(
+            "UPDATE delivery SET next_attempt_at = CASE WHEN next_attempt_at > ? THEN ? ELSE next_attempt_at END
+             WHERE state = 'pending' AND target = ?",
+        )
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(target)
+        .execute(&self.write)
+        .await
+        .context("cannot make jobs due")?;
+        Ok(done.rows_affected())
+    }
+
     /// The time at which the next pending job of `target` becomes due, if any.
     pub async fn next_due(&self, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
         let row: (Option<i64>,) =

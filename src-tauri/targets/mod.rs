@@ -290,7 +290,31 @@ impl HttpTarget {
 
     /// Performs one attempt for `job`, resolving doubt first where the strategy allows.
     /// `linked` is the CRM id already linked to this external id locally (search_then_create), if any.
+    ///
+    /// A `401` (to the write or to a look-up) that the classification leaves a configuration problem means the
+    /// credential is refused: the report names it, so the worker holds the target and alerts once while the
+    /// leads wait, instead of dead-lettering every lead.
     pub async fn deliver(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
+        let mut report = self.attempt(job, linked, now).await;
+        if let (Some(401), Verdict::Failed(f)) = (report.http_status, &report.verdict) {
+            if f.class == ErrorClass::PermanentConfig {
+                report.credential_refused = Some(self.credential_name());
+            }
+        }
+        report
+    }
+
+    /// What the alert of a refused credential names: the environment variable (or secrets-file entry) holding
+    /// it, or the missing `auth` setting.
+    pub fn credential_name(&self) -> String {
+        match &self.config.auth {
+            Some(AuthConfig::BearerEnv(var)) => var.clone(),
+            Some(AuthConfig::Header { value_env, .. }) => value_env.clone(),
+            None => format!("targets.{}.auth (not set)", self.name),
+        }
+    }
+
+    async fn attempt(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
         let started = Instant::now();
         let external_id = job.external_id();
         let mut report = AttemptReport::new(now);

@@ -168,3 +168,12 @@ impl TestApp {
 pub fn lead(id: &str) -> serde_json::Value {
     serde_json::json!({"id": id, "name": "Ada Lovelace", "email": format!("{id}@example.com"), "phone": "+4915112345678"})
 }
+
+/// Polls `done` until it holds, or panics naming `what` after `within`.
+pub async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

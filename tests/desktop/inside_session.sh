@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs inside `xvfb-run` + `dbus-run-session`: starts the fake notification service and the real desktop app
-# (demo, starting in the "expired token" phase), waits for the window, takes a screenshot, checks notifications.
+# (demo, starting in HubSpot's "expired token" phase), waits for the window, takes a screenshot, checks notifications.
 set -euo pipefail
 out="$1"
 bin="$2"
@@ -30,7 +30,7 @@ xwininfo -root -tree | grep -q '"Leadline"' || { echo "no Leadline window"; cat 
 for _ in $(seq 120); do grep -q "first overview request" "$out/app.log" && break; sleep 0.25; done
 grep "first overview request" "$out/app.log" || { echo "the UI never asked for the overview"; import -window root "$out/failure.png"; cat "$out/app.log"; exit 1; }
 
-# Let the demo produce dead letters (expired token for 30 s), then screenshot.
+# Let the demo's HubSpot refuse its token for a while (the CRM is held, its leads wait), then screenshot.
 sleep 12
 import -window root "$out/desktop.png"
 
@@ -47,8 +47,9 @@ hz=$(getconf CLK_TCK)
 echo "figures: rss_mib=$((rss / 1024)) cpu_percent=$(( (t1 - t0) * 100 / hz / 10 ))" | tee "$out/figures.txt"
 echo "launch_start=$start" >> "$out/figures.txt"
 
-# One notification per incident: many leads died as permanent_config, exactly one notification says so.
-n=$(grep -c 'Leads to crm are being rejected' "$out/notifications.jsonl" || true)
+# One notification per incident: HubSpot refused the token for every lead it was sent; exactly one notification
+# says so (the credentials alert), and no lead was dead-lettered for it.
+n=$(grep -c 'crm refused its credential' "$out/notifications.jsonl" || true)
 echo "notifications about the rejected token: $n"
 cat "$out/notifications.jsonl"
 [ "$n" -eq 1 ] || { echo "expected exactly one notification for the incident, got $n"; exit 1; }

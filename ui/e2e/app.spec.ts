@@ -19,20 +19,41 @@ test('the overview loads and updates live', async ({ page }) => {
   await expect(page.getByRole('figure', { name: 'Leads received per source' })).toBeVisible();
 });
 
+/** Waits until the demo's HubSpot is back to normal (50 s after start: see global-setup.ts). */
+async function crmBack(page: import('@playwright/test').Page) {
+  const started = Number(process.env.LEADLINE_E2E_STARTED);
+  await page.waitForTimeout(Math.max(0, started + 52_000 - Date.now()));
+}
+
+test('an expired CRM token holds the target with one alert, and the first screen says a person is needed', async ({ page }) => {
+  await page.goto(link());
+  // 20 s after start HubSpot refuses the token: leads wait (no dead letters), the verdict names the credential.
+  const verdict = page.getByTestId('verdict');
+  await expect(verdict).toContainText('refused its credential (LEADLINE_DEMO_HUBSPOT_TOKEN)', { timeout: 45_000 });
+  await page.getByRole('link', { name: 'Targets' }).click();
+  const crm = page.locator('[data-target="crm"]');
+  await expect(crm).toContainText('refusing credentials');
+  await expect(crm).toContainText('then Reload secrets');
+  // Reloading reads the secrets again and says what each target did.
+  await page.getByRole('button', { name: 'Reload secrets' }).click();
+  await expect(page.getByTestId('reloaded')).toContainText('crm');
+  await expect(page.getByTestId('reloaded')).toContainText('credentials read again');
+});
+
 test('a dead letter opens with its timeline, and replaying it (confirmed) delivers it', async ({ page }) => {
   await page.goto(link());
   await page.getByRole('link', { name: /Dead letters/ }).click();
-  // The demo starts in its "expired token" phase: leads die as configuration errors.
+  // The demo starts in its "field-format change": HubSpot refuses national phone numbers, naming the property.
   await expect(page.getByTestId('dlq-row').first()).toBeVisible({ timeout: 30_000 });
-  await expect(page.getByTestId('class-permanent_config')).toBeVisible();
+  await expect(page.getByTestId('class-permanent_data').first()).toBeVisible();
   // Web-form leads carry personal data; filter to them.
   await page.getByLabel('Source').selectOption('webform');
   const row = page.getByTestId('dlq-row').first();
   await expect(row).toContainText('webform', { timeout: 30_000 });
   await row.click();
   const panel = page.getByTestId('dead-letter-panel');
-  await expect(panel.getByTestId('reason')).toContainText('HTTP 401');
-  await expect(panel.getByTestId('attempts').locator('li').first()).toContainText('HTTP 401');
+  await expect(panel.getByTestId('reason')).toContainText('HubSpot rejected property phone');
+  await expect(panel.getByTestId('attempts').locator('li').first()).toContainText('HTTP 207');
   // Personal data is masked until revealed.
   const email = panel.locator('tr', { hasText: 'email' }).locator('td');
   await expect(email).toContainText('•');
@@ -40,13 +61,12 @@ test('a dead letter opens with its timeline, and replaying it (confirmed) delive
   await expect(email).toContainText('@example.com');
   await expect(email).not.toContainText('•');
 
-  // Wait until the CRM is back (the demo's token is "renewed" 15 s after start), then replay this lead.
-  const started = Number(process.env.LEADLINE_E2E_STARTED);
-  await page.waitForTimeout(Math.max(0, started + 17_000 - Date.now()));
+  // Once HubSpot takes national numbers again, replay this lead.
+  await crmBack(page);
   await panel.getByTestId('replay-one').click();
   const dialog = page.getByRole('dialog');
   await expect(dialog.getByTestId('replay-summary')).toHaveText(/Replay 1 lead to crm\?/);
-  await dialog.getByRole('textbox').fill('token renewed');
+  await dialog.getByRole('textbox').fill('validation rule removed');
   await dialog.getByTestId('replay-go').click();
   await dialog.getByTestId('replay-confirm').click();
   await expect(dialog.getByTestId('replay-state')).toContainText('Finished · 1 of 1 delivered', { timeout: 30_000 });
@@ -54,7 +74,7 @@ test('a dead letter opens with its timeline, and replaying it (confirmed) delive
 
   // The detail now says it was replayed, with who and why.
   await expect(panel).toContainText('This lead was replayed');
-  await expect(panel).toContainText('token renewed');
+  await expect(panel).toContainText('validation rule removed');
   await expect(panel).toContainText('browser token');
 });
 
@@ -63,24 +83,23 @@ test('dead letters grouped by cause: filter, replay a group with a canary, watch
   await page.goto(link());
   await page.getByRole('link', { name: /Dead letters/ }).click();
   await expect(page.getByTestId('dlq-row').first()).toBeVisible({ timeout: 30_000 });
-  // Only what the CRM answered 401, grouped by cause: the expired token is one group, however many leads.
-  await page.getByLabel('HTTP status').fill('401');
+  // Only data errors, grouped by cause: HubSpot's phone rule is one group, however many leads.
+  await page.getByTestId('class-permanent_data').click();
   await page.getByTestId('view-groups').click();
   const group = page.getByTestId('group-row').first();
-  await expect(group).toContainText('HTTP 401');
+  await expect(group).toContainText('phone');
   await expect(page.getByTestId('group-row')).toHaveCount(1);
   const count = Number(((await group.locator('td').first().textContent()) ?? '0').replace(/\D/g, ''));
   expect(count).toBeGreaterThan(1);
 
-  // Once the token is "renewed", replay the whole group: two leads first, then the rest.
-  const started = Number(process.env.LEADLINE_E2E_STARTED);
-  await page.waitForTimeout(Math.max(0, started + 17_000 - Date.now()));
+  // Once HubSpot takes national numbers again, replay the whole group: two leads first, then the rest.
+  await crmBack(page);
   await group.getByTestId('replay-group').click();
   const dialog = page.getByRole('dialog');
   await expect(dialog.getByTestId('replay-summary')).toHaveText(`Replay ${count} leads to crm?`);
   await dialog.getByTestId('replay-canary').fill('2');
   await dialog.getByTestId('replay-rate').fill('50');
-  await dialog.getByRole('textbox').fill('token renewed');
+  await dialog.getByRole('textbox').fill('validation rule removed');
   await dialog.getByTestId('replay-go').click();
   await expect(dialog.getByRole('alertdialog')).toContainText('2 go first');
   await dialog.getByTestId('replay-confirm').click();
@@ -149,15 +168,19 @@ test('targets: each target shows its field mapping, a dry run shows the exact re
   await detail.getByRole('button', { name: 'Show the request' }).click();
   await expect(detail.getByTestId('preview-error')).toContainText('`/lead/phone` ← `phone` is missing');
 
-  // The CRM step of the same lead: the envelope, exactly as it would be sent, with its idempotency key.
+  // The CRM step of the same lead: HubSpot's batch upsert, exactly as it would be sent — the partner's fields found
+  // through the mapping's alternatives, the source named by a value map, the token masked.
   await page.locator('[data-target="crm"]').getByRole('button', { name: 'Mapping & test' }).click();
-  await expect(detail).toContainText('No field mapping');
+  await expect(mapping.locator('tr', { hasText: 'email' }).first()).toContainText('email or /lead/email or /fields/email');
   await detail.getByLabel('Lead').fill('partner_api:E2E-1');
   await detail.getByRole('button', { name: 'Show the request' }).click();
   const preview = detail.getByTestId('preview');
   await expect(preview).toContainText('POST');
-  await expect(preview).toContainText('Idempotency-Key: partner_api:E2E-1:crm');
-  await expect(preview).toContainText('"external_id": "partner_api:E2E-1"');
+  await expect(preview).toContainText('/crm/v3/objects/contacts/batch/upsert');
+  await expect(preview).toContainText('"idProperty": "leadline_id"');
+  await expect(preview).toContainText('"email": "ada@example.com"');
+  await expect(preview).toContainText('"leadline_source": "Partner API"');
+  await expect(preview).not.toContainText('demo-hubspot-token');
 
   // The Meta step's page token is checked with one harmless request.
   await page.locator('[data-target="meta_details"]').getByRole('button', { name: 'Mapping & test' }).click();

@@ -1,5 +1,7 @@
-// Starts `leadline serve --demo` on a fresh database, in the "expired token" phase of the demo schedule (so dead
-// letters appear at once, and the CRM recovers 15 s later), and hands the browser link (with its token) to tests.
+// Starts `leadline serve --demo` on a fresh database near the end of the demo's "field-format change" (HubSpot
+// refuses national phone numbers: data dead letters appear at once), followed 20 s later by its "expired token"
+// (the CRM is held, one alert) and 50 s after start by normal service; hands the browser link (with its token)
+// to the tests.
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +12,7 @@ export default async function globalSetup() {
   const dir = mkdtempSync(join(tmpdir(), 'leadline-e2e-'));
   const port = process.env.LEADLINE_E2E_PORT ?? '8797';
   const child = spawn(bin, ['serve', '--demo', '--demo-rate', '240', '--listen', `127.0.0.1:${port}`, '--database', join(dir, 'e2e.db')], {
-    env: { ...process.env, LEADLINE_DEMO_CLOCK_OFFSET: '435', RUST_LOG: 'warn' },
+    env: { ...process.env, LEADLINE_DEMO_CLOCK_OFFSET: '400', RUST_LOG: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const link = await new Promise<string>((resolve, reject) => {

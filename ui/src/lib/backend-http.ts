@@ -5,6 +5,7 @@ import { toQuery } from './format';
 import type {
   Alert,
   ConnectionCheck,
+  SecretReload,
   RequestPreview,
   DeadLetterGroup,
   EditRequest,
@@ -173,6 +174,9 @@ export class HttpBackend implements Backend {
   }
   checkTarget(name: string) {
     return this.call<ConnectionCheck>('POST', `/api/targets/${encodeURIComponent(name)}/check`);
+  }
+  reloadSecrets() {
+    return this.call<SecretReload[]>('POST', '/api/secrets/reload');
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {

@@ -6,6 +6,7 @@ import { ApiFailure, type Backend } from './backend';
 import type {
   Alert,
   ConnectionCheck,
+  SecretReload,
   RequestPreview,
   DeadLetterGroup,
   EditRequest,
@@ -117,6 +118,9 @@ export class TauriBackend implements Backend {
   }
   checkTarget(name: string) {
     return call<ConnectionCheck>('check_target', { name });
+  }
+  reloadSecrets() {
+    return call<SecretReload[]>('reload_secrets');
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {

@@ -4,6 +4,7 @@
 import type {
   Alert,
   ConnectionCheck,
+  SecretReload,
   RequestPreview,
   DeadLetterGroup,
   EditRequest,
@@ -74,6 +75,8 @@ export interface Backend {
   targetPreview(name: string, lead: string): Promise<RequestPreview>;
   /** One harmless authenticated request to the target, answered in plain words. */
   checkTarget(name: string): Promise<ConnectionCheck>;
+  /** Reads every target's credentials again (secrets file, environment): no restart. */
+  reloadSecrets(): Promise<SecretReload[]>;
   /** Live events; returns an unsubscribe function. */
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void;
 }

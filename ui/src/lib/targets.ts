@@ -16,7 +16,7 @@ export function holdText(
     return {
       level: 'bad',
       label: 'refusing credentials',
-      detail: `renew the token in ${hold.reason.credential}; leads wait (next try ${at})`,
+      detail: `renew the token in ${hold.reason.credential}, then Reload secrets; leads wait (next try ${at})`,
     };
   }
   return { level: 'warn', label: `rate-limited until ${at}`, detail: 'the target said when to come back; leads wait' };
@@ -24,7 +24,8 @@ export function holdText(
 
 type Rule = {
   to?: string;
-  from?: string | null;
+  /** One lead field, or several tried in order (the first with a value wins). */
+  from?: string | string[] | null;
   constant?: unknown;
   transform?: unknown[];
   default?: unknown;
@@ -34,8 +35,9 @@ type Rule = {
 /** One mapping rule as three cells: the CRM field, where its value comes from, and what is done to it. */
 export function describeRule(raw: unknown): { to: string; from: string; then: string; required: boolean } {
   const rule = (raw ?? {}) as Rule;
+  const fields = Array.isArray(rule.from) ? rule.from.join(' or ') : rule.from;
   const from =
-    rule.constant !== undefined && rule.constant !== null ? `= ${JSON.stringify(rule.constant)}` : (rule.from ?? '—');
+    rule.constant !== undefined && rule.constant !== null ? `= ${JSON.stringify(rule.constant)}` : (fields ?? '—');
   const steps = (rule.transform ?? []).map(transformText);
   if (rule.default !== undefined && rule.default !== null) steps.push(`else ${JSON.stringify(rule.default)}`);
   return { to: rule.to ?? '?', from, then: steps.join(', ') || '—', required: rule.required === true };

@@ -72,6 +72,8 @@ export type ConnectionCheck = { ok: boolean,
  */
 message: string, };
 
+export type SecretReload = { target: string, ok: boolean, message: string, };
+
 export type MetricSeries = { bucket_seconds: number, 
 /**
  * Bucket start times, Unix seconds.
