@@ -14,6 +14,9 @@
 //!    (burst R/10), for R = 50 and 200: achieved rate / allowed rate and the share of requests answered 429, with
 //!    the target's `rate` declared, and without it (the worker then learns from the 429s and their headers).
 //!    `--skip-pacing` leaves it out (it takes about two minutes); `--only-pacing` runs nothing else.
+//! 6. HubSpot batches: a backlog (`--hubspot-leads`, 5,000) drained into the mock HubSpot's batch upsert, once
+//!    unlimited and once with HubSpot's private-app limit (100 requests per 10 s, declared as the target's
+//!    `rate`): leads per second, requests sent, leads per request, 429 answers. `--only-hubspot` runs nothing else.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -378,6 +381,88 @@ async fn bench_pacing(leads: usize, allowed: f64, declared: bool) {
     server.shutdown().await.unwrap();
 }
 
+async fn bench_hubspot(leads: usize, limited: bool) {
+    use leadline::demo::mock_hubspot::{HubspotBehaviour, MockHubspot, Secondly, TOKEN};
+    let (hubspot, addr) = MockHubspot::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    if limited {
+        hubspot
+            .set(HubspotBehaviour { secondly: Some(Secondly { max: 100, interval_ms: 10_000 }), ..Default::default() });
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("hubspot.db");
+    {
+        let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+        let now = chrono::Utc::now();
+        let events: Vec<NewEvent> = (0..leads)
+            .map(|i| NewEvent {
+                source: "bench".into(),
+                source_ref: format!("h-{i}"),
+                payload: serde_json::json!({"id": format!("h-{i}"), "email": format!("h-{i}@example.com")}),
+                route: vec!["sink".into()],
+                received_at: now,
+                via: Default::default(),
+            })
+            .collect();
+        for chunk in events.chunks(1000) {
+            store.insert_events(chunk).await.unwrap();
+        }
+        store.close().await;
+    }
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[database]
+url = "sqlite://{db}"
+[worker]
+batch_size = 256
+poll_interval_ms = 5
+[sources.bench]
+route = ["sink"]
+[targets.sink]
+kind = "hubspot"
+url = "http://{addr}"
+auth = {{ bearer_env = "BENCH_HUBSPOT_TOKEN" }}
+id_property = "leadline_id"
+concurrency = 2
+timeout_ms = 10000
+{rate}
+mapping = [
+  {{ to = "leadline_id", from = "$external_id", required = true }},
+  {{ to = "email", from = "email", required = true }},
+]
+"#,
+        db = db.display(),
+        rate = if limited { "rate = \"100/10s\"" } else { "" },
+    );
+    let mut config = Config::parse(&text, Path::new("bench.toml")).expect("bench config");
+    config.inline_secrets.insert("BENCH_HUBSPOT_TOKEN".into(), TOKEN.into());
+    let start = Instant::now();
+    let server = Server::start(config).await.unwrap();
+    loop {
+        let h = leadline::api::health(&server.app).await.unwrap().queue.overall;
+        if h.delivered as usize >= leads || h.dead_open > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let stats = hubspot.stats();
+    println!(
+        "hubspot: {leads} leads by batch upsert, {}: {:.0} leads/s ({:.2} s), {} requests, {:.1} leads per request \
+         (largest {}), {} answered 429, {} contacts",
+        if limited { "limit 100 requests/10 s, rate declared" } else { "no limit" },
+        leads as f64 / elapsed,
+        elapsed,
+        stats.upsert_requests,
+        leads as f64 / stats.upsert_requests.max(1) as f64,
+        stats.largest_batch,
+        stats.rate_limited,
+        stats.contacts
+    );
+    server.shutdown().await.unwrap();
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
@@ -385,6 +470,13 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     rt.block_on(async {
+        let only = |name: &str| std::env::args().any(|a| a == name);
+        if only("--only-hubspot") {
+            let leads = arg("--hubspot-leads", 5_000);
+            bench_hubspot(leads, false).await;
+            bench_hubspot(leads, true).await;
+            return;
+        }
         if !std::env::args().any(|a| a == "--only-pacing") {
             bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
             bench_delivery(arg("--delivery-jobs", 20_000)).await;
@@ -397,6 +489,11 @@ fn main() {
                 bench_pacing(leads, allowed, true).await;
                 bench_pacing(leads.min(1_000), allowed, false).await;
             }
+        }
+        if !only("--only-pacing") {
+            let leads = arg("--hubspot-leads", 5_000);
+            bench_hubspot(leads, false).await;
+            bench_hubspot(leads, true).await;
         }
     });
 }
