@@ -600,3 +600,59 @@ async fn a_409_is_resolved_by_looking_the_lead_up() {
     assert!(result.contains("409") && result.contains("crm-1"), "{result}");
     app.server.shutdown().await.unwrap();
 }
+
+/// `leadline reload` (SIGHUP to the server named by the pid file beside its database) makes a running
+/// `leadline serve` read its secrets file again: leads held by a refused token go on, without a restart.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadline_reload_makes_a_running_server_read_its_secrets_again() {
+    use std::process::{Command, Stdio};
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    crm.set_behaviour(Behaviour { require_bearer: Some("renewed-token".into()), ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.env");
+    std::fs::write(&secrets, "TEST_CRM_TOKEN=expired-token\nTEST_WEBFORM_SECRET=x\nTEST_META_SECRET=x\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let target = idempotent_crm(crm_addr).replace("cooldown_ms = 300", "cooldown_ms = 60000")
+        + "auth = { bearer_env = \"TEST_CRM_TOKEN\" }\n";
+    let text = "secrets_file = \"secrets.env\"\n".to_string()
+        + &config_text(crm_addr, &dir.path().join("leadline.db"), &target)
+            .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
+    let config = dir.path().join("leadline.toml");
+    std::fs::write(&config, text).unwrap();
+    let leadline = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_leadline"));
+        c.args(args).arg("--config").arg(&config).env("RUST_LOG", "warn").env("TEST_META_VERIFY", "v");
+        c.env("TEST_GRAPH_TOKEN", "g");
+        c
+    };
+    let mut child = leadline(&["serve"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for("the server", Duration::from_secs(20), || async {
+        http.post(format!("{base}/ingest/plain")).json(&json!({"id": "R-0"})).send().await.is_ok()
+    })
+    .await;
+    for i in 1..5 {
+        let r = http.post(format!("{base}/ingest/plain")).json(&json!({"id": format!("R-{i}")})).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+    }
+    // The token is refused: the leads wait (held for a minute, far beyond this test).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(crm.distinct_leads(), 0);
+
+    std::fs::write(&secrets, "TEST_CRM_TOKEN=renewed-token\nTEST_WEBFORM_SECRET=x\nTEST_META_SECRET=x\n").unwrap();
+    let out = leadline(&["reload"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("read its secrets again"));
+    wait_for("the waiting leads delivered", Duration::from_secs(15), || async { crm.distinct_leads() == 5 }).await;
+    assert_eq!(crm.stats().duplicated_external_ids, 0);
+
+    // SIGTERM: a clean stop removes the pid file, and `reload` then says nothing is running.
+    // SAFETY: kill(2) on the child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    let out = leadline(&["reload"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no running `leadline serve` found"), "{out:?}");
+}
