@@ -6,7 +6,8 @@
 
 use leadline::api::{
     BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthVerdict, HealthView,
-    LiveEvent, ReplayRequest, ResolveRequest, SecretReload, Session, SourceView, TargetView, VerdictLevel,
+    LiveEvent, ReplayRequest, ResolveRequest, SecretReload, Session, SourceView, TargetSituation, TargetView,
+    VerdictLevel,
 };
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
@@ -39,6 +40,7 @@ fn generated() -> String {
         QueueHealth::decl(&cfg),
         TargetHealth::decl(&cfg),
         BreakerView::decl(&cfg),
+        TargetSituation::decl(&cfg),
         BreakerState::decl(&cfg),
         Hold::decl(&cfg),
         HoldReason::decl(&cfg),

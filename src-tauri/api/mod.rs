@@ -135,6 +135,56 @@ pub struct BreakerView {
     pub target: String,
     pub state: BreakerState,
     pub opened_at: Option<DateTime<Utc>>,
+    /// What the target is doing, all things considered (a person's pause, a hold, the breaker).
+    pub situation: TargetSituation,
+}
+
+/// What a target is really doing now, in the order a person needs to know it: a person's pause first, then a
+/// refused credential, a target that looks down, a rate limit, a probe after failures; otherwise it is sending.
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TargetSituation {
+    Sending,
+    /// Someone paused it; its leads queue until resumed.
+    PausedByPerson,
+    /// It refused the credential in this variable; one lead probes at `next_try`.
+    RefusingCredentials {
+        credential: String,
+        next_try: DateTime<Utc>,
+    },
+    /// The breaker opened: it kept failing, sending is paused (since `since`) until a probe succeeds.
+    Down {
+        since: Option<DateTime<Utc>>,
+    },
+    /// It said when to come back (or Leadline paces it near its limit): nothing is sent before `until`.
+    RateLimited {
+        until: DateTime<Utc>,
+    },
+    /// After failures, one lead tests whether it answers again.
+    Testing,
+}
+
+/// A target's situation from its facts. Pure.
+pub fn situation(
+    paused: bool,
+    hold: Option<crate::delivery::worker::Hold>,
+    breaker: BreakerState,
+    opened_at: Option<DateTime<Utc>>,
+) -> TargetSituation {
+    use crate::delivery::worker::HoldReason;
+    match (paused, hold, breaker) {
+        (true, _, _) => TargetSituation::PausedByPerson,
+        (_, Some(h), _) if matches!(h.reason, HoldReason::Credentials { .. }) => match h.reason {
+            HoldReason::Credentials { credential } => {
+                TargetSituation::RefusingCredentials { credential, next_try: h.until }
+            }
+            HoldReason::RateLimited => unreachable!("matched as credentials"),
+        },
+        (_, _, BreakerState::Open) => TargetSituation::Down { since: opened_at },
+        (_, Some(h), _) => TargetSituation::RateLimited { until: h.until },
+        (_, None, BreakerState::HalfOpen) => TargetSituation::Testing,
+        (_, None, BreakerState::Closed) => TargetSituation::Sending,
+    }
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -179,13 +229,8 @@ fn page_for(kind: &str) -> &'static str {
     }
 }
 
-/// The verdict from the open alerts and what the worker sees of each target (its hold and breaker). Pure.
-pub fn verdict(
-    open_alerts: &[Alert],
-    targets: &[(String, Option<crate::delivery::worker::Hold>, BreakerState)],
-    queue: &QueueHealth,
-) -> HealthVerdict {
-    use crate::delivery::worker::HoldReason;
+/// The verdict from the open alerts and each target's situation. Pure.
+pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], queue: &QueueHealth) -> HealthVerdict {
     let say = |level, reason: String, link: &str| HealthVerdict { level, reason, link: Some(link.to_string()) };
     let more = |n: usize| if n > 1 { format!(" (and {} more)", n - 1) } else { String::new() };
     let critical: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == "critical").collect();
@@ -196,44 +241,40 @@ pub fn verdict(
             page_for(&first.kind),
         );
     }
-    for (name, hold, breaker) in targets {
-        if let Some(HoldReason::Credentials { credential }) = hold.as_ref().map(|h| &h.reason) {
-            return say(
-                VerdictLevel::NeedsPerson,
-                format!("{name} refuses the credential in {credential}: its leads are waiting"),
-                "targets",
-            );
-        }
-        if *breaker == BreakerState::Open {
-            return say(
-                VerdictLevel::NeedsPerson,
-                format!("{name} looks down: sending is paused by the breaker"),
-                "targets",
-            );
+    for (name, situation) in targets {
+        match situation {
+            TargetSituation::RefusingCredentials { credential, .. } => {
+                return say(
+                    VerdictLevel::NeedsPerson,
+                    format!("{name} refuses the credential in {credential}: its leads are waiting"),
+                    "targets",
+                )
+            }
+            TargetSituation::Down { .. } => {
+                return say(
+                    VerdictLevel::NeedsPerson,
+                    format!("{name} looks down: sending is paused by the breaker"),
+                    "targets",
+                )
+            }
+            _ => {}
         }
     }
     let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == "warning").collect();
     if let Some(first) = warnings.first() {
         return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), page_for(&first.kind));
     }
-    for (name, hold, breaker) in targets {
-        if let Some(h) = hold {
-            return say(
-                VerdictLevel::Degraded,
-                format!(
-                    "{name} is rate-limited until {} UTC: leads wait and go on by themselves",
-                    h.until.format("%H:%M:%S")
-                ),
-                "targets",
-            );
-        }
-        if *breaker == BreakerState::HalfOpen {
-            return say(
-                VerdictLevel::Degraded,
-                format!("{name} is being tested with one lead after failing"),
-                "targets",
-            );
-        }
+    for (name, situation) in targets {
+        let reason = match situation {
+            TargetSituation::RateLimited { until } => format!(
+                "{name} is rate-limited until {} UTC: leads wait and go on by themselves",
+                until.format("%H:%M:%S")
+            ),
+            TargetSituation::Testing => format!("{name} is being tested with one lead after failing"),
+            TargetSituation::PausedByPerson => format!("{name} is paused by a person: its leads wait until resumed"),
+            _ => continue,
+        };
+        return say(VerdictLevel::Degraded, reason, "targets");
     }
     let o = &queue.overall;
     let waiting = o.pending + o.running;
@@ -266,8 +307,9 @@ pub fn session(app: &App) -> Session {
 
 pub async fn health(app: &App) -> Result<HealthView, ApiError> {
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
-    let queue = app.store.queue_health(Utc::now(), &targets).await?;
-    let breakers = app
+    let now = Utc::now();
+    let queue = app.store.queue_health(now, &targets).await?;
+    let breakers: Vec<BreakerView> = app
         .worker
         .as_ref()
         .map(|w| {
@@ -275,19 +317,15 @@ pub async fn health(app: &App) -> Result<HealthView, ApiError> {
                 .iter()
                 .map(|(name, t)| {
                     let (state, opened_at) = t.breaker_state();
-                    BreakerView { target: name.clone(), state, opened_at }
+                    let situation = situation(t.is_paused(), t.hold(now), state, opened_at);
+                    BreakerView { target: name.clone(), state, opened_at, situation }
                 })
                 .collect()
         })
         .unwrap_or_default();
-    let now = Utc::now();
-    let targets: Vec<_> = app
-        .worker
-        .as_ref()
-        .map(|w| w.targets.iter().map(|(name, t)| (name.clone(), t.hold(now), t.breaker_state().0)).collect())
-        .unwrap_or_default();
+    let situations: Vec<_> = breakers.iter().map(|b| (b.target.clone(), b.situation.clone())).collect();
     let open = alerts::unresolved(&app.store).await?;
-    let verdict = verdict(&open, &targets, &queue);
+    let verdict = verdict(&open, &situations, &queue);
     Ok(HealthView { queue, breakers, verdict })
 }
 
@@ -908,13 +946,13 @@ mod tests {
     #[test]
     fn the_verdict_follows_the_worst_fact() {
         let until = Utc::now() + chrono::Duration::minutes(2);
-        let ok = verdict(&[], &[("crm".into(), None, BreakerState::Closed)], &queue(3));
+        let ok = verdict(&[], &[("crm".into(), TargetSituation::Sending)], &queue(3));
         assert_eq!(
             (ok.level, ok.reason.as_str(), ok.link),
             (VerdictLevel::AllWell, "3 leads on the way, nothing stuck", None)
         );
 
-        let limited = vec![("crm".into(), Some(Hold { until, reason: HoldReason::RateLimited }), BreakerState::Closed)];
+        let limited = vec![("crm".into(), TargetSituation::RateLimited { until })];
         let v = verdict(&[], &limited, &queue(3));
         assert_eq!(v.level, VerdictLevel::Degraded);
         assert!(v.reason.starts_with("crm is rate-limited until"), "{}", v.reason);
@@ -925,15 +963,21 @@ mod tests {
 
         let refused = vec![(
             "meta_details".into(),
-            Some(Hold { until, reason: HoldReason::Credentials { credential: "META_TOKEN".into() } }),
-            BreakerState::Closed,
+            TargetSituation::RefusingCredentials { credential: "META_TOKEN".into(), next_try: until },
         )];
         let v = verdict(&quiet, &refused, &queue(0));
         assert_eq!((v.level, v.link.as_deref()), (VerdictLevel::NeedsPerson, Some("targets")));
         assert!(v.reason.contains("META_TOKEN"), "{}", v.reason);
 
-        let down = vec![("crm".into(), None, BreakerState::Open)];
+        let down = vec![("crm".into(), TargetSituation::Down { since: None })];
         assert_eq!(verdict(&[], &down, &queue(9)).level, VerdictLevel::NeedsPerson);
+
+        let paused = vec![("crm".into(), TargetSituation::PausedByPerson)];
+        let v = verdict(&[], &paused, &queue(9));
+        assert_eq!(
+            (v.level, v.reason.as_str()),
+            (VerdictLevel::Degraded, "crm is paused by a person: its leads wait until resumed")
+        );
 
         let silent = [
             alert("silence", "critical", "No leads from partner for 31 min"),
@@ -944,5 +988,31 @@ mod tests {
         assert_eq!(v.level, VerdictLevel::NeedsPerson);
         assert_eq!(v.reason, "No leads from partner for 31 min (and 1 more)");
         assert_eq!(v.link.as_deref(), Some("sources"));
+    }
+
+    #[test]
+    fn a_targets_situation_puts_what_a_person_must_know_first() {
+        let until = Utc::now() + chrono::Duration::minutes(2);
+        let credentials = Hold { until, reason: HoldReason::Credentials { credential: "T".into() } };
+        let limited = Hold { until, reason: HoldReason::RateLimited };
+        let opened = Some(Utc::now());
+        assert_eq!(
+            situation(true, Some(credentials.clone()), BreakerState::Open, opened),
+            TargetSituation::PausedByPerson
+        );
+        assert_eq!(
+            situation(false, Some(credentials), BreakerState::Open, opened),
+            TargetSituation::RefusingCredentials { credential: "T".into(), next_try: until }
+        );
+        assert_eq!(
+            situation(false, Some(limited.clone()), BreakerState::Open, opened),
+            TargetSituation::Down { since: opened }
+        );
+        assert_eq!(
+            situation(false, Some(limited.clone()), BreakerState::HalfOpen, None),
+            TargetSituation::RateLimited { until }
+        );
+        assert_eq!(situation(false, None, BreakerState::HalfOpen, None), TargetSituation::Testing);
+        assert_eq!(situation(false, None, BreakerState::Closed, None), TargetSituation::Sending);
     }
 }

@@ -24,7 +24,7 @@ pub const MINUTE: i64 = 60_000;
 pub const HOUR: i64 = 3_600_000;
 
 /// Counter metrics (summed when rolled up); every other metric is a gauge (highest value kept).
-pub const COUNTERS: [&str; 4] = ["events", "delivered", "failed", "dead_lettered"];
+pub const COUNTERS: [&str; 5] = ["events", "delivered", "failed", "rate_limited", "dead_lettered"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Range {
@@ -69,8 +69,13 @@ pub struct MetricSeries {
     pub oldest_age_seconds: Vec<Option<f64>>,
     /// Successful attempts per bucket.
     pub delivered: Vec<f64>,
-    /// Failed attempts (retried or dead-lettered) per bucket.
+    /// Failed attempts (retried or dead-lettered) per bucket, rate-limited answers excepted.
     pub failed: Vec<f64>,
+    /// Attempts answered "slow down" (rate-limited) per bucket: not failures.
+    pub rate_limited: Vec<f64>,
+    /// Buckets starting at or after this time (Unix seconds) are still being counted: their counters are
+    /// incomplete and must not be read as a dip.
+    pub complete_until: i64,
     /// Open dead letters by class (highest in the bucket).
     pub dead_open_by_class: BTreeMap<String, Vec<Option<f64>>>,
     /// Events received per bucket, by source.
@@ -148,7 +153,9 @@ pub async fn record(
     .context("cannot count events per minute")?;
     for (metric, condition) in [
         ("delivered", "a.outcome = 'delivered'"),
-        ("failed", "a.outcome IN ('retry', 'dead')"),
+        // A rate-limited answer is the target pacing us, not a failure: counted apart.
+        ("failed", "a.outcome IN ('retry', 'dead') AND COALESCE(a.class, '') <> 'rate_limited'"),
+        ("rate_limited", "a.class = 'rate_limited'"),
         ("dead_lettered", "a.outcome = 'dead'"),
     ] {
         sqlx::query(&format!(
@@ -261,6 +268,7 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
     let mut oldest = vec![None; n];
     let mut delivered = vec![0.0; n];
     let mut failed = vec![0.0; n];
+    let mut rate_limited = vec![0.0; n];
     let mut dead: BTreeMap<String, Vec<Option<f64>>> =
         ErrorClass::ALL.iter().map(|c| (c.as_str().to_string(), vec![None; n])).collect();
     let mut volume: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -271,6 +279,7 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
             "oldest_age_s" if key == "*" => oldest[i] = Some(max),
             "delivered" => delivered[i] += sum,
             "failed" => failed[i] += sum,
+            "rate_limited" => rate_limited[i] += sum,
             "dead_open" => {
                 if let Some(s) = dead.get_mut(&key) {
                     s[i] = Some(max);
@@ -287,6 +296,8 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
         oldest_age_seconds: oldest,
         delivered,
         failed,
+        rate_limited,
+        complete_until: end - bucket,
         dead_open_by_class: dead,
         volume_by_source: volume,
     })

@@ -148,7 +148,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                     title: format!("Leads to {target} are being rejected: check the connection settings"),
                     detail: format!(
                         "{}. Every lead to {target} will fail the same way until the setup is fixed; \
-                         then replay the permanent_config dead letters.",
+                         then replay its dead letters of the class \"setup problem\".",
                         reason.trim_end_matches('.')
                     ),
                 },

@@ -131,18 +131,55 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
                 severity: Severity::Warning,
                 title: format!("Fewer leads than usual from {source}"),
                 detail: format!(
-                    "{} in the last {} min where about {expected:.0} are normal at this hour ({:.0} %). A count this \
-                     low happens by chance with probability {:.1e}. Check the forms, the webhook subscription and \
-                     the campaigns of {source}.",
+                    "{} in the last {} min where about {expected:.0} are normal at this hour ({:.0} %). Chance alone \
+                     gives a count this low {}. Check the forms, the webhook subscription and the campaigns of \
+                     {source}.",
                     a.observed,
                     a.window_minutes,
                     a.observed as f64 / expected.max(1.0) * 100.0,
-                    a.p_value.unwrap_or(0.0)
+                    chance_in_words(a.p_value.unwrap_or(0.0))
                 ),
             };
             raise(app, notifier, spec, now).await;
         }
         Verdict::Clear => resolve(app, "volume_drop", source, "volume is back to normal", now).await,
         Verdict::Keep => {}
+    }
+}
+
+/// How rare a count is, in words a person reads at a glance: "about once in 2,800 such periods".
+pub fn chance_in_words(p: f64) -> String {
+    if p.is_nan() || p <= 0.0 {
+        return "practically never".into();
+    }
+    let once_in = 1.0 / p;
+    if once_in < 2.0 {
+        return "often".into();
+    }
+    // Two significant digits, grouped by thousands: 2,800 rather than 2777.8.
+    let magnitude = 10f64.powi((once_in.log10().floor() as i32 - 1).max(0));
+    let rounded = ((once_in / magnitude).round() * magnitude) as u64;
+    let digits = rounded.to_string();
+    let mut grouped = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("about once in {grouped} such periods")
+}
+
+#[cfg(test)]
+mod words_tests {
+    use super::chance_in_words;
+
+    #[test]
+    fn rare_counts_are_said_in_words_not_exponents() {
+        assert_eq!(chance_in_words(3.6e-4), "about once in 2,800 such periods");
+        assert_eq!(chance_in_words(0.02), "about once in 50 such periods");
+        assert_eq!(chance_in_words(1e-7), "about once in 10,000,000 such periods");
+        assert_eq!(chance_in_words(0.0), "practically never");
+        assert_eq!(chance_in_words(0.9), "often");
     }
 }

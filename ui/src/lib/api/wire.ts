@@ -47,7 +47,13 @@ waiting: number, delivered: number,
  */
 dead_open: number, dead_open_by_class: { [key in string]: number }, };
 
-export type BreakerView = { target: string, state: BreakerState, opened_at: string | null, };
+export type BreakerView = { target: string, state: BreakerState, opened_at: string | null, 
+/**
+ * What the target is doing, all things considered (a person's pause, a hold, the breaker).
+ */
+situation: TargetSituation, };
+
+export type TargetSituation = { "kind": "sending" } | { "kind": "paused_by_person" } | { "kind": "refusing_credentials", credential: string, next_try: string, } | { "kind": "down", since: string | null, } | { "kind": "rate_limited", until: string, } | { "kind": "testing" };
 
 export type BreakerState = "closed" | "open" | "half_open";
 
@@ -92,9 +98,18 @@ oldest_age_seconds: Array<number | null>,
  */
 delivered: Array<number>, 
 /**
- * Failed attempts (retried or dead-lettered) per bucket.
+ * Failed attempts (retried or dead-lettered) per bucket, rate-limited answers excepted.
  */
 failed: Array<number>, 
+/**
+ * Attempts answered "slow down" (rate-limited) per bucket: not failures.
+ */
+rate_limited: Array<number>, 
+/**
+ * Buckets starting at or after this time (Unix seconds) are still being counted: their counters are
+ * incomplete and must not be read as a dip.
+ */
+complete_until: number, 
 /**
  * Open dead letters by class (highest in the bucket).
  */
