@@ -78,6 +78,47 @@ test('a dead letter opens with its timeline, and replaying it (confirmed) delive
   await expect(panel).toContainText('browser token');
 });
 
+test('dialogs fit a 1024×640 laptop, take focus, keep Tab inside, close on Escape and give focus back', async ({ page }) => {
+  await page.setViewportSize({ width: 1024, height: 640 });
+  await page.goto(link());
+  const inView = async (name: string | RegExp) => {
+    const box = await page.getByRole('dialog').getByRole('button', { name }).first().boundingBox();
+    expect(box, `button ${name} is shown`).not.toBeNull();
+    expect(box!.y + box!.height).toBeLessThanOrEqual(640);
+    expect(box!.x + box!.width).toBeLessThanOrEqual(1024);
+  };
+  const focusInDialog = () => page.evaluate(() => !!document.activeElement?.closest('[role="dialog"]'));
+
+  // Pausing a target asks first.
+  await page.getByRole('link', { name: 'Targets' }).click();
+  const pause = page.locator('[data-target="notify"]').getByRole('button', { name: 'Pause' });
+  await pause.click();
+  await expect(page.getByRole('dialog')).toContainText('Pause notify?');
+  await inView('Pause');
+  await inView('Cancel');
+  expect(await focusInDialog()).toBe(true);
+  for (let i = 0; i < 5; i++) {
+    await page.keyboard.press('Tab');
+    expect(await focusInDialog()).toBe(true);
+  }
+  await page.keyboard.press('Shift+Tab');
+  expect(await focusInDialog()).toBe(true);
+  await page.keyboard.press('Escape');
+  await expect(page.getByRole('dialog')).toHaveCount(0);
+  await expect(pause).toBeFocused();
+  await expect(page.locator('[data-target="notify"]')).toContainText('sending');
+
+  // The replay dialog of a dead letter.
+  await page.getByRole('link', { name: /Dead letters/ }).click();
+  await page.getByTestId('dlq-row').first().click();
+  await page.getByTestId('dead-letter-panel').getByTestId('replay-one').click();
+  await expect(page.getByRole('dialog')).toBeVisible();
+  await inView(/Cancel|Close/);
+  expect(await focusInDialog()).toBe(true);
+  await page.keyboard.press('Escape');
+  await expect(page.getByRole('dialog')).toHaveCount(0);
+});
+
 test('dead letters grouped by cause: filter, replay a group with a canary, watch it, read the report', async ({ page }) => {
   test.setTimeout(120_000);
   await page.goto(link());

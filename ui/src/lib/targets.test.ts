@@ -1,22 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { describeRule, holdText } from './targets';
+import { describeRule, situationText } from './targets';
 
-describe('holdText', () => {
+describe('situationText', () => {
   const now = new Date('2026-11-30T10:00:00Z');
-  it('says nothing for no hold or a hold that has passed', () => {
-    expect(holdText(null, now)).toBeNull();
-    expect(holdText({ until: '2026-11-30T09:59:59Z', reason: { kind: 'rate_limited' } }, now)).toBeNull();
+  it('says what each situation means in words', () => {
+    expect(situationText({ kind: 'sending' }, now)).toMatchObject({ level: 'ok', label: 'sending' });
+    expect(situationText({ kind: 'paused_by_person' }, now)).toMatchObject({ level: 'warn', label: 'paused by a person' });
+    const refused = situationText({ kind: 'refusing_credentials', credential: 'HUBSPOT_TOKEN', next_try: '2026-11-30T10:00:15Z' }, now);
+    expect(refused.level).toBe('bad');
+    expect(refused.detail).toContain('HUBSPOT_TOKEN');
+    expect(refused.detail).toContain('Reload secrets');
+    expect(situationText({ kind: 'down', since: '2026-11-30T09:58:00Z' }, now)).toMatchObject({ level: 'bad', label: 'down — paused by the breaker' });
+    expect(situationText({ kind: 'rate_limited', until: '2026-11-30T10:01:00Z' }, now).label).toMatch(/^rate-limited until /);
+    expect(situationText({ kind: 'testing' }, now).level).toBe('warn');
   });
-  it('names the credential a person must renew', () => {
-    const t = holdText({ until: '2026-11-30T10:00:30Z', reason: { kind: 'credentials', credential: 'META_PAGE_TOKEN' } }, now);
-    expect(t?.level).toBe('bad');
-    expect(t?.label).toBe('refusing credentials');
-    expect(t?.detail).toContain('META_PAGE_TOKEN');
-  });
-  it('says until when a target is rate-limited', () => {
-    const t = holdText({ until: '2026-11-30T10:05:00Z', reason: { kind: 'rate_limited' } }, now);
-    expect(t?.level).toBe('warn');
-    expect(t?.label).toMatch(/^rate-limited until /);
+  it('does not call a rate limit that has passed a rate limit', () => {
+    expect(situationText({ kind: 'rate_limited', until: '2026-11-30T09:59:00Z' }, now).label).toBe('sending');
   });
 });
 

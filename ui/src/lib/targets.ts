@@ -1,25 +1,37 @@
 // Presentation of targets: their holds and their field-mapping rules, in words. Unit-tested in targets.test.ts.
 
-import type { Hold } from './api/wire';
+import type { TargetSituation } from './api/wire';
 import type { Level } from './format';
 
-/** What a hold means for the person looking at the target, or null when there is none. */
-export function holdText(
-  hold: Hold | null | undefined,
-  now: Date = new Date(),
-): { level: Level; label: string; detail: string } | null {
-  if (!hold) return null;
-  const until = new Date(hold.until);
-  if (Number.isNaN(until.getTime()) || until <= now) return null;
-  const at = until.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
-  if (hold.reason.kind === 'credentials') {
-    return {
-      level: 'bad',
-      label: 'refusing credentials',
-      detail: `renew the token in ${hold.reason.credential}, then Reload secrets; leads wait (next try ${at})`,
-    };
+/** What a target is doing, in words: one pill (level and label) and a line of detail. The same words on the
+ * Overview and the Targets page. */
+export function situationText(s: TargetSituation, now: Date = new Date()): { level: Level; label: string; detail: string } {
+  const time = (iso: string | null) =>
+    iso ? new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }) : '?';
+  switch (s.kind) {
+    case 'sending':
+      return { level: 'ok', label: 'sending', detail: 'leads go out as they come' };
+    case 'paused_by_person':
+      return { level: 'warn', label: 'paused by a person', detail: 'its leads wait until someone resumes it' };
+    case 'refusing_credentials':
+      return {
+        level: 'bad',
+        label: 'refusing credentials',
+        detail: `renew the token in ${s.credential}, then Reload secrets; leads wait (next try ${time(s.next_try)})`,
+      };
+    case 'down':
+      return {
+        level: 'bad',
+        label: 'down — paused by the breaker',
+        detail: `it kept failing${s.since ? ` (since ${time(s.since)})` : ''}; one lead tests it after a pause, leads wait`,
+      };
+    case 'rate_limited':
+      return new Date(s.until) > now
+        ? { level: 'warn', label: `rate-limited until ${time(s.until)}`, detail: 'the target said when to come back; leads wait' }
+        : { level: 'ok', label: 'sending', detail: 'leads go out as they come' };
+    case 'testing':
+      return { level: 'warn', label: 'testing with one lead', detail: 'after failures, one lead checks whether it answers again' };
   }
-  return { level: 'warn', label: `rate-limited until ${at}`, detail: 'the target said when to come back; leads wait' };
 }
 
 type Rule = {
