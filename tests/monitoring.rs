@@ -124,6 +124,9 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     let again = alert(&setup, "silence", "plain").await.unwrap();
     assert_eq!((again.id, again.occurrences), (silence.id, 2));
     assert_eq!(notes.titles().len(), 1);
+    // One incident, one alert: the silence is not announced a second time as "fewer leads than usual".
+    let drop = alert(&setup, "volume_drop", "plain").await;
+    assert!(drop.as_ref().is_none_or(|d| d.state == "resolved"), "{drop:?}");
 
     // Nobody acknowledged it: 30 minutes after the notification it is announced again, once.
     let mut last_digest = t0;

@@ -143,6 +143,27 @@ pub async fn raise(store: &Store, spec: &AlertSpec, now: DateTime<Utc>) -> anyho
     Ok((alert, new))
 }
 
+/// Keeps the figures of the unresolved alert of (kind, key) current (a silence that goes on: "for 25 min", not
+/// the 10 it had when raised), without counting an occurrence or announcing anything. Returns whether one was open.
+pub async fn refresh(store: &Store, kind: &str, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
+    let mut tx = store.begin_write().await?;
+    let r = sqlx::query(
+        "UPDATE alert SET title = ?, detail = ? WHERE kind = ? AND key = ? AND resolved_at IS NULL
+            AND (title <> ? OR detail <> ?)",
+    )
+    .bind(title)
+    .bind(detail)
+    .bind(kind)
+    .bind(key)
+    .bind(title)
+    .bind(detail)
+    .execute(&mut *tx)
+    .await
+    .context("cannot refresh alert")?;
+    tx.commit().await.context("cannot commit alert refresh")?;
+    Ok(r.rows_affected() > 0)
+}
+
 /// Resolves the unresolved alert of (kind, key), if any. Returns whether one was resolved.
 pub async fn resolve(store: &Store, kind: &str, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
     let mut tx = store.begin_write().await?;

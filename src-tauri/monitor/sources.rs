@@ -102,25 +102,42 @@ pub async fn check_sources(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
 pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, now: DateTime<Utc>) {
     let a = &status.assessment;
     let source = &status.source;
-    match a.silence {
-        Verdict::Raise => {
-            let silent = human_duration(a.silent_minutes.unwrap_or(0.0) * 60.0);
-            let spec = AlertSpec {
-                kind: "silence",
-                key: source.clone(),
-                severity: Severity::Critical,
-                title: format!("No leads from {source} for {silent}"),
-                detail: format!(
-                    "About {:.0} were expected in that time. A webhook subscription may have dropped, a form or its \
-                     script may be broken, or the campaign was stopped. Reconciliation, where set up, recovers leads \
-                     the source still lists.",
-                    a.expected_during_silence.unwrap_or(0.0)
-                ),
-            };
-            raise(app, notifier, spec, now).await;
+    let threshold = app.config.monitor.volume.silence_minutes as f64;
+    let silent_for = a.silent_minutes.filter(|m| *m >= threshold);
+    // Silent as far as the alert goes: raised now, or raised earlier and still open (a quiet hour keeps it).
+    let silent = a.silence == Verdict::Raise || (silent_for.is_some() && a.silence != Verdict::Clear);
+    if let Some(minutes) = silent_for.filter(|_| silent) {
+        let spec = AlertSpec {
+            kind: "silence",
+            key: source.clone(),
+            severity: Severity::Critical,
+            title: format!("No leads from {source} for {}", human_duration(minutes * 60.0)),
+            detail: format!(
+                "About {:.0} were expected in that time. A webhook subscription may have dropped, a form or its \
+                 script may be broken, or the campaign was stopped. Reconciliation, where set up, recovers leads \
+                 the source still lists.",
+                a.expected_during_silence.unwrap_or(0.0)
+            ),
+        };
+        match a.silence {
+            Verdict::Raise => raise(app, notifier, spec, now).await,
+            // Still silent: the open alert's figures follow the silence, without a new announcement.
+            _ => {
+                if let Err(e) =
+                    super::alerts::refresh(&app.store, spec.kind, &spec.key, &spec.title, &spec.detail).await
+                {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot refresh the silence alert");
+                }
+            }
         }
-        Verdict::Clear => resolve(app, "silence", source, "leads arrive again", now).await,
-        Verdict::Keep => {}
+    }
+    if a.silence == Verdict::Clear {
+        resolve(app, "silence", source, "leads arrive again", now).await;
+    }
+    // One incident, one alert: a silence is also "fewer leads than usual", which the silence alert already says.
+    if silent {
+        resolve(app, "volume_drop", source, "the source fell silent: see the silence alert", now).await;
+        return;
     }
     match a.drop {
         Verdict::Raise => {
