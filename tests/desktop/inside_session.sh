@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs inside `xvfb-run` + `dbus-run-session`: starts the fake notification service and the real desktop app
-# (demo, starting in the "expired token" phase), waits for the window, takes a screenshot, checks notifications.
+# (demo, starting in the "expired token" phase), waits for the window, takes a screenshot, checks notifications,
+# then replays one dead letter through the real UI and the real native confirmation dialog (GTK, answered with
+# xdotool): once "Cancel" (nothing changes), once "Replay" (the lead reaches the demo CRM).
 set -euo pipefail
 out="$1"
 bin="$2"
 mkdir -p "$out"
 export NO_AT_BRIDGE=1
 export LEADLINE_DEMO_CLOCK_OFFSET=420
-export LEADLINE_CONFIRM=no
 export XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
 rm -rf "$out/notifications.jsonl" "$out/data" "$out/config" "$out/failure.png"
 /usr/bin/python3 "$(dirname "$0")/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &
@@ -52,6 +53,9 @@ n=$(grep -c 'Leads to crm are being rejected' "$out/notifications.jsonl" || true
 echo "notifications about the rejected token: $n"
 cat "$out/notifications.jsonl"
 [ "$n" -eq 1 ] || { echo "expected exactly one notification for the incident, got $n"; exit 1; }
+
+bash "$(dirname "$0")/replay_through_dialog.sh" "$out"
+
 kill -TERM "$app"
 wait "$app" || true
 grep -q "worker stopped" "$out/app.log" || { echo "the app did not shut its worker down cleanly"; tail -20 "$out/app.log"; exit 1; }
