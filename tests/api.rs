@@ -25,14 +25,14 @@ async fn dead_letters_from_missing_permission(app: &TestApp, n: usize) {
     app.crm.set_behaviour(Behaviour::default());
 }
 
-/// Waits until the background runner has sent back every item of the replay and each has finished.
+/// Waits until the background runner has sent back every item of the replay and each has finished. The runner
+/// announces each committed step, its finish included, on the live channel: the progress is read again on each
+/// announcement, not on a timer.
 async fn wait_replay_done(a: &leadline::api::App, id: i64) {
+    let mut live = a.live.subscribe();
     tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            if api::replay_progress(a, id).await.unwrap().done {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        while !api::replay_progress(a, id).await.unwrap().done {
+            let _ = live.recv().await;
         }
     })
     .await

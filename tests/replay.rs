@@ -106,6 +106,31 @@ fn class(c: &str) -> ReplaySelection {
     ReplaySelection { ids: None, filter: Some(DeadLetterFilter { class: Some(c.into()), ..Default::default() }) }
 }
 
+/// Waits until `check` holds for a replay's progress. The replay runner announces every step it commits (items
+/// sent back, the canary passed, the replay finished) on the live channel, so `check` runs again on each
+/// announcement instead of on a timer; worker outcomes wake it too (the last items of a cancelled replay finish
+/// in the worker), and the live health push (every second) backs up an outcome whose commit lands just after its
+/// event.
+async fn wait_replay<F, Fut>(app: &leadline::api::App, what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut live = app.live.subscribe();
+    let mut worker = app.worker.as_ref().expect("a worker").events.subscribe();
+    tokio::time::timeout(within, async {
+        while !check().await {
+            tokio::select! {
+                _ = live.recv() => {}
+                _ = worker.recv() => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for: {what}"));
+}
+
+/// Waits for what no event announces (counts of the queue), re-checking every 50 ms.
 async fn wait_for<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -143,7 +168,7 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
     assert_eq!(receipt.queued, N);
 
     // The canary goes first; nothing else is sent until all ten are delivered.
-    wait_for("the canary passes", Duration::from_secs(20), || async {
+    wait_replay(app, "the canary passes", Duration::from_secs(20), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().phase == "rest"
     })
     .await;
@@ -160,7 +185,7 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
         tokio::time::sleep(Duration::from_secs(3)).await;
         crm.set_behaviour(Behaviour::default());
     });
-    wait_for("the replay finishes", Duration::from_secs(180), || async {
+    wait_replay(app, "the replay finishes", Duration::from_secs(180), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;
@@ -255,14 +280,14 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
     };
     let receipt = api::replay(app, &request, "ops").await.unwrap();
     assert_eq!(receipt.queued, preview.eligible, "the replay takes exactly what the preview counted");
-    wait_for("30 sent back", Duration::from_secs(20), || async {
+    wait_replay(app, "30 sent back", Duration::from_secs(20), || async {
         let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
         p.total - p.queued >= 30
     })
     .await;
     let p = api::control_replay(app, receipt.replay_id, "cancel", "ops").await.unwrap();
     assert_eq!(p.status, "cancelled");
-    wait_for("the sent ones finish", Duration::from_secs(20), || async {
+    wait_replay(app, "the sent ones finish", Duration::from_secs(20), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;
@@ -367,7 +392,7 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
     let request =
         ReplayRequest { selection: group, expected: 15, reason: "phones fixed".into(), options: Default::default() };
     let receipt = api::replay(app, &request, "ops").await.unwrap();
-    wait_for("the group is delivered", Duration::from_secs(30), || async {
+    wait_replay(app, "the group is delivered", Duration::from_secs(30), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;
@@ -430,7 +455,7 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
     let request =
         ReplayRequest { selection, expected: 6, reason: "SMS provider back".into(), options: Default::default() };
     let receipt = api::replay(app, &request, "ops").await.unwrap();
-    wait_for("the replay finishes", Duration::from_secs(30), || async {
+    wait_replay(app, "the replay finishes", Duration::from_secs(30), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;

@@ -8,7 +8,10 @@
 //! Endpoints (shapes from developers.hubspot.com: "Upsert contacts" (CRM v3 batch upsert), the CRM error and
 //! batch-error schemas, "API usage guidelines" for 429s, and the properties API):
 //! - `POST /crm/v3/objects/contacts/batch/upsert` — `{"inputs":[{"id","idProperty","properties"}]}`;
-//! - `GET /crm/v3/properties/contacts/{name}` — the property's definition, with `hasUniqueValue`.
+//! - `GET /crm/v3/properties/contacts/{name}` — the property's definition, with `hasUniqueValue`;
+//! - `GET /crm/v3/objects/contacts/{id}?idProperty=<unique property>` — "Retrieve a contact by ID or unique
+//!   property value": the contact, or 404 `OBJECT_NOT_FOUND`. The mock adds `X-Mock-Writes` (how many times the
+//!   contact was written) for tests that count duplicates from outside the process.
 //!
 //! Every request needs `Authorization: Bearer` [`TOKEN`].
 
@@ -161,6 +164,7 @@ impl MockHubspot {
         Router::new()
             .route("/crm/v3/objects/contacts/batch/upsert", post(batch_upsert))
             .route("/crm/v3/properties/contacts/{name}", get(property))
+            .route("/crm/v3/objects/contacts/{id}", get(read_contact))
             .with_state(self.clone())
     }
 
@@ -505,6 +509,43 @@ fn upsert_locked(inner: &mut Inner, headers: &HeaderMap, body: &str, now: DateTi
                    "startedAt": now.to_rfc3339(), "completedAt": Utc::now().to_rfc3339()}),
             &headers,
         )
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ReadQuery {
+    #[serde(rename = "idProperty")]
+    id_property: Option<String>,
+}
+
+async fn read_contact(
+    State(mock): State<MockHubspot>,
+    Path(id): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<ReadQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let mut inner = mock.inner.lock().expect("mock lock");
+    if let Some(r) = gate(&mut inner, &headers) {
+        return r;
+    }
+    let found = match q.id_property.as_deref() {
+        Some(property) => inner.by_unique.get(&(property.to_string(), id.to_lowercase())).copied(),
+        None => inner.contacts.iter().position(|c| c.id == id),
+    };
+    match found.map(|i| inner.contacts[i].clone()) {
+        // Shape: SimplePublicObject — id, properties, createdAt, updatedAt, archived.
+        Some(c) => answer(
+            StatusCode::OK,
+            json!({"id": c.id, "properties": c.properties, "createdAt": c.properties.get("createdate"),
+                   "updatedAt": Utc::now().to_rfc3339(), "archived": false}),
+            &[("X-Mock-Writes", c.writes.to_string())],
+        ),
+        None => answer(
+            StatusCode::NOT_FOUND,
+            json!({"status": "error", "message": "resource not found", "correlationId": error_id(),
+                   "category": "OBJECT_NOT_FOUND"}),
+            &[],
+        ),
     }
 }
 

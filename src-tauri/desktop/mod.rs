@@ -58,13 +58,20 @@ struct DialogConfirm(tauri::AppHandle);
 
 impl Confirm for DialogConfirm {
     fn confirm(&self, title: &str, message: &str) -> bool {
-        self.0
+        // Logged, so the desktop smoke test can check the wording of the dialog it answers.
+        tracing::info!(title, text = message, "asking for confirmation");
+        // The button says what it does: the title's verb ("Replay", "Resolve", "Fix"), not "Replay" for all.
+        let verb = title.split_whitespace().next().unwrap_or("OK").to_string();
+        let yes = self
+            .0
             .dialog()
             .message(message)
             .title(title)
             .kind(MessageDialogKind::Warning)
-            .buttons(MessageDialogButtons::OkCancelCustom("Replay".into(), "Cancel".into()))
-            .blocking_show()
+            .buttons(MessageDialogButtons::OkCancelCustom(verb, "Cancel".into()))
+            .blocking_show();
+        tracing::info!(title, yes, "confirmation answered");
+        yes
     }
 }
 
@@ -87,6 +94,7 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
         }
         None => {
             let (crm, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
+            tracing::info!(%addr, "demo CRM listening");
             let db = format!("sqlite://{}", data_dir.join("leadline-demo.db").display());
             (demo::demo_config(addr, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
         }

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs inside `xvfb-run` + `dbus-run-session`: starts the fake notification service and the real desktop app
-# (demo, starting in HubSpot's "expired token" phase), waits for the window, takes a screenshot, checks notifications.
+# (demo, starting 20 s before HubSpot's "expired token" phase, in its phone validation rule: a few data dead
+# letters), waits for the window, takes a screenshot, checks notifications, then replays one dead letter through
+# the real UI and the real native confirmation dialog (GTK, answered with xdotool): once "Cancel" (nothing
+# changes), once "Replay" (the lead reaches the demo HubSpot).
 set -euo pipefail
 out="$1"
 bin="$2"
 mkdir -p "$out"
 export NO_AT_BRIDGE=1
-export LEADLINE_DEMO_CLOCK_OFFSET=420
-export LEADLINE_CONFIRM=no
+export LEADLINE_DEMO_CLOCK_OFFSET=400
 export XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
 rm -rf "$out/notifications.jsonl" "$out/data" "$out/config" "$out/failure.png"
 /usr/bin/python3 "$(dirname "$0")/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &
@@ -30,7 +32,7 @@ xwininfo -root -tree | grep -q '"Leadline"' || { echo "no Leadline window"; cat 
 for _ in $(seq 120); do grep -q "first overview request" "$out/app.log" && break; sleep 0.25; done
 grep "first overview request" "$out/app.log" || { echo "the UI never asked for the overview"; import -window root "$out/failure.png"; cat "$out/app.log"; exit 1; }
 
-# Let the demo's HubSpot refuse its token for a while (the CRM is held, its leads wait), then screenshot.
+# Let the demo produce dead letters (HubSpot's phone rule), then screenshot.
 sleep 12
 import -window root "$out/desktop.png"
 
@@ -47,12 +49,15 @@ hz=$(getconf CLK_TCK)
 echo "figures: rss_mib=$((rss / 1024)) cpu_percent=$(( (t1 - t0) * 100 / hz / 10 ))" | tee "$out/figures.txt"
 echo "launch_start=$start" >> "$out/figures.txt"
 
-# One notification per incident: HubSpot refused the token for every lead it was sent; exactly one notification
-# says so (the credentials alert), and no lead was dead-lettered for it.
+# One notification per incident: from 20 s on, HubSpot refuses the token for every lead it is sent; exactly one
+# notification says so (the credentials alert), and no lead is dead-lettered for it.
 n=$(grep -c 'crm refused its credential' "$out/notifications.jsonl" || true)
 echo "notifications about the rejected token: $n"
 cat "$out/notifications.jsonl"
 [ "$n" -eq 1 ] || { echo "expected exactly one notification for the incident, got $n"; exit 1; }
+
+bash "$(dirname "$0")/replay_through_dialog.sh" "$out"
+
 kill -TERM "$app"
 wait "$app" || true
 grep -q "worker stopped" "$out/app.log" || { echo "the app did not shut its worker down cleanly"; tail -20 "$out/app.log"; exit 1; }
