@@ -182,3 +182,143 @@ async fn every_answer_carries_the_security_headers() {
     }
     app.server.shutdown().await.unwrap();
 }
+
+async fn post_signed(app: &TestApp, raw: &str) -> reqwest::Response {
+    let sig = leadline::ingest::signature::sign(SECRET.as_bytes(), raw.as_bytes());
+    app.http
+        .post(app.url("/ingest/webform"))
+        .header("X-Signature-256", sig)
+        .header("content-type", "application/json")
+        .body(raw.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_control_character_id_is_answered_422_and_good_leads_to_the_same_target_flow_on() {
+    let app = spawn().await;
+    let long = "x".repeat(201);
+    for (raw, why) in [
+        (r#"{"id": "A-1\r\nX-Injected: 1", "name": "x"}"#.to_string(), "control character"),
+        (r#"{"id": "bell\u0007", "name": "x"}"#.to_string(), "control character"),
+        (format!(r#"{{"id": "{long}", "name": "x"}}"#), "at most 200"),
+    ] {
+        let r = post_signed(&app, &raw).await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{raw}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["code"], "invalid_id");
+        assert!(body["message"].as_str().unwrap().contains(why), "{body}");
+    }
+    // Ids beyond 64 bits stay exact: two leads one apart are two leads, not a "duplicate".
+    for n in ["18446744073709551617", "18446744073709551618"] {
+        let r = post_signed(&app, &format!(r#"{{"id": {n}, "name": "Big"}}"#)).await;
+        assert_eq!(r.status(), StatusCode::ACCEPTED, "{n}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["events"][0]["source_ref"], n);
+    }
+    for i in 0..5 {
+        assert_eq!(app.post_webform(&lead(&format!("G-{i}"))).await, StatusCode::ACCEPTED);
+    }
+    let h = app.wait_settled(std::time::Duration::from_secs(20)).await;
+    assert_eq!(h.overall.delivered, 7 * 2, "7 leads, two steps each");
+    assert_eq!(h.overall.dead_open, 0);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lead_whose_request_cannot_be_built_is_a_data_error_and_never_trips_the_breaker() {
+    let app = spawn().await;
+    // Such ids no longer get through ingest; reconciliation or an older database can still hold one.
+    let now = chrono::Utc::now();
+    let route = app.server.app.config.sources["plain"].route.clone();
+    let mut events = Vec::new();
+    for i in 0..10 {
+        let bad = i % 2 == 0;
+        let source_ref = if bad { format!("B-{i}\r\nX: y") } else { format!("OK-{i}") };
+        events.push(leadline::store::NewEvent {
+            source: "plain".into(),
+            source_ref: source_ref.clone(),
+            payload: serde_json::json!({"id": source_ref}),
+            route: route.clone(),
+            received_at: now,
+            via: Default::default(),
+        });
+    }
+    app.server.app.ingest.submit(events).await.unwrap();
+    let h = app.wait_settled(std::time::Duration::from_secs(20)).await;
+    assert_eq!(h.overall.delivered, 5);
+    assert_eq!(h.overall.dead_open, 5);
+    let dead: Vec<(String, String)> =
+        sqlx::query_as("SELECT dead_class, dead_reason FROM delivery WHERE state = 'dead'")
+            .fetch_all(app.server.app.store.read_pool())
+            .await
+            .unwrap();
+    for (class, reason) in &dead {
+        assert_eq!(class, "permanent_data", "{reason}");
+        assert!(reason.contains("cannot be built"), "{reason}");
+    }
+    let (transitions,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM breaker_transition")
+        .fetch_one(app.server.app.store.read_pool())
+        .await
+        .unwrap();
+    assert_eq!(transitions, 0, "the breaker never opened");
+    assert_eq!(app.crm.stats().records, 5);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cross_origin_text_plain_or_form_post_is_refused() {
+    let app = spawn().await;
+    // What a web page can send to another origin without a preflight: text/plain, a form, or nothing declared.
+    for content_type in
+        [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), None]
+    {
+        let mut r = app
+            .http
+            .post(app.url("/ingest/plain"))
+            .header("origin", "https://evil.example")
+            .body(lead("X-1").to_string());
+        if let Some(ct) = content_type {
+            r = r.header("content-type", ct);
+        }
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{content_type:?}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["code"], "unsupported_media_type");
+    }
+    assert_eq!(app.server.app.store.count_events().await.unwrap(), 0, "nothing was stored");
+    // JSON (with a charset, or a +json type) is accepted.
+    for ct in ["application/json; charset=utf-8", "application/vnd.partner+json"] {
+        let r = app.http.post(app.url("/ingest/plain")).header("content-type", ct).body(lead(ct).to_string());
+        assert_eq!(r.send().await.unwrap().status(), StatusCode::ACCEPTED, "{ct}");
+    }
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_bad_change_of_a_meta_notification_is_reported_and_the_others_stored() {
+    let app = spawn().await;
+    let body = r#"{"object": "page", "entry": [{"id": 99, "time": 1764460800, "changes": [
+        {"field": "leadgen", "value": {"leadgen_id": "555000000000001", "form_id": 7}},
+        {"field": "leadgen", "value": {"leadgen_id": "bad\u0000id", "form_id": 7}},
+        {"field": "leadgen", "value": {"leadgen_id": 123456789012345678901234567890, "form_id": 7}}
+    ]}]}"#;
+    let sig = leadline::ingest::signature::sign(SECRET.as_bytes(), body.as_bytes());
+    let r = app
+        .http
+        .post(app.url("/ingest/meta"))
+        .header("X-Hub-Signature-256", sig)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["accepted"], 2);
+    assert_eq!(v["events"][1]["source_ref"], "123456789012345678901234567890");
+    assert_eq!(v["rejected"][0]["change"], 1);
+    assert!(v["rejected"][0]["reason"].as_str().unwrap().contains("control character"), "{v}");
+    app.server.shutdown().await.unwrap();
+}

@@ -6,6 +6,7 @@
 //! committed together by one writer task (group commit), so durability costs one disk sync per batch, not
 //! per request.
 
+pub mod id;
 pub mod meta;
 pub mod signature;
 
@@ -40,6 +41,10 @@ pub enum IngestError {
     MalformedJson(String),
     #[error("{0}")]
     MissingId(String),
+    #[error("{0}")]
+    InvalidId(String),
+    #[error("Content-Type must be application/json (got {0})")]
+    UnsupportedMediaType(String),
     #[error("body is larger than the limit of {0} bytes")]
     TooLarge(usize),
     #[error("the verify token does not match")]
@@ -56,7 +61,8 @@ impl IngestError {
             IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
             IngestError::MissingSignature(_) | IngestError::BadSignature(_) => StatusCode::UNAUTHORIZED,
             IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            IngestError::MissingId(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestError::MissingId(_) | IngestError::InvalidId(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             IngestError::VerifyTokenMismatch => StatusCode::FORBIDDEN,
             IngestError::Storage => StatusCode::SERVICE_UNAVAILABLE,
@@ -70,6 +76,8 @@ impl IngestError {
             IngestError::BadSignature(_) => "bad_signature",
             IngestError::MalformedJson(_) => "malformed_json",
             IngestError::MissingId(_) => "missing_id",
+            IngestError::InvalidId(_) => "invalid_id",
+            IngestError::UnsupportedMediaType(_) => "unsupported_media_type",
             IngestError::TooLarge(_) => "too_large",
             IngestError::VerifyTokenMismatch => "verify_token_mismatch",
             IngestError::BadRequest(_) => "bad_request",
@@ -210,6 +218,24 @@ struct Accepted {
     accepted: usize,
     duplicates: usize,
     events: Vec<EventRef>,
+    /// Meta changes that could not be used (the valid ones beside them were stored).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rejected: Vec<meta::RejectedChange>,
+}
+
+/// Whether the request declares a JSON body (`application/json`, or a `+json` type). A web page can post
+/// `text/plain` or a form to another origin without asking first; it cannot send JSON there without a CORS
+/// preflight, which this server never grants. So a foreign page cannot inject leads, signed source or not.
+fn declares_json(headers: &HeaderMap) -> Result<(), IngestError> {
+    let given =
+        headers.get(axum::http::header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let essence =
+        given.as_deref().unwrap_or_default().split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    if essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json")) {
+        Ok(())
+    } else {
+        Err(IngestError::UnsupportedMediaType(given.map(|g| format!("{g:?}")).unwrap_or_else(|| "none".into())))
+    }
 }
 
 #[derive(Serialize)]
@@ -246,48 +272,72 @@ async fn receive(
     body: Body,
 ) -> Result<Response, IngestError> {
     let Some(src) = state.sources.get(&source) else {
-        tracing::warn!(source = %source, "rejected: unknown source");
+        tracing::warn!(source = ?source, "rejected: unknown source");
         return Err(IngestError::UnknownSource(source));
     };
+    declares_json(&headers)?;
     let raw = read_body(body, &headers, state.max_body_bytes).await?;
     if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
         let given = headers.get(header.as_str()).and_then(|v| v.to_str().ok());
         if let Err(e) = signature::verify(secret, &raw, given) {
-            tracing::warn!(source = %source, reason = ?e, "rejected: signature check failed");
+            tracing::warn!(source = ?source, reason = ?e, "rejected: signature check failed");
             return Err(match e {
                 signature::SignatureError::Missing => IngestError::MissingSignature(header.clone()),
                 _ => IngestError::BadSignature(header.clone()),
             });
         }
     }
-    let json: Value = serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
+    let text = std::str::from_utf8(&raw).map_err(|e| IngestError::MalformedJson(format!("not UTF-8: {e}")))?;
     let now = Utc::now();
+    let mut rejected = Vec::new();
     let events: Vec<NewEvent> = match src.config.kind {
         SourceKind::Generic => {
+            let json: Value = serde_json::from_str(text).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
             if !json.is_object() {
                 return Err(IngestError::BadRequest("expected a JSON object".into()));
             }
-            let source_ref = pipeline::event_id(&json, &src.config.id_field).ok_or_else(|| {
-                IngestError::MissingId(format!(
-                    "no event id: field `{}` is missing, empty or not a string/number",
-                    src.config.id_field
-                ))
+            let field = &src.config.id_field;
+            let source_ref = id::event_id(text, field).map_err(|e| match e {
+                id::IdError::Missing | id::IdError::NotText => IngestError::MissingId(format!(
+                    "no event id: field `{field}` is missing, empty or not a string/number"
+                )),
+                other => {
+                    tracing::warn!(source = ?source, reason = %other, "rejected: invalid event id");
+                    IngestError::InvalidId(format!("event id in `{field}`: {other}"))
+                }
             })?;
             vec![pipeline::new_event(&source, &src.config, source_ref, json, now)]
         }
         SourceKind::Meta => {
-            let leads = meta::leads(&json).map_err(|e| match e {
+            let notification = meta::leads(text).map_err(|e| match e {
+                meta::MetaBodyError::Malformed(m) => IngestError::MalformedJson(m),
                 meta::MetaBodyError::NotAnObject => IngestError::BadRequest("expected a JSON object".into()),
-                meta::MetaBodyError::MissingLeadgenId { entry, change } => IngestError::MissingId(format!(
-                    "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
-                )),
             })?;
-            leads.into_iter().map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now)).collect()
+            for r in &notification.rejected {
+                tracing::warn!(source = ?source, entry = r.entry, change = r.change, reason = %r.reason, "rejected one change of a Meta notification");
+            }
+            if notification.leads.is_empty() && !notification.rejected.is_empty() {
+                let reasons: Vec<String> = notification
+                    .rejected
+                    .iter()
+                    .map(|r| format!("entry[{}].changes[{}]: {}", r.entry, r.change, r.reason))
+                    .collect();
+                return Err(IngestError::InvalidId(reasons.join("; ")));
+            }
+            rejected = notification.rejected;
+            notification
+                .leads
+                .into_iter()
+                .map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now))
+                .collect()
         }
     };
     if events.is_empty() {
         // A Meta notification with no lead in it (another field): acknowledge so Meta does not retry.
-        return Ok((StatusCode::OK, Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![] }))
+        return Ok((
+            StatusCode::OK,
+            Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![], rejected }),
+        )
             .into_response());
     }
     let refs: Vec<String> = events.iter().map(|e| e.source_ref.clone()).collect();
@@ -309,7 +359,7 @@ async fn receive(
         })
         .collect();
     let (status, word) = if accepted > 0 { (StatusCode::ACCEPTED, "accepted") } else { (StatusCode::OK, "duplicate") };
-    Ok((status, Json(Accepted { status: word, accepted, duplicates, events })).into_response())
+    Ok((status, Json(Accepted { status: word, accepted, duplicates, events, rejected })).into_response())
 }
 
 async fn verify_subscription(
@@ -332,7 +382,7 @@ async fn verify_subscription(
         params.get("hub.challenge").ok_or_else(|| IngestError::BadRequest("hub.challenge is missing".into()))?;
     let given = params.get("hub.verify_token").map(String::as_bytes).unwrap_or_default();
     if !bool::from(subtle::ConstantTimeEq::ct_eq(given, expected.as_bytes())) {
-        tracing::warn!(source = %source, "rejected: Meta verify token mismatch");
+        tracing::warn!(source = ?source, "rejected: Meta verify token mismatch");
         return Err(IngestError::VerifyTokenMismatch);
     }
     Ok((StatusCode::OK, challenge.clone()).into_response())
