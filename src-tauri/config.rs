@@ -400,6 +400,21 @@ pub struct SourceConfig {
     /// failed for this long; a refused token raises a `credentials` alert at once.
     #[serde(default = "default_source_failing_minutes")]
     pub failing_alert_minutes: u64,
+    /// Largest accepted body for this source (default `server.max_body_bytes`, which it may not exceed).
+    pub max_body_bytes: Option<usize>,
+    /// Refuse to start when this source has no signature check (a generic source without `signature`).
+    #[serde(default)]
+    pub require_signature: bool,
+}
+
+impl SourceConfig {
+    /// Whether requests to this source must carry a valid HMAC signature (Meta sources always do).
+    pub fn is_signed(&self) -> bool {
+        match self.kind {
+            SourceKind::Generic => self.signature.is_some(),
+            SourceKind::Meta => true,
+        }
+    }
 }
 
 fn default_source_failing_minutes() -> u64 {
@@ -694,6 +709,21 @@ impl Config {
         for (name, source) in &self.sources {
             let key = format!("sources.{name}");
             check_name(&key, name)?;
+            if source.require_signature && !source.is_signed() {
+                return Err(invalid(
+                    format!("{key}.require_signature"),
+                    "is true but the source has no `signature` = { header, secret_env }: anyone who can reach the \
+                     server could post leads to it",
+                ));
+            }
+            if let Some(max) = source.max_body_bytes {
+                if max == 0 || max > self.server.max_body_bytes {
+                    return Err(invalid(
+                        format!("{key}.max_body_bytes"),
+                        format!("must be between 1 and server.max_body_bytes ({})", self.server.max_body_bytes),
+                    ));
+                }
+            }
             if source.route.is_empty() {
                 return Err(invalid(format!("{key}.route"), "must name at least one target"));
             }

@@ -322,3 +322,95 @@ async fn one_bad_change_of_a_meta_notification_is_reported_and_the_others_stored
     assert!(v["rejected"][0]["reason"].as_str().unwrap().contains("control character"), "{v}");
     app.server.shutdown().await.unwrap();
 }
+
+/// A server with tight limits for the slow-client tests.
+async fn spawn_limited(limits: &str) -> TestApp {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &idempotent_crm(crm_addr))
+        .replace("max_body_bytes = 4096", &format!("max_body_bytes = 4096\n{limits}"));
+    let server = leadline::server::Server::start(parse_config(&text)).await.unwrap();
+    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
+}
+
+/// Reads until the server closes the connection; returns what it said (empty when it just closed).
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&answer).into_owned(),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_slow_bodies_leave_the_server_answering_and_are_dropped() {
+    use tokio::io::AsyncWriteExt;
+    let app = spawn_limited(
+        "max_connections = 1100\nheader_timeout_seconds = 5\nbody_timeout_seconds = 3\nmax_ingest_in_flight = 8",
+    )
+    .await;
+    let addr = app.server.addr;
+    // 1,000 signed-source requests that announce a body within the limit and never finish sending it.
+    let head = format!(
+        "POST /ingest/webform HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nX-Signature-256: \
+         sha256=00\r\nContent-Length: 4000\r\n\r\n{{\"id\": \"slow"
+    );
+    let mut slow = Vec::new();
+    for _ in 0..1000 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        slow.push(s);
+    }
+    // During the attack the operator's API answers.
+    let r = app.api_get("/api/health").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Every slow request is ended by the server: a body timeout (408) for those that got a turn to read, a 503
+    // for those that waited for one, and the connection closed.
+    let answers = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        let mut answers = Vec::new();
+        for s in &mut slow {
+            answers.push(read_until_closed(s).await);
+        }
+        answers
+    })
+    .await
+    .expect("the server keeps slow connections open");
+    let timed_out = answers.iter().filter(|a| a.starts_with("HTTP/1.1 408")).count();
+    let busy = answers.iter().filter(|a| a.starts_with("HTTP/1.1 503")).count();
+    assert!(timed_out >= 8, "{timed_out} body timeouts");
+    assert_eq!(timed_out + busy, 1000, "every slow request was answered and closed");
+    assert_eq!(app.server.app.store.count_events().await.unwrap(), 0);
+    // Afterwards a normal webhook is accepted.
+    assert_eq!(app.post_webform(&lead("after-1")).await, StatusCode::ACCEPTED);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_cap_are_closed_and_idle_ones_time_out() {
+    let app = spawn_limited("max_connections = 20\nheader_timeout_seconds = 3").await;
+    let addr = app.server.addr;
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    // The 21st connection is closed without an answer.
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let said = tokio::time::timeout(std::time::Duration::from_secs(30), read_until_closed(&mut extra)).await;
+    assert_eq!(said.expect("a connection beyond the cap is closed"), "");
+    // Connections that never send their headers are closed after the header timeout...
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        for s in &mut idle {
+            read_until_closed(s).await;
+        }
+    })
+    .await
+    .expect("idle connections are closed");
+    // ...and the server answers again.
+    let r = app.api_get("/api/health").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    app.server.shutdown().await.unwrap();
+}

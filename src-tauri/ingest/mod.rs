@@ -47,6 +47,10 @@ pub enum IngestError {
     UnsupportedMediaType(String),
     #[error("body is larger than the limit of {0} bytes")]
     TooLarge(usize),
+    #[error("the body did not arrive within {0} s")]
+    BodyTimeout(u64),
+    #[error("too many webhook bodies are being received at once; send it again shortly")]
+    Busy,
     #[error("the verify token does not match")]
     VerifyTokenMismatch,
     #[error("{0}")]
@@ -64,6 +68,8 @@ impl IngestError {
             IngestError::MissingId(_) | IngestError::InvalidId(_) => StatusCode::UNPROCESSABLE_ENTITY,
             IngestError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            IngestError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            IngestError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             IngestError::VerifyTokenMismatch => StatusCode::FORBIDDEN,
             IngestError::Storage => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -79,6 +85,8 @@ impl IngestError {
             IngestError::InvalidId(_) => "invalid_id",
             IngestError::UnsupportedMediaType(_) => "unsupported_media_type",
             IngestError::TooLarge(_) => "too_large",
+            IngestError::BodyTimeout(_) => "body_timeout",
+            IngestError::Busy => "busy",
             IngestError::VerifyTokenMismatch => "verify_token_mismatch",
             IngestError::BadRequest(_) => "bad_request",
             IngestError::Storage => "storage_unavailable",
@@ -93,6 +101,12 @@ impl IntoResponse for IngestError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
         }
+        if matches!(self, IngestError::BodyTimeout(_) | IngestError::Busy | IngestError::TooLarge(_)) {
+            // The rest of the body is never read: end the connection rather than keep a slow sender.
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+        }
         response
     }
 }
@@ -104,13 +118,19 @@ struct SourceRuntime {
     /// Header carrying the signature.
     signature_header: Option<String>,
     verify_token: Option<String>,
+    /// Largest accepted body (the source's own limit, else the server's).
+    max_body_bytes: usize,
 }
 
 #[derive(Clone)]
 pub struct IngestState {
     sources: Arc<BTreeMap<String, SourceRuntime>>,
     writer: mpsc::Sender<WriteRequest>,
-    max_body_bytes: usize,
+    /// Turns to read a body: a body is buffered whole before its signature can be checked, so the bytes held
+    /// for requests not yet authenticated are at most `max_ingest_in_flight` × the largest body.
+    bodies: Arc<tokio::sync::Semaphore>,
+    /// A request gets this long, from its headers, to wait for a turn and send its whole body.
+    body_timeout: std::time::Duration,
 }
 
 struct WriteRequest {
@@ -144,11 +164,20 @@ impl IngestState {
                     )
                 }
             };
-            sources.insert(name.clone(), SourceRuntime { config: sc.clone(), secret, signature_header, verify_token });
+            let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
+            sources.insert(
+                name.clone(),
+                SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes },
+            );
         }
         let (writer, rx) = mpsc::channel(8192);
         tokio::spawn(group_commit_writer(store, rx, wake));
-        Ok(IngestState { sources: Arc::new(sources), writer, max_body_bytes: config.server.max_body_bytes })
+        Ok(IngestState {
+            sources: Arc::new(sources),
+            writer,
+            bodies: Arc::new(tokio::sync::Semaphore::new(config.server.max_ingest_in_flight)),
+            body_timeout: std::time::Duration::from_secs(config.server.body_timeout_seconds),
+        })
     }
 
     /// Stores events through the group-commit writer, exactly as a webhook's events are (reconciliation uses it).
@@ -276,7 +305,21 @@ async fn receive(
         return Err(IngestError::UnknownSource(source));
     };
     declares_json(&headers)?;
-    let raw = read_body(body, &headers, state.max_body_bytes).await?;
+    let deadline = tokio::time::Instant::now() + state.body_timeout;
+    let _turn = match tokio::time::timeout_at(deadline, state.bodies.clone().acquire_owned()).await {
+        Ok(Ok(turn)) => turn,
+        _ => {
+            tracing::warn!(source = ?source, "refused: no turn to read the body (server.max_ingest_in_flight)");
+            return Err(IngestError::Busy);
+        }
+    };
+    let raw = match tokio::time::timeout_at(deadline, read_body(body, &headers, src.max_body_bytes)).await {
+        Ok(read) => read?,
+        Err(_) => {
+            tracing::warn!(source = ?source, "refused: the body did not arrive in time (server.body_timeout_seconds)");
+            return Err(IngestError::BodyTimeout(state.body_timeout.as_secs()));
+        }
+    };
     if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
         let given = headers.get(header.as_str()).and_then(|v| v.to_str().ok());
         if let Err(e) = signature::verify(secret, &raw, given) {
