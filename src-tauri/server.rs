@@ -48,7 +48,9 @@ impl Server {
     }
 
     pub async fn start_with(config: Config, options: StartOptions) -> anyhow::Result<Server> {
-        config.validate()?;
+        for warning in preflight(&config)? {
+            tracing::warn!("{warning}");
+        }
         let url = config.database_url()?;
         let store = Store::open(&url).await?;
         let (worker, handle) = if config.worker.enabled {
@@ -117,6 +119,34 @@ impl Server {
         self.app.store.close().await;
         Ok(())
     }
+}
+
+/// Every check `serve` makes before it opens the database: the config's validation, every secret variable of
+/// the sources and targets, every target's headers and credentials as header values (no CR/LF). `check-config`
+/// runs exactly this. Returns the warnings to show: one per unsigned source.
+pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
+    config.validate()?;
+    config.database_url()?;
+    ingest::check_sources(config)?;
+    for (name, target) in &config.targets {
+        crate::delivery::worker::TargetRuntime::new(name, target, config)?;
+    }
+    Ok(unsigned_source_warnings(config))
+}
+
+/// One warning per source that takes requests without a signature.
+pub fn unsigned_source_warnings(config: &Config) -> Vec<String> {
+    config
+        .sources
+        .iter()
+        .filter(|(_, source)| !source.is_signed())
+        .map(|(name, _)| {
+            format!(
+                "source `{name}` is unsigned: anyone who can reach POST /ingest/{name} can add leads to it; give it \
+                 `signature = {{ header = \"...\", secret_env = \"...\" }}` and `require_signature = true`"
+            )
+        })
+        .collect()
 }
 
 /// Largest read buffer of one connection: bounds what a client can make the server hold in request headers.

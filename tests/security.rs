@@ -414,3 +414,80 @@ async fn connections_beyond_the_cap_are_closed_and_idle_ones_time_out() {
     assert_eq!(r.status(), StatusCode::OK);
     app.server.shutdown().await.unwrap();
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_folder_and_database_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data").join("leadline");
+    let db = data.join("leadline.db");
+    let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&db), 0o600);
+    for suffix in ["-wal", "-shm"] {
+        let f = data.join(format!("leadline.db{suffix}"));
+        if f.exists() {
+            assert_eq!(mode(&f) & 0o077, 0, "{suffix} is readable by others");
+        }
+    }
+    store.close().await;
+}
+
+#[test]
+fn check_config_runs_the_checks_of_serve_and_warns_about_unsigned_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |text: &str, envs: &[(&str, &str)]| {
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_leadline"))
+            .args(["check-config", "--config"])
+            .arg(&path)
+            .env_remove("HOOK_SECRET")
+            .env_remove("CRM_KEY")
+            .envs(envs.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let base = r#"
+[database]
+url = "sqlite:///tmp/never-opened.db"
+
+[sources.hook]
+route = ["crm"]
+signature = { header = "X-Sig", secret_env = "HOOK_SECRET" }
+
+[sources.open]
+route = ["crm"]
+
+[targets.crm]
+url = "http://127.0.0.1:9/x"
+strategy = "idempotency_key"
+auth = { header = { name = "X-Api-Key", value_env = "CRM_KEY" } }
+"#;
+    // A missing secret variable fails as `serve` would.
+    let (ok, out) = run(base, &[("CRM_KEY", "k")]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("sources.hook.signature.secret_env") && out.contains("HOOK_SECRET"), "{out}");
+    // A CR/LF in a header value fails too.
+    let (ok, out) = run(base, &[("HOOK_SECRET", "s"), ("CRM_KEY", "k\r\nX-Evil: 1")]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("targets.crm.auth"), "{out}");
+    // All set: ok, with a warning about the unsigned source.
+    let (ok, out) = run(base, &[("HOOK_SECRET", "s"), ("CRM_KEY", "k")]);
+    assert!(ok, "{out}");
+    assert!(out.contains("source `open` is unsigned"), "{out}");
+    assert!(!out.contains("source `hook` is unsigned"), "{out}");
+    // A source that requires a signature and has none is refused.
+    let (ok, out) = run(
+        &base.replace("[sources.open]\n", "[sources.open]\nrequire_signature = true\n"),
+        &[("HOOK_SECRET", "s"), ("CRM_KEY", "k")],
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("sources.open.require_signature"), "{out}");
+}

@@ -142,34 +142,7 @@ impl IngestState {
     /// Resolves secrets (failing with the config key when one is missing) and starts the group-commit writer.
     /// `wake` is notified after every commit that stored something new, so the worker picks it up at once.
     pub fn new(config: &Config, store: Store, wake: Arc<Notify>) -> anyhow::Result<IngestState> {
-        let mut sources = BTreeMap::new();
-        for (name, sc) in &config.sources {
-            let key = format!("sources.{name}");
-            let (secret, signature_header, verify_token) = match sc.kind {
-                SourceKind::Generic => match &sc.signature {
-                    Some(sig) => (
-                        Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
-                        Some(sig.header.clone()),
-                        None,
-                    ),
-                    None => (None, None, None),
-                },
-                SourceKind::Meta => {
-                    let app = sc.app_secret_env.as_deref().unwrap_or_default();
-                    let verify = sc.verify_token_env.as_deref().unwrap_or_default();
-                    (
-                        Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
-                        Some("X-Hub-Signature-256".to_string()),
-                        Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
-                    )
-                }
-            };
-            let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
-            sources.insert(
-                name.clone(),
-                SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes },
-            );
-        }
+        let sources = resolve_sources(config)?;
         let (writer, rx) = mpsc::channel(8192);
         tokio::spawn(group_commit_writer(store, rx, wake));
         Ok(IngestState {
@@ -197,6 +170,45 @@ impl IngestState {
             Err(_) => Err(IngestError::Storage),
         }
     }
+}
+
+/// Every source's signature secret and verify token, read from the environment; fails naming the config key of a
+/// missing variable. `check-config` runs it too.
+fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRuntime>> {
+    let mut sources = BTreeMap::new();
+    for (name, sc) in &config.sources {
+        let key = format!("sources.{name}");
+        let (secret, signature_header, verify_token) = match sc.kind {
+            SourceKind::Generic => match &sc.signature {
+                Some(sig) => (
+                    Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
+                    Some(sig.header.clone()),
+                    None,
+                ),
+                None => (None, None, None),
+            },
+            SourceKind::Meta => {
+                let app = sc.app_secret_env.as_deref().unwrap_or_default();
+                let verify = sc.verify_token_env.as_deref().unwrap_or_default();
+                (
+                    Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
+                    Some("X-Hub-Signature-256".to_string()),
+                    Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
+                )
+            }
+        };
+        let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
+        sources.insert(
+            name.clone(),
+            SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes },
+        );
+    }
+    Ok(sources)
+}
+
+/// Checks that every source's secrets are set, as starting the server would.
+pub fn check_sources(config: &Config) -> anyhow::Result<()> {
+    resolve_sources(config).map(|_| ())
 }
 
 /// Largest number of events committed in one transaction.

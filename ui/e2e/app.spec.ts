@@ -130,6 +130,9 @@ test('the sources page shows each source against its usual volume, and reconcili
   await expect(rows).toHaveCount(3);
   // The demo's sources come with four weeks of history: they are compared by hour of week.
   await expect(rows.filter({ hasText: 'webform' })).toContainText('own history, by hour of week');
+  // A source without a signature is flagged; signed ones are not.
+  await expect(rows.filter({ hasText: 'partner_api' }).getByTestId('unsigned')).toBeVisible();
+  await expect(rows.filter({ hasText: 'webform' }).getByTestId('unsigned')).toHaveCount(0);
   // The demo loses one Meta webhook in ten; the mock Graph API still lists every lead.
   const meta = rows.filter({ hasText: 'meta_ads' });
   await expect
