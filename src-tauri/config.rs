@@ -60,13 +60,33 @@ pub struct Config {
 pub struct ServerConfig {
     /// Address the ingest server binds to.
     pub listen: SocketAddr,
-    /// Largest accepted webhook body, in bytes; larger bodies get 413.
+    /// Largest accepted webhook body, in bytes; larger bodies get 413. A source may set a smaller one.
     pub max_body_bytes: usize,
+    /// Host names (besides IP addresses and `localhost`) that requests may name in their `Host` header: the
+    /// name a reverse proxy or tunnel forwards. Anything else is refused (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// Most open client connections; further ones are closed at once.
+    pub max_connections: usize,
+    /// A client must send a request's headers within this time, or the connection is closed.
+    pub header_timeout_seconds: u64,
+    /// A webhook body must arrive whole within this time, or the request is refused (408).
+    pub body_timeout_seconds: u64,
+    /// Most webhook bodies being read at once (they are buffered before the signature is checked); more
+    /// requests wait for a turn up to `body_timeout_seconds`, then get 503.
+    pub max_ingest_in_flight: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: "127.0.0.1:8787".parse().expect("valid default address"), max_body_bytes: 1024 * 1024 }
+        Self {
+            listen: "127.0.0.1:8787".parse().expect("valid default address"),
+            max_body_bytes: 1024 * 1024,
+            allowed_hosts: Vec::new(),
+            max_connections: 1024,
+            header_timeout_seconds: 10,
+            body_timeout_seconds: 30,
+            max_ingest_in_flight: 64,
+        }
     }
 }
 
@@ -386,6 +406,21 @@ pub struct SourceConfig {
     /// failed for this long; a refused token raises a `credentials` alert at once.
     #[serde(default = "default_source_failing_minutes")]
     pub failing_alert_minutes: u64,
+    /// Largest accepted body for this source (default `server.max_body_bytes`, which it may not exceed).
+    pub max_body_bytes: Option<usize>,
+    /// Refuse to start when this source has no signature check (a generic source without `signature`).
+    #[serde(default)]
+    pub require_signature: bool,
+}
+
+impl SourceConfig {
+    /// Whether requests to this source must carry a valid HMAC signature (Meta sources always do).
+    pub fn is_signed(&self) -> bool {
+        match self.kind {
+            SourceKind::Generic => self.signature.is_some(),
+            SourceKind::Meta => true,
+        }
+    }
 }
 
 fn default_source_failing_minutes() -> u64 {
@@ -654,6 +689,24 @@ impl Config {
         if self.server.max_body_bytes == 0 {
             return Err(invalid("server.max_body_bytes", "must be greater than 0"));
         }
+        for (key, value) in [
+            ("server.max_connections", self.server.max_connections as u64),
+            ("server.header_timeout_seconds", self.server.header_timeout_seconds),
+            ("server.body_timeout_seconds", self.server.body_timeout_seconds),
+            ("server.max_ingest_in_flight", self.server.max_ingest_in_flight as u64),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be greater than 0"));
+            }
+        }
+        for (i, host) in self.server.allowed_hosts.iter().enumerate() {
+            if host.is_empty() || host.contains(['/', ':', ' ']) {
+                return Err(invalid(
+                    format!("server.allowed_hosts[{i}]"),
+                    format!("`{host}` is not a host name (no scheme, port or path: `leads.example.com`)"),
+                ));
+            }
+        }
         let w = &self.worker;
         if w.batch_size == 0 {
             return Err(invalid("worker.batch_size", "must be greater than 0"));
@@ -665,6 +718,21 @@ impl Config {
         for (name, source) in &self.sources {
             let key = format!("sources.{name}");
             check_name(&key, name)?;
+            if source.require_signature && !source.is_signed() {
+                return Err(invalid(
+                    format!("{key}.require_signature"),
+                    "is true but the source has no `signature` = { header, secret_env }: anyone who can reach the \
+                     server could post leads to it",
+                ));
+            }
+            if let Some(max) = source.max_body_bytes {
+                if max == 0 || max > self.server.max_body_bytes {
+                    return Err(invalid(
+                        format!("{key}.max_body_bytes"),
+                        format!("must be between 1 and server.max_body_bytes ({})", self.server.max_body_bytes),
+                    ));
+                }
+            }
             if source.route.is_empty() {
                 return Err(invalid(format!("{key}.route"), "must name at least one target"));
             }

@@ -79,14 +79,13 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,sqlx=warn,hyper=warn".into()),
         )
+        // Logs go to stderr; stdout carries only what is meant for the person at the terminal (the browser link
+        // with its token), so a log collector never receives the token.
+        .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::CheckConfig { config }) => Config::load(&config)
-            .map(|c| {
-                println!("{}: ok ({} sources, {} targets)", config.display(), c.sources.len(), c.targets.len());
-            })
-            .map_err(anyhow::Error::from),
+        Some(Command::CheckConfig { config }) => check_config(&config),
         Some(Command::TestConnection { config, target }) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -210,6 +209,24 @@ fn hang_up(pid: i32) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn hang_up(_pid: i32) -> std::io::Result<()> {
     Err(std::io::Error::other("use the Reload secrets button in the app on this system"))
+}
+
+/// Runs every check `serve` runs before it starts (secrets, header values...), and warns about unsigned sources.
+fn check_config(path: &std::path::Path) -> anyhow::Result<()> {
+    let c = Config::load(path)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let warnings = runtime.block_on(async { leadline::server::preflight(&c) })?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "{}: ok ({} sources, {} targets, {} unsigned)",
+        path.display(),
+        c.sources.len(),
+        c.targets.len(),
+        warnings.len()
+    );
+    Ok(())
 }
 
 async fn test_connection(config: PathBuf, target: String) -> anyhow::Result<()> {

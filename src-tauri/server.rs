@@ -49,7 +49,9 @@ impl Server {
     }
 
     pub async fn start_with(config: Config, options: StartOptions) -> anyhow::Result<Server> {
-        config.validate()?;
+        for warning in preflight(&config)? {
+            tracing::warn!("{warning}");
+        }
         let url = config.database_url()?;
         let store = Store::open(&url).await?;
         let (worker, handle) = if config.worker.enabled {
@@ -80,18 +82,21 @@ impl Server {
         let replays = tokio::spawn(crate::replay::runner::run(app.clone()));
         let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let reloader = tokio::spawn(reload_on_hangup(app.clone()));
-        let router = ingest::router(ingest_state).merge(crate::api::http::router(app.clone()));
+        let router = crate::api::http::protect(
+            ingest::router(ingest_state).merge(crate::api::http::router(app.clone())),
+            &app.config.server,
+        );
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
             .await
             .with_context(|| format!("cannot listen on {} (server.listen)", app.config.server.listen))?;
         let addr = listener.local_addr()?;
         let mut stop_rx = stop_http.subscribe();
+        let limits = app.config.server.clone();
         let http = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.wait_for(|s| *s).await;
-                })
-                .await
+            serve(listener, router, &limits, async move {
+                let _ = stop_rx.wait_for(|s| *s).await;
+            })
+            .await
         });
         tracing::info!(%addr, database = %url, "leadline listening");
         Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, reloader, stop_http })
@@ -137,6 +142,95 @@ async fn reload_on_hangup(app: App) {
     }
     #[cfg(not(unix))]
     let _ = app;
+}
+
+/// Every check `serve` makes before it opens the database: the config's validation, every secret variable of
+/// the sources and targets, every target's headers and credentials as header values (no CR/LF). `check-config`
+/// runs exactly this. Returns the warnings to show: one per unsigned source.
+pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
+    config.validate()?;
+    config.database_url()?;
+    ingest::check_sources(config)?;
+    for (name, target) in &config.targets {
+        crate::delivery::worker::TargetRuntime::new(name, target, config)?;
+    }
+    Ok(unsigned_source_warnings(config))
+}
+
+/// One warning per source that takes requests without a signature.
+pub fn unsigned_source_warnings(config: &Config) -> Vec<String> {
+    config
+        .sources
+        .iter()
+        .filter(|(_, source)| !source.is_signed())
+        .map(|(name, _)| {
+            format!(
+                "source `{name}` is unsigned: anyone who can reach POST /ingest/{name} can add leads to it; give it \
+                 `signature = {{ header = \"...\", secret_env = \"...\" }}` and `require_signature = true`"
+            )
+        })
+        .collect()
+}
+
+/// Largest read buffer of one connection: bounds what a client can make the server hold in request headers.
+const MAX_CONNECTION_BUFFER: usize = 64 * 1024;
+
+/// Serves `router` over HTTP/1.1 with limits that keep slow or numerous clients from holding memory without
+/// bound (`axum::serve` has neither a header timeout nor a connection cap): at most `max_connections` open
+/// connections (further ones are closed at once), headers within `header_timeout_seconds` (an idle keep-alive
+/// connection is closed after the same time), at most [`MAX_CONNECTION_BUFFER`] bytes buffered per connection.
+/// Webhook bodies are bounded in `ingest` (size per source, read time, bodies in flight).
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: &crate::config::ServerConfig,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(std::time::Duration::from_secs(limits.header_timeout_seconds))
+        .max_buf_size(MAX_CONNECTION_BUFFER);
+    let mut last_refusal_logged: Option<tokio::time::Instant> = None;
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before it was accepted: keep serving.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            drop(stream);
+            if last_refusal_logged.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(10)) {
+                last_refusal_logged = Some(tokio::time::Instant::now());
+                tracing::warn!(
+                    limit = limits.max_connections,
+                    "connection limit reached (server.max_connections): closing new connections"
+                );
+            }
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http1.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM: the signal to shut down cleanly.

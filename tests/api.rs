@@ -203,7 +203,7 @@ async fn a_paused_target_gets_nothing_until_resumed() {
 }
 
 #[tokio::test]
-async fn browser_mode_needs_the_token_for_changes() {
+async fn browser_mode_needs_the_token() {
     let app = spawn().await;
     let token = app.server.new_token.clone().expect("first start creates the token");
     let url = app.url("/api/targets/crm/pause");
@@ -216,8 +216,9 @@ async fn browser_mode_needs_the_token_for_changes() {
     let body: serde_json::Value = ok.json().await.unwrap();
     assert_eq!(body["paused"], true);
     assert_eq!(body["paused_by"], "browser token `default`");
-    // Reads are open on loopback; the UI is served; unknown API paths are JSON 404s.
-    assert_eq!(app.http.get(app.url("/api/health")).send().await.unwrap().status(), StatusCode::OK);
+    // Reads need the token too, even on loopback; unknown API paths are JSON 404s.
+    assert_eq!(app.http.get(app.url("/api/health")).send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(app.api_get("/api/health").send().await.unwrap().status(), StatusCode::OK);
     let missing = app.http.get(app.url("/api/nope")).send().await.unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     // The token is shown once: a restart on the same database does not make a new one.
@@ -228,7 +229,7 @@ async fn browser_mode_needs_the_token_for_changes() {
 #[tokio::test]
 async fn the_live_feed_starts_with_the_current_health() {
     let app = spawn().await;
-    let mut r = app.http.get(app.url("/api/events")).send().await.unwrap();
+    let mut r = app.api_get("/api/events").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let chunk = tokio::time::timeout(Duration::from_secs(5), r.chunk()).await.unwrap().unwrap().unwrap();

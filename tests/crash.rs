@@ -61,6 +61,7 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
         );
     let config = dir.path().join("leadline.toml");
     std::fs::write(&config, text).unwrap();
+    let token = preset_token(&dir.path().join("leadline.db")).await;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
 
@@ -86,7 +87,8 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
     wait_up(&http, &base).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
-        let h: serde_json::Value = http.get(format!("{base}/api/health")).send().await.unwrap().json().await.unwrap();
+        let h: serde_json::Value =
+            http.get(format!("{base}/api/health")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
         let o = &h["overall"];
         if o["pending"] == 0 && o["running"] == 0 {
             assert_eq!(o["delivered"], n, "{h}");

@@ -94,10 +94,12 @@ async fn a_missing_permission_dead_letters_at_once_with_the_crm_message() {
     assert!(detail.detail.attempts_timeline[0].response_excerpt.as_deref().unwrap().contains("MISSING_SCOPES"));
     assert_eq!(detail.detail.payload["id"], "T-1");
     // Over HTTP too.
-    let r = app.http.get(app.url("/api/dead-letters?class=permanent_config")).send().await.unwrap();
+    let r = app.api_get("/api/dead-letters?class=permanent_config").send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["items"][0]["source_ref"], "T-1");
+    let r = app.api_get("/api/dead-letters?class=bogus").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     app.server.shutdown().await.unwrap();
 }
 

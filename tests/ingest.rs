@@ -18,6 +18,7 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
         .http
         .post(app.url("/ingest/webform"))
         .header("X-Signature-256", sign(SECRET.as_bytes(), raw.as_bytes()))
+        .header("content-type", "application/json")
         .body(raw.clone())
         .send()
         .await
@@ -51,13 +52,14 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
             app.http
                 .post(app.url("/ingest/webform"))
                 .header("X-Signature-256", sign(b"wrong", raw.as_bytes()))
+                .header("content-type", "application/json")
                 .body(lead("L-3").to_string()),
             StatusCode::UNAUTHORIZED,
             "bad_signature",
         ),
         (
             "malformed JSON",
-            app.http.post(app.url("/ingest/plain")).body("{\"id\": "),
+            app.http.post(app.url("/ingest/plain")).header("content-type", "application/json").body("{\"id\": "),
             StatusCode::BAD_REQUEST,
             "malformed_json",
         ),
@@ -98,7 +100,14 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
     // A chunked body over the limit (no Content-Length) is also refused.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..10).map(|_| Ok(vec![b' '; 1000])).collect();
     let stream = futures_util::stream::iter(chunks);
-    let r = app.http.post(app.url("/ingest/plain")).body(reqwest::Body::wrap_stream(stream)).send().await.unwrap();
+    let r = app
+        .http
+        .post(app.url("/ingest/plain"))
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(stream))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
 
     // Numeric ids are accepted and deduplicated as strings.
@@ -139,12 +148,20 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
         {"field": "feed", "value": {}}
     ]}]})
     .to_string();
-    let unsigned = app.http.post(app.url("/ingest/meta")).body(body.clone()).send().await.unwrap();
+    let unsigned = app
+        .http
+        .post(app.url("/ingest/meta"))
+        .header("content-type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
     let forged = app
         .http
         .post(app.url("/ingest/meta"))
         .header("X-Hub-Signature-256", sign(b"not-the-app-secret", body.as_bytes()))
+        .header("content-type", "application/json")
         .body(body.clone())
         .send()
         .await
@@ -156,6 +173,7 @@ async fn meta_handshake_signature_and_one_event_per_leadgen_change() {
         app.http
             .post(app.url("/ingest/meta"))
             .header("X-Hub-Signature-256", sign(SECRET.as_bytes(), body.as_bytes()))
+            .header("content-type", "application/json")
             .body(body.clone())
     };
     let r = signed().send().await.unwrap();

@@ -168,6 +168,7 @@ async fn a_crash_between_the_person_and_the_lead_makes_no_second_person() {
         .replace("lease_seconds = 5", "lease_seconds = 3");
     let config = dir.path().join("leadline.toml");
     std::fs::write(&config, text).unwrap();
+    let token = preset_token(&db).await;
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
 
@@ -204,7 +205,8 @@ async fn a_crash_between_the_person_and_the_lead_makes_no_second_person() {
     wait_up(&http, &base).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let h: serde_json::Value = http.get(format!("{base}/api/health")).send().await.unwrap().json().await.unwrap();
+        let h: serde_json::Value =
+            http.get(format!("{base}/api/health")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
         let o = &h["overall"];
         if o["pending"] == 0 && o["running"] == 0 {
             assert_eq!(o["delivered"], ids.len(), "{h}");

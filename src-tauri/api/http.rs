@@ -1,8 +1,11 @@
 //! HTTP adapter over [`crate::api`]: JSON routes under `/api`, a Server-Sent-Events feed, and the built UI.
 //!
-//! Browser mode is protected by a token (generated on first run, shown once, stored only as a hash): every
-//! mutating call (replay, acknowledge, pause) needs `Authorization: Bearer <token>`. Reads need it too unless the
-//! server listens on a loopback address. EventSource cannot send headers, so `?token=` is accepted as well.
+//! Browser mode is protected by a token (generated on first run, shown once, stored only as a hash). Every `/api`
+//! route, reads and the live feed included, needs it: as `Authorization: Bearer <token>` (API clients), or as the
+//! `HttpOnly`, `SameSite=Strict` session cookie the first link sets (the browser UI; `EventSource` sends it too).
+//! The token is accepted in a URL only on that first page load, which redirects it out of the address at once.
+//! [`protect`] wraps the whole surface: requests naming a foreign `Host` are refused (DNS rebinding), and every
+//! answer carries security headers.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -73,45 +76,185 @@ pub async fn reset_token(store: &Store) -> anyhow::Result<String> {
     Ok(token)
 }
 
-#[derive(Deserialize)]
-struct TokenQuery {
-    token: Option<String>,
+/// The cookie the browser UI authenticates with after its first link: the token itself, `HttpOnly` (no script
+/// reads it) and `SameSite=Strict` (no other site's page sends it).
+pub const SESSION_COOKIE: &str = "leadline_session";
+
+/// How long the browser keeps its session cookie: 400 days, the longest browsers allow. `leadline reset-token`
+/// ends every session at once (the cookie holds the token).
+const SESSION_MAX_AGE_SECONDS: u64 = 400 * 24 * 3600;
+
+/// The token of an `Authorization: Bearer <token>` header; the scheme is matched case-insensitively.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-async fn require_token(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let mutating = request.method() != Method::GET;
-    let loopback = app.config.server.listen.ip().is_loopback();
-    if !mutating && loopback {
-        return next.run(request).await;
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string)
-        .or(q.token);
-    let Some(given) = given else {
-        return ApiError::Unauthorized("this call needs the browser token: Authorization: Bearer <token>".into())
-            .into_response();
-    };
+/// The value of the session cookie, if the request carries it.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, value)| *name == SESSION_COOKIE && !value.is_empty())
+        .map(|(_, value)| value)
+}
+
+/// Whether `given` is the browser token (constant-time comparison of the hashes).
+async fn token_is_valid(app: &App, given: &str) -> bool {
     let stored: Option<(String,)> = sqlx::query_as("SELECT token_sha256 FROM api_token WHERE name = 'default'")
         .fetch_optional(app.store.read_pool())
         .await
         .ok()
         .flatten();
-    let ok =
-        stored.is_some_and(|(h,)| bool::from(subtle::ConstantTimeEq::ct_eq(h.as_bytes(), hash(&given).as_bytes())));
-    if !ok {
-        tracing::warn!("rejected API call with a wrong token");
+    stored.is_some_and(|(h,)| bool::from(subtle::ConstantTimeEq::ct_eq(h.as_bytes(), hash(given).as_bytes())))
+}
+
+/// A cookie-authenticated change must come from Leadline's own page: browsers name the page's origin in
+/// `Origin` and `Sec-Fetch-Site`, and `SameSite=Strict` does not stop another port of the same host (a
+/// different origin, but the same "site") from sending the cookie with a form post.
+fn same_origin(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if !matches!(site, "same-origin" | "none") {
+            return false;
+        }
+    }
+    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(origin) => {
+            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let authority = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
+            !host.is_empty() && authority.eq_ignore_ascii_case(host)
+        }
+    }
+}
+
+/// Every `/api` route needs the operator's credential: `Authorization: Bearer <token>` (API clients) or the
+/// session cookie set by the first link (the browser UI). The token is never taken from the query string here:
+/// only the first page load carries it (see [`static_ui`]).
+async fn require_token(State(app): State<App>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let (given, by_cookie) = match (bearer_token(headers), session_cookie(headers)) {
+        (Some(t), _) => (t, false),
+        (None, Some(c)) => (c, true),
+        (None, None) => {
+            return ApiError::Unauthorized(
+                "this call needs the operator's credential: Authorization: Bearer <token>, or open the link \
+                 `leadline serve` printed"
+                    .into(),
+            )
+            .into_response()
+        }
+    };
+    if !token_is_valid(&app, given).await {
+        tracing::warn!(path = ?request.uri().path(), "rejected API call with a wrong token");
         return ApiError::Unauthorized("the browser token is not valid".into()).into_response();
     }
+    let reading = matches!(*request.method(), Method::GET | Method::HEAD);
+    if by_cookie && !reading && !same_origin(headers) {
+        tracing::warn!(origin = ?headers.get(header::ORIGIN), "rejected a cross-origin change made with the session cookie");
+        return ApiError::Unauthorized("changes are accepted only from Leadline's own page".into()).into_response();
+    }
     next.run(request).await
+}
+
+/// Which `Host` names requests may carry. A web page on another name that resolves to this server (DNS
+/// rebinding) names its own host and is refused; IP addresses and `localhost` cannot be rebound.
+#[derive(Debug, Clone)]
+pub struct HostPolicy {
+    names: Vec<String>,
+}
+
+impl HostPolicy {
+    pub fn new(config: &crate::config::ServerConfig) -> HostPolicy {
+        HostPolicy {
+            names: config.allowed_hosts.iter().map(|h| h.trim_end_matches('.').to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// Whether a `Host` header value (`name`, `name:port`, `[v6]:port`) is allowed.
+    pub fn allows(&self, host: &str) -> bool {
+        let name = if let Some(rest) = host.strip_prefix('[') {
+            match rest.split_once(']') {
+                Some((v6, port)) if port.is_empty() || port.strip_prefix(':').is_some_and(is_port) => {
+                    return v6.parse::<std::net::Ipv6Addr>().is_ok()
+                }
+                _ => return false,
+            }
+        } else {
+            match host.rsplit_once(':') {
+                Some((name, port)) if is_port(port) => name,
+                Some(_) => return false,
+                None => host,
+            }
+        };
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if name.is_empty() {
+            return false;
+        }
+        name.parse::<std::net::Ipv4Addr>().is_ok()
+            || name == "localhost"
+            || name.ends_with(".localhost")
+            || self.names.contains(&name)
+    }
+}
+
+fn is_port(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+async fn check_host(State(policy): State<std::sync::Arc<HostPolicy>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| request.uri().authority().map(|a| a.to_string()));
+    match host {
+        Some(h) if policy.allows(&h) => next.run(request).await,
+        other => {
+            tracing::warn!(host = ?other, path = ?request.uri().path(), "rejected: Host is not an allowed name");
+            (
+                StatusCode::FORBIDDEN,
+                Json(json!({
+                    "code": "host_not_allowed",
+                    "message": "this server does not answer to that host name; add it to server.allowed_hosts if a \
+                                proxy forwards it",
+                })),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Browser protections on every answer: no MIME sniffing, no framing, no referrer, and a content policy that
+/// allows the built UI (its own scripts and styles, inline styles for the charts) and nothing else.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+     img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+async fn security_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    for (name, value) in [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+    ] {
+        h.entry(name).or_insert(axum::http::HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// Wraps the whole HTTP surface (ingest, API, UI): the `Host` check, then security headers on every answer.
+pub fn protect(router: Router, config: &crate::config::ServerConfig) -> Router {
+    router
+        .layer(middleware::from_fn_with_state(std::sync::Arc::new(HostPolicy::new(config)), check_host))
+        .layer(middleware::map_response(security_headers))
 }
 
 pub fn router(app: App) -> Router {
@@ -143,8 +286,8 @@ pub fn router(app: App) -> Router {
         .route("/api/targets/{name}/pause", post(pause))
         .route("/api/targets/{name}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token))
-        .with_state(app);
-    api.fallback(static_ui)
+        .fallback(static_ui);
+    api.with_state(app)
 }
 
 async fn session(State(app): State<App>) -> Json<super::Session> {
@@ -338,10 +481,27 @@ async fn resume(State(app): State<App>, Path(name): Path<String>) -> Result<Resp
 #[allow_missing = true]
 struct UiAssets;
 
-async fn static_ui(uri: axum::http::Uri) -> Response {
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
+/// The built UI. The first link (`/?token=…`, printed by `leadline serve`) is the one place the token travels in
+/// a URL: a page load that carries a valid one gets the session cookie and is redirected to the same address
+/// without it, so the token leaves the address bar and the history at once and the page never sees it.
+async fn static_ui(
+    State(app): State<App>,
+    method: Method,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    Query(q): Query<TokenQuery>,
+) -> Response {
     let path = uri.path().trim_start_matches('/');
     if path.starts_with("api/") || path.starts_with("ingest/") {
         return ApiError::NotFound(format!("no route {}", uri.path())).into_response();
+    }
+    if let (&Method::GET, Some(token)) = (&method, q.token.as_deref()) {
+        return sign_in(&app, &headers, &uri, token).await;
     }
     let (file, name) = match UiAssets::get(path).filter(|_| !path.is_empty()) {
         Some(f) => (f, path),
@@ -361,6 +521,32 @@ async fn static_ui(uri: axum::http::Uri) -> Response {
     (
         [(header::CONTENT_TYPE, file.metadata.mimetype().to_string()), (header::CACHE_CONTROL, cache.to_string())],
         file.data,
+    )
+        .into_response()
+}
+
+async fn sign_in(app: &App, headers: &HeaderMap, uri: &axum::http::Uri, token: &str) -> Response {
+    if !token_is_valid(app, token).await {
+        tracing::warn!("rejected a sign-in link with a wrong token");
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "This link's token is not valid (any more). Run `leadline reset-token` for a new link.",
+        )
+            .into_response();
+    }
+    let rest: Vec<&str> =
+        uri.query().unwrap_or_default().split('&').filter(|p| !p.is_empty() && !p.starts_with("token=")).collect();
+    let location = if rest.is_empty() { uri.path().to_string() } else { format!("{}?{}", uri.path(), rest.join("&")) };
+    // Behind a TLS-terminating proxy the cookie is also marked Secure.
+    let https = headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()) == Some("https");
+    let cookie = format!(
+        "{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_MAX_AGE_SECONDS}{}",
+        if https { "; Secure" } else { "" }
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, location), (header::SET_COOKIE, cookie), (header::CACHE_CONTROL, "no-store".into())],
     )
         .into_response()
 }

@@ -661,6 +661,8 @@ pub struct SourceView {
     /// `generic` or `meta`.
     pub kind: String,
     pub reconciles: bool,
+    /// Whether requests must carry a valid signature; an unsigned source takes leads from anyone who reaches it.
+    pub signed: bool,
     pub last_reconciliation: Option<ReconciliationRun>,
     /// Leads recovered by reconciliation in the last 7 days.
     pub recovered_7d: i64,
@@ -677,6 +679,7 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
                 crate::config::SourceKind::Meta => "meta".into(),
             },
             reconciles: sc.reconcile.is_some(),
+            signed: sc.is_signed(),
             last_reconciliation: reconcile::latest(&app.store, name).await?,
             recovered_7d: reconcile::recovered_since(&app.store, name, now - chrono::Duration::days(7)).await?,
         });

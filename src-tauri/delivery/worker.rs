@@ -618,7 +618,7 @@ async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t
 }
 
 /// Performs one job and decides its fate. Never fails: every path ends in a completion to write.
-#[tracing::instrument(name = "deliver", skip_all, fields(delivery_id = job.id, target = %job.target, source = %job.source, source_ref = %job.source_ref))]
+#[tracing::instrument(name = "deliver", skip_all, fields(delivery_id = job.id, target = %job.target, source = %job.source, source_ref = ?job.source_ref))]
 pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntime, job: Job) -> Completion {
     let linked = if target.config().strategy() == Strategy::SearchThenCreate {
         match store.crm_link(&job.target, &job.external_id()).await {

@@ -59,6 +59,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             reconcile: None,
             page_id: None,
             failing_alert_minutes: 15,
+            max_body_bytes: None,
+            require_signature: false,
         },
     );
     c.sources.insert(
@@ -80,6 +82,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             }),
             page_id: Some(META_PAGE.into()),
             failing_alert_minutes: 15,
+            max_body_bytes: None,
+            require_signature: false,
         },
     );
     c.sources.insert(
@@ -94,6 +98,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             reconcile: None,
             page_id: None,
             failing_alert_minutes: 15,
+            max_body_bytes: None,
+            require_signature: false,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };

@@ -6,6 +6,7 @@
 //! committed together by one writer task (group commit), so durability costs one disk sync per batch, not
 //! per request.
 
+pub mod id;
 pub mod meta;
 pub mod signature;
 
@@ -40,8 +41,16 @@ pub enum IngestError {
     MalformedJson(String),
     #[error("{0}")]
     MissingId(String),
+    #[error("{0}")]
+    InvalidId(String),
+    #[error("Content-Type must be application/json (got {0})")]
+    UnsupportedMediaType(String),
     #[error("body is larger than the limit of {0} bytes")]
     TooLarge(usize),
+    #[error("the body did not arrive within {0} s")]
+    BodyTimeout(u64),
+    #[error("too many webhook bodies are being received at once; send it again shortly")]
+    Busy,
     #[error("the verify token does not match")]
     VerifyTokenMismatch,
     #[error("{0}")]
@@ -56,8 +65,11 @@ impl IngestError {
             IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
             IngestError::MissingSignature(_) | IngestError::BadSignature(_) => StatusCode::UNAUTHORIZED,
             IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            IngestError::MissingId(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestError::MissingId(_) | IngestError::InvalidId(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            IngestError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            IngestError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             IngestError::VerifyTokenMismatch => StatusCode::FORBIDDEN,
             IngestError::Storage => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -70,7 +82,11 @@ impl IngestError {
             IngestError::BadSignature(_) => "bad_signature",
             IngestError::MalformedJson(_) => "malformed_json",
             IngestError::MissingId(_) => "missing_id",
+            IngestError::InvalidId(_) => "invalid_id",
+            IngestError::UnsupportedMediaType(_) => "unsupported_media_type",
             IngestError::TooLarge(_) => "too_large",
+            IngestError::BodyTimeout(_) => "body_timeout",
+            IngestError::Busy => "busy",
             IngestError::VerifyTokenMismatch => "verify_token_mismatch",
             IngestError::BadRequest(_) => "bad_request",
             IngestError::Storage => "storage_unavailable",
@@ -85,6 +101,12 @@ impl IntoResponse for IngestError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
         }
+        if matches!(self, IngestError::BodyTimeout(_) | IngestError::Busy | IngestError::TooLarge(_)) {
+            // The rest of the body is never read: end the connection rather than keep a slow sender.
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+        }
         response
     }
 }
@@ -96,13 +118,19 @@ struct SourceRuntime {
     /// Header carrying the signature.
     signature_header: Option<String>,
     verify_token: Option<String>,
+    /// Largest accepted body (the source's own limit, else the server's).
+    max_body_bytes: usize,
 }
 
 #[derive(Clone)]
 pub struct IngestState {
     sources: Arc<BTreeMap<String, SourceRuntime>>,
     writer: mpsc::Sender<WriteRequest>,
-    max_body_bytes: usize,
+    /// Turns to read a body: a body is buffered whole before its signature can be checked, so the bytes held
+    /// for requests not yet authenticated are at most `max_ingest_in_flight` × the largest body.
+    bodies: Arc<tokio::sync::Semaphore>,
+    /// A request gets this long, from its headers, to wait for a turn and send its whole body.
+    body_timeout: std::time::Duration,
 }
 
 struct WriteRequest {
@@ -114,33 +142,15 @@ impl IngestState {
     /// Resolves secrets (failing with the config key when one is missing) and starts the group-commit writer.
     /// `wake` is notified after every commit that stored something new, so the worker picks it up at once.
     pub fn new(config: &Config, store: Store, wake: Arc<Notify>) -> anyhow::Result<IngestState> {
-        let mut sources = BTreeMap::new();
-        for (name, sc) in &config.sources {
-            let key = format!("sources.{name}");
-            let (secret, signature_header, verify_token) = match sc.kind {
-                SourceKind::Generic => match &sc.signature {
-                    Some(sig) => (
-                        Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
-                        Some(sig.header.clone()),
-                        None,
-                    ),
-                    None => (None, None, None),
-                },
-                SourceKind::Meta => {
-                    let app = sc.app_secret_env.as_deref().unwrap_or_default();
-                    let verify = sc.verify_token_env.as_deref().unwrap_or_default();
-                    (
-                        Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
-                        Some("X-Hub-Signature-256".to_string()),
-                        Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
-                    )
-                }
-            };
-            sources.insert(name.clone(), SourceRuntime { config: sc.clone(), secret, signature_header, verify_token });
-        }
+        let sources = resolve_sources(config)?;
         let (writer, rx) = mpsc::channel(8192);
         tokio::spawn(group_commit_writer(store, rx, wake));
-        Ok(IngestState { sources: Arc::new(sources), writer, max_body_bytes: config.server.max_body_bytes })
+        Ok(IngestState {
+            sources: Arc::new(sources),
+            writer,
+            bodies: Arc::new(tokio::sync::Semaphore::new(config.server.max_ingest_in_flight)),
+            body_timeout: std::time::Duration::from_secs(config.server.body_timeout_seconds),
+        })
     }
 
     /// Stores events through the group-commit writer, exactly as a webhook's events are (reconciliation uses it).
@@ -160,6 +170,45 @@ impl IngestState {
             Err(_) => Err(IngestError::Storage),
         }
     }
+}
+
+/// Every source's signature secret and verify token, read from the environment; fails naming the config key of a
+/// missing variable. `check-config` runs it too.
+fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRuntime>> {
+    let mut sources = BTreeMap::new();
+    for (name, sc) in &config.sources {
+        let key = format!("sources.{name}");
+        let (secret, signature_header, verify_token) = match sc.kind {
+            SourceKind::Generic => match &sc.signature {
+                Some(sig) => (
+                    Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
+                    Some(sig.header.clone()),
+                    None,
+                ),
+                None => (None, None, None),
+            },
+            SourceKind::Meta => {
+                let app = sc.app_secret_env.as_deref().unwrap_or_default();
+                let verify = sc.verify_token_env.as_deref().unwrap_or_default();
+                (
+                    Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
+                    Some("X-Hub-Signature-256".to_string()),
+                    Some(config.secret(&format!("{key}.verify_token_env"), verify)?),
+                )
+            }
+        };
+        let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
+        sources.insert(
+            name.clone(),
+            SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes },
+        );
+    }
+    Ok(sources)
+}
+
+/// Checks that every source's secrets are set, as starting the server would.
+pub fn check_sources(config: &Config) -> anyhow::Result<()> {
+    resolve_sources(config).map(|_| ())
 }
 
 /// Largest number of events committed in one transaction.
@@ -210,6 +259,24 @@ struct Accepted {
     accepted: usize,
     duplicates: usize,
     events: Vec<EventRef>,
+    /// Meta changes that could not be used (the valid ones beside them were stored).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rejected: Vec<meta::RejectedChange>,
+}
+
+/// Whether the request declares a JSON body (`application/json`, or a `+json` type). A web page can post
+/// `text/plain` or a form to another origin without asking first; it cannot send JSON there without a CORS
+/// preflight, which this server never grants. So a foreign page cannot inject leads, signed source or not.
+fn declares_json(headers: &HeaderMap) -> Result<(), IngestError> {
+    let given =
+        headers.get(axum::http::header::CONTENT_TYPE).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let essence =
+        given.as_deref().unwrap_or_default().split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    if essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json")) {
+        Ok(())
+    } else {
+        Err(IngestError::UnsupportedMediaType(given.map(|g| format!("{g:?}")).unwrap_or_else(|| "none".into())))
+    }
 }
 
 #[derive(Serialize)]
@@ -246,48 +313,86 @@ async fn receive(
     body: Body,
 ) -> Result<Response, IngestError> {
     let Some(src) = state.sources.get(&source) else {
-        tracing::warn!(source = %source, "rejected: unknown source");
+        tracing::warn!(source = ?source, "rejected: unknown source");
         return Err(IngestError::UnknownSource(source));
     };
-    let raw = read_body(body, &headers, state.max_body_bytes).await?;
+    declares_json(&headers)?;
+    let deadline = tokio::time::Instant::now() + state.body_timeout;
+    let _turn = match tokio::time::timeout_at(deadline, state.bodies.clone().acquire_owned()).await {
+        Ok(Ok(turn)) => turn,
+        _ => {
+            tracing::warn!(source = ?source, "refused: no turn to read the body (server.max_ingest_in_flight)");
+            return Err(IngestError::Busy);
+        }
+    };
+    let raw = match tokio::time::timeout_at(deadline, read_body(body, &headers, src.max_body_bytes)).await {
+        Ok(read) => read?,
+        Err(_) => {
+            tracing::warn!(source = ?source, "refused: the body did not arrive in time (server.body_timeout_seconds)");
+            return Err(IngestError::BodyTimeout(state.body_timeout.as_secs()));
+        }
+    };
     if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
         let given = headers.get(header.as_str()).and_then(|v| v.to_str().ok());
         if let Err(e) = signature::verify(secret, &raw, given) {
-            tracing::warn!(source = %source, reason = ?e, "rejected: signature check failed");
+            tracing::warn!(source = ?source, reason = ?e, "rejected: signature check failed");
             return Err(match e {
                 signature::SignatureError::Missing => IngestError::MissingSignature(header.clone()),
                 _ => IngestError::BadSignature(header.clone()),
             });
         }
     }
-    let json: Value = serde_json::from_slice(&raw).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
+    let text = std::str::from_utf8(&raw).map_err(|e| IngestError::MalformedJson(format!("not UTF-8: {e}")))?;
     let now = Utc::now();
+    let mut rejected = Vec::new();
     let events: Vec<NewEvent> = match src.config.kind {
         SourceKind::Generic => {
+            let json: Value = serde_json::from_str(text).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
             if !json.is_object() {
                 return Err(IngestError::BadRequest("expected a JSON object".into()));
             }
-            let source_ref = pipeline::event_id(&json, &src.config.id_field).ok_or_else(|| {
-                IngestError::MissingId(format!(
-                    "no event id: field `{}` is missing, empty or not a string/number",
-                    src.config.id_field
-                ))
+            let field = &src.config.id_field;
+            let source_ref = id::event_id(text, field).map_err(|e| match e {
+                id::IdError::Missing | id::IdError::NotText => IngestError::MissingId(format!(
+                    "no event id: field `{field}` is missing, empty or not a string/number"
+                )),
+                other => {
+                    tracing::warn!(source = ?source, reason = %other, "rejected: invalid event id");
+                    IngestError::InvalidId(format!("event id in `{field}`: {other}"))
+                }
             })?;
             vec![pipeline::new_event(&source, &src.config, source_ref, json, now)]
         }
         SourceKind::Meta => {
-            let leads = meta::leads(&json).map_err(|e| match e {
+            let notification = meta::leads(text).map_err(|e| match e {
+                meta::MetaBodyError::Malformed(m) => IngestError::MalformedJson(m),
                 meta::MetaBodyError::NotAnObject => IngestError::BadRequest("expected a JSON object".into()),
-                meta::MetaBodyError::MissingLeadgenId { entry, change } => IngestError::MissingId(format!(
-                    "entry[{entry}].changes[{change}] is a leadgen change without a leadgen_id"
-                )),
             })?;
-            leads.into_iter().map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now)).collect()
+            for r in &notification.rejected {
+                tracing::warn!(source = ?source, entry = r.entry, change = r.change, reason = %r.reason, "rejected one change of a Meta notification");
+            }
+            if notification.leads.is_empty() && !notification.rejected.is_empty() {
+                let reasons: Vec<String> = notification
+                    .rejected
+                    .iter()
+                    .map(|r| format!("entry[{}].changes[{}]: {}", r.entry, r.change, r.reason))
+                    .collect();
+                return Err(IngestError::InvalidId(reasons.join("; ")));
+            }
+            rejected = notification.rejected;
+            notification
+                .leads
+                .into_iter()
+                .map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now))
+                .collect()
         }
     };
     if events.is_empty() {
         // A Meta notification with no lead in it (another field): acknowledge so Meta does not retry.
-        return Ok((StatusCode::OK, Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![] }))
+        return Ok((
+            StatusCode::OK,
+            Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![], rejected }),
+        )
             .into_response());
     }
     let refs: Vec<String> = events.iter().map(|e| e.source_ref.clone()).collect();
@@ -309,7 +414,7 @@ async fn receive(
         })
         .collect();
     let (status, word) = if accepted > 0 { (StatusCode::ACCEPTED, "accepted") } else { (StatusCode::OK, "duplicate") };
-    Ok((status, Json(Accepted { status: word, accepted, duplicates, events })).into_response())
+    Ok((status, Json(Accepted { status: word, accepted, duplicates, events, rejected })).into_response())
 }
 
 async fn verify_subscription(
@@ -332,7 +437,7 @@ async fn verify_subscription(
         params.get("hub.challenge").ok_or_else(|| IngestError::BadRequest("hub.challenge is missing".into()))?;
     let given = params.get("hub.verify_token").map(String::as_bytes).unwrap_or_default();
     if !bool::from(subtle::ConstantTimeEq::ct_eq(given, expected.as_bytes())) {
-        tracing::warn!(source = %source, "rejected: Meta verify token mismatch");
+        tracing::warn!(source = ?source, "rejected: Meta verify token mismatch");
         return Err(IngestError::VerifyTokenMismatch);
     }
     Ok((StatusCode::OK, challenge.clone()).into_response())

@@ -235,7 +235,7 @@ pub async fn fix_selection(
         write_fix(&mut tx, *event_id, fixed, &operation, before, after, actor, reason.trim(), now).await?;
     }
     tx.commit().await.context("cannot commit the fixes")?;
-    tracing::info!(changed = report.changed, field = %fix.field, actor, "field fix applied");
+    tracing::info!(changed = report.changed, field = ?fix.field, actor, "field fix applied");
     Ok(report)
 }
 

@@ -41,6 +41,30 @@ pub fn from_ms(v: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(v).unwrap_or_default()
 }
 
+/// Creates the database folder (and missing parents) readable by this user only (`0700` on unix): it holds
+/// every lead. An existing folder is left as it is.
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates an empty database file readable by this user only (`0600` on unix) when there is none, before SQLite
+/// opens it: SQLite gives the `-wal` and `-shm` files the database file's permissions.
+fn create_private_file(path: &std::path::Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `url` and applies pending migrations.
     pub async fn open(url: &str) -> anyhow::Result<Store> {
@@ -57,9 +81,10 @@ impl Store {
         if let Some(path) = url.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')) {
             let path = path.split('?').next().unwrap_or(path);
             if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create database folder {}", dir.display()))?;
+                create_private_dir(dir).with_context(|| format!("cannot create database folder {}", dir.display()))?;
             }
+            create_private_file(std::path::Path::new(path))
+                .with_context(|| format!("cannot create database file {path}"))?;
         }
         let write = SqlitePoolOptions::new()
             .max_connections(1)

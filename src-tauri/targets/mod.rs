@@ -389,6 +389,21 @@ impl HttpTarget {
         if strategy == Strategy::IdempotencyKey {
             request = request.header("Idempotency-Key", job.idempotency_key());
         }
+        // The configured parts were checked at start, so a request that cannot be built is this lead's data (a
+        // control character bound for a header): a data error for this lead, never the target's failure.
+        let (client, built) = request.build_split();
+        let request = match built {
+            Ok(r) => reqwest::RequestBuilder::from_parts(client, r),
+            Err(e) => {
+                report.verdict = Verdict::Failed(Failure {
+                    class: ErrorClass::PermanentData,
+                    reason: format!("not sent: the request cannot be built from this lead: {}", error_chain(&e)),
+                    field: None,
+                });
+                report.in_doubt = job.in_doubt;
+                return report;
+            }
+        };
         let sent = send(request).await;
         report.duration_ms = started.elapsed().as_millis() as i64;
         match sent {

@@ -124,6 +124,16 @@ impl TestApp {
         format!("http://{}{}", self.server.addr, path)
     }
 
+    /// The operator's token, created by this fresh server.
+    pub fn token(&self) -> String {
+        self.server.new_token.clone().expect("a fresh database gets a token at start")
+    }
+
+    /// A GET of an API route with the operator's credential.
+    pub fn api_get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.get(self.url(path)).bearer_auth(self.token())
+    }
+
     /// Posts a signed webform lead; returns the status.
     pub async fn post_webform(&self, body: &serde_json::Value) -> reqwest::StatusCode {
         let raw = body.to_string();
@@ -176,4 +186,13 @@ pub async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() 
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// Sets the operator token of the database at `db` (created if needed) before a `leadline serve` child starts on
+/// it, so the test can authenticate its API calls; returns the token.
+pub async fn preset_token(db: &Path) -> String {
+    let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+    let token = leadline::api::http::reset_token(&store).await.unwrap();
+    store.close().await;
+    token
 }

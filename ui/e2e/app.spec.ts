@@ -154,14 +154,32 @@ test('dead letters grouped by cause: filter, replay a group with a canary, watch
   await expect(page.getByTestId('group-row')).toHaveCount(0);
 });
 
-test('without the token, the browser cannot change anything', async ({ page, request }) => {
+test('without the token, the browser can neither read nor change anything', async ({ page, request }) => {
   const r = await request.post('/api/replays', { data: { selection: { ids: [1], filter: null }, expected: 1, reason: 'x' } });
   expect(r.status()).toBe(401);
   expect((await r.json()).code).toBe('unauthorized');
-  // Reading is allowed on loopback.
-  expect((await request.get('/api/health')).status()).toBe(200);
+  // Reading needs the credential too, even on loopback.
+  expect((await request.get('/api/health')).status()).toBe(401);
   await page.goto('/');
+  await expect(page.getByText('This browser is not signed in to Leadline')).toBeVisible();
+});
+
+test('the first link signs the browser in with an HttpOnly cookie; the page keeps no token', async ({ page, context }) => {
+  await page.goto(link());
   await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+  await expect(page).not.toHaveURL(/token=/);
+  const cookies = await context.cookies();
+  const session = cookies.find((c) => c.name === 'leadline_session');
+  expect(session?.httpOnly).toBe(true);
+  expect(session?.sameSite).toBe('Strict');
+  // Nothing in the page's reach holds the token.
+  const token = new URL(link()).searchParams.get('token')!;
+  const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+  expect(stored).not.toContain(token);
+  // A reload keeps working on the cookie alone, the live feed included.
+  await page.reload();
+  await expect(page.getByRole('heading', { name: 'Overview' })).toBeVisible();
+  await expect(page.getByText('This browser is not signed in to Leadline')).toHaveCount(0);
 });
 
 test('the sources page shows each source against its usual volume, and reconciling recovers lost Meta leads', async ({ page }) => {
@@ -172,6 +190,9 @@ test('the sources page shows each source against its usual volume, and reconcili
   await expect(rows).toHaveCount(3);
   // The demo's sources come with four weeks of history: they are compared by hour of week.
   await expect(rows.filter({ hasText: 'webform' })).toContainText('own history, by hour of week');
+  // A source without a signature is flagged; signed ones are not.
+  await expect(rows.filter({ hasText: 'partner_api' }).getByTestId('unsigned')).toBeVisible();
+  await expect(rows.filter({ hasText: 'webform' }).getByTestId('unsigned')).toHaveCount(0);
   // The demo loses one Meta webhook in ten; the mock Graph API still lists every lead.
   const meta = rows.filter({ hasText: 'meta_ads' });
   await expect

@@ -32,8 +32,6 @@ import type {
   TargetView,
 } from './api/wire';
 
-const TOKEN_KEY = 'leadline.token';
-
 /** A dead-letter filter as a query string (empty values left out). */
 export function filterQuery(filter: DeadLetterFilter): string {
   return toQuery({
@@ -53,36 +51,29 @@ export function filterQuery(filter: DeadLetterFilter): string {
   });
 }
 
-/** Takes `?token=` from the address (the link `leadline serve` prints), keeps it, and removes it from the bar. */
-export function adoptToken(location: Location, storage: Storage, history: History): string | null {
-  const url = new URL(location.href);
-  const fromUrl = url.searchParams.get('token');
-  if (fromUrl) {
-    storage.setItem(TOKEN_KEY, fromUrl);
-    url.searchParams.delete('token');
-    history.replaceState(null, '', url.pathname + url.search + url.hash);
-    return fromUrl;
-  }
-  return storage.getItem(TOKEN_KEY);
-}
-
 export class HttpBackend implements Backend {
   readonly kind = 'browser' as const;
   readonly confirmsNatively = false;
-  private token: string | null;
-
+  // No token here: the first link (`/?token=…`) is answered by the server with an HttpOnly session cookie and a
+  // redirect to the bare address, so the page never sees the token and keeps nothing in its storage. The browser
+  // sends the cookie with every same-origin fetch and with the EventSource.
   constructor(private readonly base: string) {
-    this.token = adoptToken(window.location, window.localStorage, window.history);
+    // Earlier versions kept the token in localStorage: forget it.
+    try {
+      window.localStorage.removeItem('leadline.token');
+    } catch {
+      /* storage may be unavailable */
+    }
   }
 
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.token) headers.authorization = `Bearer ${this.token}`;
     let response: Response;
     try {
       response = await fetch(this.base + path, {
         method,
+        credentials: 'same-origin',
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
       });
@@ -180,7 +171,7 @@ export class HttpBackend implements Backend {
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {
-    const source = new EventSource(`${this.base}/api/events${toQuery({ token: this.token })}`);
+    const source = new EventSource(`${this.base}/api/events`);
     source.onopen = () => onConnection?.(true);
     source.onerror = () => onConnection?.(false);
     source.onmessage = (m) => {

@@ -466,7 +466,11 @@ export type SourceView = {
 /**
  * `generic` or `meta`.
  */
-kind: string, reconciles: boolean, last_reconciliation: ReconciliationRun | null, 
+kind: string, reconciles: boolean, 
+/**
+ * Whether requests must carry a valid signature; an unsigned source takes leads from anyone who reaches it.
+ */
+signed: boolean, last_reconciliation: ReconciliationRun | null, 
 /**
  * Leads recovered by reconciliation in the last 7 days.
  */
