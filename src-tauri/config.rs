@@ -171,7 +171,7 @@ impl Default for MonitorConfig {
 }
 
 /// Every alert kind Leadline raises.
-pub const ALERT_KINDS: [&str; 11] = [
+pub const ALERT_KINDS: [&str; 12] = [
     "volume_drop",
     "silence",
     "permanent_config",
@@ -183,6 +183,7 @@ pub const ALERT_KINDS: [&str; 11] = [
     "auto_replay",
     "credentials",
     "source_failing",
+    "new_cause",
 ];
 
 impl MonitorConfig {

@@ -658,3 +658,79 @@ async fn leadline_reload_makes_a_running_server_read_its_secrets_again() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no running `leadline serve` found"), "{out:?}");
 }
+
+/// The oldest waiting lead's age counts from when Leadline received it: neither retries nor a replay make it
+/// young again (a lead parked for a while and replayed into a failing CRM is old, not seconds old).
+#[tokio::test]
+async fn the_oldest_waiting_age_counts_from_reception_through_retries_and_replays() {
+    let app = spawn().await;
+    let a = &app.server.app;
+    app.crm.set_behaviour(Behaviour { fail_with: Some(403), ..Default::default() });
+    let posted = std::time::Instant::now();
+    assert_eq!(app.post_plain(&json!({"id": "OLD-1"})).await, StatusCode::ACCEPTED);
+    let h = app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(h.overall.dead_open, 1);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // The CRM now fails transiently: the replayed lead keeps retrying.
+    app.crm.set_behaviour(Behaviour { fail_with: Some(500), ..Default::default() });
+    let selection = leadline::replay::ReplaySelection { ids: None, filter: Some(DeadLetterFilter::default()) };
+    let yes = std::sync::Arc::new(leadline::api::ScriptedConfirm::always(true));
+    leadline::api::replay_confirmed(a, &selection, "retry it", &Default::default(), "test", yes).await.unwrap();
+    wait_for("the replayed lead to be retried", Duration::from_secs(10), || async {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attempt").fetch_one(a.store.read_pool()).await.unwrap();
+        n >= 3
+    })
+    .await;
+    let h = app.health().await.overall;
+    let age = h.oldest_pending_age_seconds.expect("the lead waits");
+    let since_post = posted.elapsed().as_secs_f64();
+    assert!(age >= 1.5 && age <= since_post + 0.5, "age {age} s, posted {since_post} s ago");
+    app.server.shutdown().await.unwrap();
+}
+
+/// The first dead letter of a new cause reaches a person at once (one alert per cause and target, announced
+/// once); more leads with the same cause add to it, a different cause is a second alert, and the alerts
+/// resolve by themselves once no such dead letter is open.
+#[tokio::test]
+async fn the_first_dead_letter_of_a_new_cause_alerts_once() {
+    let app = spawn().await;
+    let a = &app.server.app;
+    let new_cause = || async {
+        leadline::api::alerts(a).await.unwrap().into_iter().filter(|al| al.kind == "new_cause").collect::<Vec<_>>()
+    };
+    app.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+    for i in 0..3 {
+        let lead = json!({"id": format!("NC-{i}"), "phone": format!("0151 555 {i:04}")});
+        assert_eq!(app.post_plain(&lead).await, StatusCode::ACCEPTED);
+    }
+    app.wait_settled(Duration::from_secs(10)).await;
+    wait_for("one new-cause alert, announced once", Duration::from_secs(10), || async {
+        let alerts = new_cause().await;
+        alerts.len() == 1 && alerts[0].occurrences == 3 && alerts[0].notifications == 1
+    })
+    .await;
+    let first = &new_cause().await[0];
+    assert!(first.title.contains("crm") && first.title.contains("bad lead data"), "{}", first.title);
+    assert!(!first.detail.contains("0151"), "the alert names the cause, not the lead's data: {}", first.detail);
+
+    // Another cause: a second alert.
+    app.crm.set_behaviour(Behaviour { fail_with: Some(400), ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "NC-other"})).await, StatusCode::ACCEPTED);
+    app.wait_settled(Duration::from_secs(10)).await;
+    wait_for("a second new-cause alert", Duration::from_secs(10), || async { new_cause().await.len() == 2 }).await;
+
+    // A person discards them all: the alerts resolve by themselves.
+    let request = leadline::api::ResolveRequest {
+        selection: leadline::replay::ReplaySelection { ids: None, filter: Some(DeadLetterFilter::default()) },
+        resolution: "discarded".into(),
+        note: "test leads".into(),
+        expected: None,
+    };
+    assert_eq!(leadline::api::resolve_dead_letters(a, &request, "test").await.unwrap(), 4);
+    wait_for("the new-cause alerts to resolve", Duration::from_secs(15), || async {
+        new_cause().await.iter().all(|al| al.state == "resolved")
+    })
+    .await;
+    app.server.shutdown().await.unwrap();
+}

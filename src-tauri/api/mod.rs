@@ -224,7 +224,7 @@ fn page_for(kind: &str) -> &'static str {
     match kind {
         "credentials" | "permanent_config" | "breaker_open" | "retry_budget" => "targets",
         "silence" | "volume_drop" | "source_failing" | "reconciliation_found" => "sources",
-        "dead_letter_growth" | "auto_replay" => "dead_letters",
+        "dead_letter_growth" | "auto_replay" | "new_cause" => "dead_letters",
         _ => "alerts",
     }
 }

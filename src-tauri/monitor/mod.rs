@@ -174,6 +174,33 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
             )
             .await
         }
+        WorkerEvent::DeadLettered {
+            target,
+            class: class @ (ErrorClass::PermanentData | ErrorClass::Ambiguous),
+            reason,
+            ..
+        } => {
+            // The first dead letter of a cause reaches a person; more of the same cause are the same alert.
+            let cause = crate::dlq::cause_of(&reason);
+            let what = if class == ErrorClass::PermanentData { "bad lead data" } else { "an unknown outcome" };
+            raise(
+                app,
+                notifier,
+                AlertSpec {
+                    kind: "new_cause",
+                    key: format!("{target}: {cause}"),
+                    severity: Severity::Warning,
+                    title: format!("A new cause of dead letters at {target}: {what}"),
+                    detail: format!(
+                        "{}. Leads with this problem are parked, not lost. Open the cause group on the Dead letters \
+                         page, fix the data or the mapping, then replay.",
+                        cause.trim_end_matches('.')
+                    ),
+                },
+                now,
+            )
+            .await
+        }
         WorkerEvent::Breaker { target, to: BreakerState::Closed, .. } => {
             resolve(app, "breaker_open", &target, "the target answers again", now).await
         }
@@ -308,6 +335,24 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
             .await
         }
         _ => resolve(app, "oldest_pending", "*", "the queue caught up", now).await,
+    }
+    // new_cause alerts resolve once their target has no open dead letter of bad data or unknown outcome.
+    if let Ok(keys) = alerts::unresolved_keys(&app.store, "new_cause").await {
+        for key in keys {
+            let target = key.split(": ").next().unwrap_or_default();
+            let open: i64 = queue
+                .targets
+                .iter()
+                .find(|t| t.target == target)
+                .map(|t| {
+                    t.dead_open_by_class.get("permanent_data").copied().unwrap_or(0)
+                        + t.dead_open_by_class.get("ambiguous").copied().unwrap_or(0)
+                })
+                .unwrap_or(0);
+            if open == 0 {
+                resolve(app, "new_cause", &key, "no such dead letter is open any more", now).await;
+            }
+        }
     }
     // permanent_config alerts resolve once no such dead letter is open for their target.
     if let Ok(keys) = alerts::unresolved_keys(&app.store, "permanent_config").await {

@@ -13,7 +13,8 @@ use super::{ms, Store};
 pub struct TargetHealth {
     /// Target name, or `*` for the total over all targets.
     pub target: String,
-    /// Age of the oldest undelivered due step (pending or running), in seconds; `null` when there is none.
+    /// Age of the oldest lead with a step due or sending (pending or running), counted from when Leadline received
+    /// the lead — retries and replays do not reset it — in seconds; `null` when there is none.
     pub oldest_pending_age_seconds: Option<f64>,
     pub pending: i64,
     pub running: i64,
@@ -65,8 +66,11 @@ impl Store {
         let mut oldest_overall: Option<i64> = None;
         for h in per_target.values_mut() {
             if h.pending + h.running > 0 {
+                // The age of the oldest undelivered lead, from when Leadline received it: a retry, a replay or the
+                // previous step's delivery does not make a lead young again.
                 let (oldest,): (Option<i64>,) = sqlx::query_as(
-                    "SELECT MIN(pending_since) FROM delivery WHERE state IN ('pending', 'running') AND target = ?",
+                    "SELECT MIN(e.received_at) FROM delivery d JOIN inbound_event e ON e.id = d.event_id
+                      WHERE d.state IN ('pending', 'running') AND d.target = ?",
                 )
                 .bind(&h.target)
                 .fetch_one(self.read_pool())

@@ -26,6 +26,7 @@ export function alertPage(kind: string): { page: 'targets' | 'sources' | 'dead-l
       return { page: 'sources', label: 'Open sources' };
     case 'dead_letter_growth':
     case 'auto_replay':
+    case 'new_cause':
       return { page: 'dead-letters', label: 'Open dead letters' };
     default:
       return null;
