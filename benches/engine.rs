@@ -5,7 +5,10 @@
 //!
 //! 1. Ingest: concurrent clients POST signed-off generic webhooks over loopback HTTP to `leadline`'s ingest
 //!    (worker off); accepted per second, p50 and p99 latency. Every 202 is a durable commit (synchronous=FULL).
-//! 2. Delivery: jobs already queued are delivered to a loopback sink that answers at once; jobs per second.
+//! 2. Delivery: jobs already queued (`--delivery-jobs`, 20,000) are delivered to a loopback sink that answers at
+//!    once; jobs per second, once with 1,000 delivered jobs stored before and once with `--history-jobs`
+//!    (1,000,000): the two figures say whether delivery stays flat as history grows. `--only-delivery` runs
+//!    nothing else.
 //! 3. Queue health: `api::health` latency with 1,000,000 stored jobs (mostly delivered, some pending and dead).
 //! 4. Dead letters: with 1,000,000 stored dead letters, the replay preview over all of them and over one cause,
 //!    grouping by cause, and the time to requeue 10,000 (recording the replay, then sending all back at the
@@ -52,6 +55,15 @@ timeout_ms = 5000
         db = db.display()
     );
     Config::parse(&text, Path::new("bench.toml")).expect("bench config")
+}
+
+/// CPU time (user + system) this process has used so far: what a drain costs, whatever else runs on the machine.
+fn cpu_time() -> Duration {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -111,12 +123,38 @@ async fn bench_ingest(clients: usize, per_client: usize) {
     server.shutdown().await.unwrap();
 }
 
-async fn bench_delivery(jobs: usize) {
+/// Delivery: `history` already-delivered jobs stored (one event, one delivered step and one attempt each), then
+/// `jobs` new jobs queued and drained to a loopback sink; jobs per second. The same figure with a small and a
+/// large history says whether delivery stays flat as the tables grow.
+async fn bench_delivery(jobs: usize, history: usize) -> f64 {
     let (_sink, sink_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("delivery.db");
+    let fill = Instant::now();
     {
         let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+        if history > 0 {
+            let mut tx = store.write_pool().begin().await.unwrap();
+            fill_events(&mut tx, history).await;
+            sqlx::query(
+                "INSERT INTO delivery (id, event_id, step_index, target, state, attempts, created_at, pending_since,
+                                       next_attempt_at, lease_token, result, delivered_at)
+                 SELECT id, id, 0, 'sink', 'delivered', 1, received_at, received_at, received_at, 1,
+                        '{\"status\":200}', received_at + 40 FROM inbound_event",
+            )
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+            sqlx::query(
+                "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, reason, trigger)
+                 SELECT id, delivered_at - 20, 20, 200, 'delivered', 'delivered (HTTP 200)', 'scheduled'
+                   FROM delivery",
+            )
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+        }
         let now = chrono::Utc::now();
         for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
             let events: Vec<NewEvent> = chunk
@@ -134,22 +172,30 @@ async fn bench_delivery(jobs: usize) {
         }
         store.close().await;
     }
+    let fill_time = fill.elapsed();
     let start = Instant::now();
+    let cpu = cpu_time();
     let server = Server::start(config(&db, sink_addr, true)).await.unwrap();
     loop {
         let h = leadline::api::health(&server.app).await.unwrap().queue.overall;
-        if h.delivered as usize == jobs {
+        if h.delivered as usize == jobs + history {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = start.elapsed();
+    let cpu = cpu_time() - cpu;
+    let rate = jobs as f64 / elapsed.as_secs_f64();
     println!(
-        "delivery: {jobs} jobs to a loopback sink (concurrency 64): {:.0} delivered/s ({:.2} s)",
-        jobs as f64 / elapsed.as_secs_f64(),
-        elapsed.as_secs_f64()
+        "delivery: {jobs} jobs to a loopback sink (concurrency 64), {history} delivered jobs stored before \
+         (filled in {:.1} s): {rate:.0} delivered/s ({:.2} s; CPU {:.2} s = {:.0} µs per job, sink included)",
+        fill_time.as_secs_f64(),
+        elapsed.as_secs_f64(),
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / jobs as f64
     );
     server.shutdown().await.unwrap();
+    rate
 }
 
 /// `total` events (ids 1…total) of source `bench`, written with one statement.
@@ -471,6 +517,11 @@ fn main() {
     );
     rt.block_on(async {
         let only = |name: &str| std::env::args().any(|a| a == name);
+        if only("--only-dead-letters") {
+            bench_health(arg("--health-jobs", 1_000_000)).await;
+            bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
+            return;
+        }
         if only("--only-hubspot") {
             let leads = arg("--hubspot-leads", 5_000);
             bench_hubspot(leads, false).await;
@@ -478,8 +529,16 @@ fn main() {
             return;
         }
         if !std::env::args().any(|a| a == "--only-pacing") {
-            bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
-            bench_delivery(arg("--delivery-jobs", 20_000)).await;
+            if !only("--only-delivery") {
+                bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
+            }
+            let jobs = arg("--delivery-jobs", 20_000);
+            let small = bench_delivery(jobs, 1_000).await;
+            let large = bench_delivery(jobs, arg("--history-jobs", 1_000_000)).await;
+            println!("delivery: with the large history at {:.0} % of the small one", 100.0 * large / small);
+            if only("--only-delivery") {
+                return;
+            }
             bench_health(arg("--health-jobs", 1_000_000)).await;
             bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
         }

@@ -129,16 +129,24 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
         leadline::api::alerts(a).await.unwrap().iter().any(|al| al.kind == "credentials" && al.state == "open")
     })
     .await;
-    // Give the worker time to (wrongly) send more: the hold must keep it at the one probe.
+    // Requests already on their way when the first refusal came back are answered too; after it, the hold lets
+    // nothing through (the cooldown is a minute): give the worker time to (wrongly) send more.
+    let attempts_now = || async {
+        let (attempts, counted): (i64, i64) =
+            sqlx::query_as("SELECT (SELECT COUNT(*) FROM attempt), (SELECT COALESCE(SUM(attempts), 0) FROM delivery)")
+                .fetch_one(a.store.read_pool())
+                .await
+                .unwrap();
+        (attempts, counted)
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (held_at, counted) = attempts_now().await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let h = app.health().await.overall;
     assert_eq!((h.dead_open, h.delivered, h.pending + h.running), (0, 0, 20), "{h:?}");
-    let (attempts, counted): (i64, i64) =
-        sqlx::query_as("SELECT (SELECT COUNT(*) FROM attempt), (SELECT COALESCE(SUM(attempts), 0) FROM delivery)")
-            .fetch_one(a.store.read_pool())
-            .await
-            .unwrap();
-    assert_eq!((attempts, counted), (1, 0), "one probe, no attempt used");
+    assert_eq!(attempts_now().await.0, held_at, "nothing is sent while the target is held");
+    assert!((1..=8).contains(&held_at), "at most the requests in flight (concurrency 8): {held_at}");
+    assert_eq!(counted, 0, "a refused credential uses no attempt");
     let alerts: Vec<_> =
         leadline::api::alerts(a).await.unwrap().into_iter().filter(|al| al.kind == "credentials").collect();
     assert_eq!(alerts.len(), 1, "one alert for the incident: {alerts:?}");

@@ -1,10 +1,10 @@
 //! The delivery worker.
 //!
 //! A dispatcher claims due jobs per target (as many as the target's free concurrency slots, and only what its
-//! circuit breaker admits), runs each as a task, and hands the finished job to a completer that writes
-//! completions in batches (one transaction each). A rescuer returns jobs whose lease expired. On shutdown the
-//! dispatcher stops claiming, in-flight jobs get `shutdown_grace_seconds` to finish, and the rest are released
-//! back to `pending` without using an attempt.
+//! circuit breaker admits), runs each as a task, and hands the finished job to the writer, which writes
+//! completions and the dispatcher's claims together in shared transactions (one disk sync for the group). A
+//! rescuer returns jobs whose lease expired. On shutdown the dispatcher stops claiming, in-flight jobs get
+//! `shutdown_grace_seconds` to finish, and the rest are released back to `pending` without using an attempt.
 //!
 //! `execute` (one job → one `Completion`) holds all decisions and is what tests exercise directly.
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio::sync::{broadcast, mpsc, watch, Notify, Semaphore};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::config::TargetKind;
@@ -25,7 +25,7 @@ use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transit
 use crate::delivery::classify::Failure;
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::delivery::pacing::{Admit, Pacer};
-use crate::store::{AttemptRecord, Completion, Job, JobOutcome, Store};
+use crate::store::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, Store};
 use crate::targets::hubspot::HubspotTarget;
 use crate::targets::meta_lead::MetaLeadStep;
 use crate::targets::pipedrive::PipedriveTarget;
@@ -346,12 +346,15 @@ impl Worker {
     pub async fn run(self) -> anyhow::Result<()> {
         let Worker { store, cfg, owner, handle } = self;
         let (done_tx, done_rx) = mpsc::channel::<Completion>(4096);
-        let completer = tokio::spawn(completer(store.clone(), done_rx, handle.wake.clone()));
+        let (claim_tx, claim_rx) = mpsc::channel::<Claim>(64);
+        let completer = tokio::spawn(writer(store.clone(), done_rx, claim_rx, handle.wake.clone()));
         let rescuer = tokio::spawn(rescuer(store.clone(), cfg.clone(), handle.clone()));
         let mut shutdown = handle.shutdown.subscribe();
         let mut in_flight: JoinSet<()> = JoinSet::new();
-        let mut released_on_shutdown: Vec<Job> = Vec::new();
-        let running: Arc<Mutex<BTreeMap<i64, Job>>> = Arc::default();
+        let mut released_on_shutdown: Vec<Completion> = Vec::new();
+        // Jobs sent to a task and not finished, as the release each would get at shutdown (no lead's data: only
+        // what a release writes).
+        let running: Arc<Mutex<BTreeMap<i64, Completion>>> = Arc::default();
 
         tracing::info!(owner = %owner, targets = handle.targets.len(), "worker started");
         loop {
@@ -359,8 +362,18 @@ impl Worker {
                 break;
             }
             let mut next_wake = None;
-            let claimed =
-                dispatch_once(&store, &cfg, &owner, &handle, &done_tx, &mut in_flight, &running, &mut next_wake).await;
+            let claimed = dispatch_once(
+                &store,
+                &cfg,
+                &owner,
+                &handle,
+                &claim_tx,
+                &done_tx,
+                &mut in_flight,
+                &running,
+                &mut next_wake,
+            )
+            .await;
             // Reap finished tasks so the set does not grow.
             while in_flight.try_join_next().is_some() {}
             if claimed == 0 {
@@ -377,6 +390,7 @@ impl Worker {
             }
         }
 
+        drop(claim_tx);
         tracing::info!(in_flight = in_flight.len(), "worker stopping: letting in-flight jobs finish");
         let grace = tokio::time::sleep(Duration::from_secs(cfg.shutdown_grace_seconds));
         tokio::pin!(grace);
@@ -392,9 +406,11 @@ impl Worker {
             }
         }
         let now = Utc::now();
-        for job in released_on_shutdown {
-            tracing::warn!(delivery_id = job.id, "released at shutdown before it finished");
-            let _ = done_tx.send(release(&job, now)).await;
+        for mut unfinished in released_on_shutdown {
+            tracing::warn!(delivery_id = unfinished.job_id, "released at shutdown before it finished");
+            unfinished.outcome = JobOutcome::Released { at: now };
+            unfinished.now = now;
+            let _ = done_tx.send(unfinished).await;
         }
         drop(done_tx);
         rescuer.abort();
@@ -412,9 +428,10 @@ async fn dispatch_once(
     cfg: &WorkerConfig,
     owner: &str,
     handle: &WorkerHandle,
+    claim_tx: &mpsc::Sender<Claim>,
     done_tx: &mpsc::Sender<Completion>,
     in_flight: &mut JoinSet<()>,
-    running: &Arc<Mutex<BTreeMap<i64, Job>>>,
+    running: &Arc<Mutex<BTreeMap<i64, Completion>>>,
     next_wake: &mut Option<DateTime<Utc>>,
 ) -> usize {
     let mut claimed_total = 0;
@@ -425,7 +442,9 @@ async fn dispatch_once(
         let (paced, free) = {
             let pacer = target.pacer.lock().expect("pacer lock");
             let paced = pacer.effective_rate().is_some();
-            // A paced target may have up to one more round of requests waiting for their slots.
+            // A paced target may have up to one more round of requests waiting for their slots. (Claiming a round
+            // ahead for every target at full concurrency was tried: leads claimed before a 429 came back were then
+            // sent inside the wait it announced.)
             let allowed = if paced { 2 * target.config().concurrency } else { pacer.concurrency() };
             (paced, allowed.saturating_sub(busy))
         };
@@ -501,7 +520,8 @@ async fn dispatch_once(
             continue;
         }
         let lease_until = now + chrono::Duration::seconds(cfg.lease_seconds as i64);
-        let jobs = match store.claim(name, limit, owner, now, lease_until).await {
+        let request = ClaimRequest { target: name.clone(), limit, owner: owner.to_string(), now, lease_until };
+        let jobs = match claim(claim_tx, request).await {
             Ok(jobs) => jobs,
             Err(e) => {
                 tracing::error!(target = %name, error = %format!("{e:#}"), "claim failed");
@@ -525,7 +545,7 @@ async fn dispatch_once(
             {
                 let mut running = running.lock().expect("running lock");
                 for job in &chunk {
-                    running.insert(job.id, job.clone());
+                    running.insert(job.id, release(job, now));
                 }
             }
             let store = store.clone();
@@ -585,7 +605,10 @@ async fn wait_for_slot(
         tokio::time::sleep(wait).await;
     }
     // The semaphore is never closed; should it be, the request goes ahead without a permit rather than be lost.
-    let permit = target.slots.clone().acquire_owned().await.ok();
+    let (permit, waited) = match target.slots.clone().try_acquire_owned() {
+        Ok(permit) => (Some(permit), waited),
+        Err(_) => (target.slots.clone().acquire_owned().await.ok(), true),
+    };
     let held = if waited { target.hold(Utc::now()).map(|h| h.until) } else { None };
     (permit, held)
 }
@@ -879,25 +902,92 @@ async fn decide(
     }
 }
 
-/// Writes completions in batches: whatever has arrived while the previous batch was being committed.
-async fn completer(store: Store, mut rx: mpsc::Receiver<Completion>, wake: Arc<Notify>) -> anyhow::Result<()> {
-    let mut batch = Vec::with_capacity(256);
-    while rx.recv_many(&mut batch, 512).await > 0 {
-        let mut delay = Duration::from_millis(50);
-        loop {
-            match store.complete(&batch).await {
-                Ok(_) => break,
-                Err(e) => {
-                    // Never drop a finished job: keep retrying the write (the leases protect the jobs meanwhile).
-                    tracing::error!(error = %format!("{e:#}"), n = batch.len(), "cannot write completions; retrying");
+/// A claim for the writer, and where its jobs go once committed.
+type Claim = (ClaimRequest, oneshot::Sender<anyhow::Result<Vec<Job>>>);
+
+/// Asks the writer for a claim; the jobs come back once their claim is committed.
+async fn claim(claim_tx: &mpsc::Sender<Claim>, request: ClaimRequest) -> anyhow::Result<Vec<Job>> {
+    let (reply, answer) = oneshot::channel();
+    claim_tx.send((request, reply)).await.map_err(|_| anyhow::anyhow!("the writer has stopped"))?;
+    answer.await.map_err(|_| anyhow::anyhow!("the writer has stopped"))?
+}
+
+/// Most completions written in one transaction.
+const WRITE_BATCH: usize = 1024;
+
+/// The worker's one writer: completions and claims in shared transactions. Whatever has arrived while the
+/// previous transaction was being committed — finished jobs and the dispatcher's claims — is written in the next
+/// one, completions first (a claim then sees the steps they made due): one disk sync for the group.
+async fn writer(
+    store: Store,
+    mut done_rx: mpsc::Receiver<Completion>,
+    mut claim_rx: mpsc::Receiver<Claim>,
+    wake: Arc<Notify>,
+) -> anyhow::Result<()> {
+    let mut batch: Vec<Completion> = Vec::with_capacity(256);
+    let mut claims: Vec<Claim> = Vec::new();
+    let mut claims_open = true;
+    let mut delay = Duration::from_millis(50);
+    loop {
+        if batch.is_empty() && claims.is_empty() {
+            tokio::select! {
+                n = done_rx.recv_many(&mut batch, WRITE_BATCH) => if n == 0 { break },
+                c = claim_rx.recv(), if claims_open => match c {
+                    Some(c) => claims.push(c),
+                    None => claims_open = false,
+                },
+            }
+        }
+        while batch.len() < WRITE_BATCH {
+            match done_rx.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        while let Ok(c) = claim_rx.try_recv() {
+            claims.push(c);
+        }
+        let requests: Vec<ClaimRequest> = claims.iter().map(|(r, _)| r.clone()).collect();
+        match store.write_batch(&batch, &requests).await {
+            Ok((_, claimed)) => {
+                for ((_, reply), jobs) in claims.drain(..).zip(claimed) {
+                    // A dispatcher that stopped waiting leaves its jobs leased: the rescuer returns them.
+                    let _ = reply.send(Ok(jobs));
+                }
+                delay = Duration::from_millis(50);
+                if !batch.is_empty() {
+                    batch.clear();
+                    // A delivered step may have made the next step of its route due, and slots are free.
+                    wake.notify_one();
+                }
+            }
+            Err(e) => {
+                // Never drop a finished job: keep retrying the write (the leases protect the jobs meanwhile). The
+                // claims fail (the dispatcher claims again on its next pass), so a failing claim cannot hold the
+                // completions back.
+                tracing::error!(error = %format!("{e:#}"), n = batch.len(), claims = claims.len(), "cannot write completions and claims; retrying");
+                for (_, reply) in claims.drain(..) {
+                    let _ = reply.send(Err(anyhow::anyhow!("{e:#}")));
+                }
+                if !batch.is_empty() {
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
+                    // Retry the completions alone.
+                    loop {
+                        match store.complete(&batch).await {
+                            Ok(_) => break,
+                            Err(e) => {
+                                tracing::error!(error = %format!("{e:#}"), n = batch.len(), "cannot write completions; retrying");
+                                tokio::time::sleep(delay).await;
+                                delay = (delay * 2).min(Duration::from_secs(5));
+                            }
+                        }
+                    }
+                    batch.clear();
+                    wake.notify_one();
                 }
             }
         }
-        batch.clear();
-        // A delivered step may have made the next step of its route due.
-        wake.notify_one();
     }
     Ok(())
 }

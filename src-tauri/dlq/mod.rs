@@ -309,20 +309,98 @@ pub async fn list(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Ve
     Ok(rows.into_iter().map(to_letter).collect())
 }
 
+/// Whether `filter` only looks at what `dead_letter_tally` is keyed by (class, target, cause, HTTP status,
+/// source, resolution): then counts come from the tally instead of a scan of the dead letters.
+pub fn tally_answers(filter: &DeadLetterFilter) -> bool {
+    filter.since.is_none()
+        && filter.until.is_none()
+        && filter.text.as_deref().is_none_or(|t| t.trim().is_empty())
+        && (filter.lead_field.is_none()
+            || filter.lead_value.is_none()
+            || filter.lead_field.as_deref().and_then(json_path).is_none())
+        && filter.before_id.is_none()
+}
+
+/// Appends the conditions of `filter` over `dead_letter_tally` (alias `t`), after a `WHERE`. Only meaningful when
+/// [`tally_answers`] holds. `resolution`: `None` for every resolution.
+pub fn push_tally_where(
+    q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>,
+    filter: &DeadLetterFilter,
+    resolution: Option<&str>,
+) {
+    q.push(" t.n != 0");
+    if let Some(r) = resolution {
+        q.push(" AND t.resolution = ").push_bind(r.to_string());
+    }
+    if let Some(c) = &filter.class {
+        q.push(" AND t.class = ").push_bind(c.clone());
+    }
+    if let Some(s) = &filter.source {
+        q.push(" AND t.source = ").push_bind(s.clone());
+    }
+    if let Some(t) = &filter.target {
+        q.push(" AND t.target = ").push_bind(t.clone());
+    }
+    if let Some(status) = filter.http_status {
+        q.push(" AND t.status = ").push_bind(status);
+    }
+    if let Some(cause) = &filter.cause {
+        q.push(" AND t.cause_null = 0 AND t.cause = ").push_bind(cause.clone());
+    }
+}
+
 /// Dead letters matching `filter`, grouped by class, target and cause, largest group first.
 pub async fn groups(store: &Store, filter: &DeadLetterFilter) -> anyhow::Result<Vec<DeadLetterGroup>> {
-    // The lead's table is joined only when the filter looks at it, so grouping reads one covering index.
-    let needs_lead = filter.source.is_some() || filter.text.is_some() || filter.lead_field.is_some();
-    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-        "SELECT d.dead_class, d.target, COALESCE(d.dead_cause, ''), COUNT(*), MAX(d.dead_status),
-                MIN(d.dead_at), MAX(d.dead_at), MAX(d.id)
-           FROM delivery d{}",
-        if needs_lead { " JOIN inbound_event e ON e.id = d.event_id" } else { "" }
-    ));
-    push_where(&mut q, filter);
-    q.push(" GROUP BY d.dead_class, d.target, d.dead_cause ORDER BY COUNT(*) DESC LIMIT 200");
     type G = (Option<String>, String, String, i64, Option<i64>, Option<i64>, Option<i64>, i64);
-    let rows: Vec<G> = q.build_query_as().fetch_all(store.read_pool()).await.context("cannot group dead letters")?;
+    let resolution = filter.resolution.as_deref().unwrap_or("open");
+    // Counts from the kept tally; each group's first and last time and its example are index seeks. Filters the
+    // tally or the seeks cannot answer (time, text, lead fields, the HTTP status or source of the seeks) scan.
+    let by_tally =
+        tally_answers(filter) && resolution != "all" && filter.http_status.is_none() && filter.source.is_none();
+    let rows: Vec<G> = if by_tally {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "SELECT g.class, g.target, g.cause, g.n, NULLIF(g.status, -1),
+                    CASE WHEN g.cause_null THEN
+                        (SELECT MIN(dead_at) FROM delivery WHERE state = 'dead' AND dead_class IS NULLIF(g.class, '')
+                            AND target = g.target AND dead_cause IS NULL AND resolution = g.resolution)
+                    ELSE
+                        (SELECT MIN(dead_at) FROM delivery WHERE state = 'dead' AND dead_class IS NULLIF(g.class, '')
+                            AND target = g.target AND dead_cause = g.cause AND resolution = g.resolution) END,
+                    CASE WHEN g.cause_null THEN
+                        (SELECT MAX(dead_at) FROM delivery WHERE state = 'dead' AND dead_class IS NULLIF(g.class, '')
+                            AND target = g.target AND dead_cause IS NULL AND resolution = g.resolution)
+                    ELSE
+                        (SELECT MAX(dead_at) FROM delivery WHERE state = 'dead' AND dead_class IS NULLIF(g.class, '')
+                            AND target = g.target AND dead_cause = g.cause AND resolution = g.resolution) END,
+                    CASE WHEN g.cause_null THEN
+                        (SELECT MAX(id) FROM delivery WHERE state = 'dead' AND dead_class IS NULLIF(g.class, '')
+                            AND target = g.target AND dead_cause IS NULL AND resolution = g.resolution)
+                    ELSE
+                        (SELECT MAX(id) FROM delivery WHERE state = 'dead' AND dead_class IS NULLIF(g.class, '')
+                            AND target = g.target AND dead_cause = g.cause AND resolution = g.resolution) END
+               FROM (SELECT t.class, t.target, t.cause, t.cause_null, t.resolution, SUM(t.n) AS n,
+                            MAX(t.status) AS status
+                       FROM dead_letter_tally t WHERE",
+        );
+        push_tally_where(&mut q, filter, Some(resolution));
+        q.push(
+            " GROUP BY t.class, t.target, t.cause, t.cause_null, t.resolution HAVING SUM(t.n) > 0
+              ORDER BY SUM(t.n) DESC, t.class, t.target, t.cause LIMIT 200) g ORDER BY g.n DESC, g.class, g.target, g.cause",
+        );
+        q.build_query_as().fetch_all(store.read_pool()).await.context("cannot group dead letters")?
+    } else {
+        // The lead's table is joined only when the filter looks at it, so grouping reads one covering index.
+        let needs_lead = filter.source.is_some() || filter.text.is_some() || filter.lead_field.is_some();
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "SELECT d.dead_class, d.target, COALESCE(d.dead_cause, ''), COUNT(*), MAX(d.dead_status),
+                    MIN(d.dead_at), MAX(d.dead_at), MAX(d.id)
+               FROM delivery d{}",
+            if needs_lead { " JOIN inbound_event e ON e.id = d.event_id" } else { "" }
+        ));
+        push_where(&mut q, filter);
+        q.push(" GROUP BY d.dead_class, d.target, d.dead_cause ORDER BY COUNT(*) DESC LIMIT 200");
+        q.build_query_as().fetch_all(store.read_pool()).await.context("cannot group dead letters")?
+    };
     Ok(rows
         .into_iter()
         .map(|(class, target, cause, count, http_status, first, last, example)| DeadLetterGroup {

@@ -270,14 +270,18 @@ fn push_fallback_case(
     q.push(" END");
 }
 
-pub async fn preview(
+/// One line of a preview: (target, category, count, of which received more than 24 h ago, fallback target).
+/// Categories: `eligible`, `resolved`, `purged`, `queued`.
+type PreviewRow = (String, String, i64, i64, Option<String>);
+
+/// The preview's counts by scanning the selected dead letters (any selection).
+async fn preview_by_scan(
     store: &Store,
-    config: &Config,
     selection: &ReplaySelection,
+    check_queued: bool,
+    plans: &[(String, String, u64)],
     now: DateTime<Utc>,
-) -> Result<ReplayPreview, ReplayError> {
-    let check_queued = any_active(store).await?;
-    let plans = time_sensitive(config);
+) -> Result<Vec<PreviewRow>, ReplayError> {
     let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
         "SELECT d.target, CASE WHEN d.resolution != 'open' THEN 'resolved' WHEN e.purged_at IS NOT NULL THEN 'purged'",
     );
@@ -287,12 +291,127 @@ pub async fn preview(
     q.push(" ELSE 'eligible' END AS category, COUNT(*), COALESCE(SUM(e.received_at < ")
         .push_bind(ms(now - chrono::Duration::hours(24)))
         .push("), 0), ");
-    push_fallback_case(&mut q, &plans, now);
+    push_fallback_case(&mut q, plans, now);
     q.push(" AS fallback");
     push_selection(&mut q, selection)?;
     q.push(" GROUP BY d.target, category, fallback");
-    let rows: Vec<(String, String, i64, i64, Option<String>)> =
+    Ok(q.build_query_as().fetch_all(store.read_pool()).await.context("cannot preview replay")?)
+}
+
+/// The same counts for a filter the kept `dead_letter_tally` answers, without reading every dead letter: the
+/// tally gives the counts by target, resolution and purge; only the dead letters queued in a running replay and
+/// those received recently (to tell which are older than 24 h or than a fallback's age) are read, from their
+/// own indexes. Equal to [`preview_by_scan`] by construction (`older = eligible − recent`).
+async fn preview_by_tally(
+    store: &Store,
+    filter: &DeadLetterFilter,
+    check_queued: bool,
+    plans: &[(String, String, u64)],
+    now: DateTime<Utc>,
+) -> Result<Vec<PreviewRow>, ReplayError> {
+    let filter = DeadLetterFilter { resolution: Some("all".into()), limit: None, before_id: None, ..filter.clone() };
+    // A NULL resolution counts as open, as in the scan (`d.resolution != 'open'` is not true for it).
+    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+        "SELECT t.target, CASE WHEN t.resolution NOT IN ('open', '') THEN 'resolved' WHEN t.purged THEN 'purged'
+                ELSE 'open' END AS category, SUM(t.n)
+           FROM dead_letter_tally t WHERE",
+    );
+    dlq::push_tally_where(&mut q, &filter, None);
+    q.push(" GROUP BY 1, 2");
+    let counts: Vec<(String, String, i64)> =
         q.build_query_as().fetch_all(store.read_pool()).await.context("cannot preview replay")?;
+
+    let open_unpurged = " AND COALESCE(d.resolution, 'open') = 'open' AND e.purged_at IS NULL";
+    let mut queued: BTreeMap<String, i64> = BTreeMap::new();
+    if check_queued {
+        let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "SELECT d.target, COUNT(*) FROM delivery d JOIN inbound_event e ON e.id = d.event_id",
+        );
+        dlq::push_where(&mut q, &filter);
+        q.push(open_unpurged);
+        q.push(
+            " AND d.id IN (SELECT ri.delivery_id FROM replay r JOIN replay_item ri ON ri.replay_id = r.id
+                            WHERE r.status IN ('running', 'paused') AND ri.requeued_at IS NULL)
+              GROUP BY d.target",
+        );
+        let rows: Vec<(String, i64)> =
+            q.build_query_as().fetch_all(store.read_pool()).await.context("cannot preview replay")?;
+        queued.extend(rows);
+    }
+
+    // Eligible dead letters received after the earliest cut-off (24 h, or a fallback's age): per target, how many
+    // are younger than 24 h and how many are younger than the target's fallback age.
+    let day = ms(now - chrono::Duration::hours(24));
+    let cutoff = |minutes: u64| ms(now - chrono::Duration::minutes(minutes as i64));
+    let earliest = plans.iter().map(|(_, _, m)| cutoff(*m)).fold(day, i64::min);
+    let mut q = sqlx::QueryBuilder::<sqlx::Sqlite>::new("SELECT d.target, SUM(e.received_at >= ");
+    q.push_bind(day).push("), ");
+    if plans.is_empty() {
+        q.push("0");
+    } else {
+        q.push("SUM(CASE d.target");
+        for (target, _, minutes) in plans {
+            q.push(" WHEN ").push_bind(target.clone()).push(" THEN e.received_at >= ").push_bind(cutoff(*minutes));
+        }
+        q.push(" ELSE 0 END)");
+    }
+    // The lead's table drives (its time index), each lead's steps are looked up by event.
+    q.push(" FROM inbound_event e CROSS JOIN delivery d");
+    dlq::push_where(&mut q, &filter);
+    q.push(" AND d.event_id = e.id AND e.received_at >= ").push_bind(earliest);
+    q.push(open_unpurged);
+    if check_queued {
+        q.push(format!(" AND {} IS NULL", dlq::QUEUED_IN_REPLAY));
+    }
+    q.push(" GROUP BY d.target");
+    let recent: Vec<(String, i64, i64)> =
+        q.build_query_as().fetch_all(store.read_pool()).await.context("cannot preview replay")?;
+    let recent: BTreeMap<String, (i64, i64)> = recent.into_iter().map(|(t, day, fb)| (t, (day, fb))).collect();
+
+    let mut rows = Vec::new();
+    for (target, category, n) in counts {
+        if category != "open" {
+            if n > 0 {
+                rows.push((target, category, n, 0, None));
+            }
+            continue;
+        }
+        let queued_n = queued.get(&target).copied().unwrap_or(0);
+        if queued_n > 0 {
+            rows.push((target.clone(), "queued".to_string(), queued_n, 0, None));
+        }
+        let eligible = n - queued_n;
+        let (young, young_for_fallback) = recent.get(&target).copied().unwrap_or((0, 0));
+        let old = eligible - young;
+        let plan = plans.iter().find(|(t, _, _)| *t == target);
+        let to_fallback = plan.map_or(0, |_| eligible - young_for_fallback);
+        // Rows with a count only, as the scan's GROUP BY gives; `old` rides on either (only its sum is used).
+        let stays = eligible - to_fallback;
+        if stays > 0 {
+            rows.push((target.clone(), "eligible".to_string(), stays, old, None));
+        }
+        if let (Some((_, fallback, _)), true) = (plan, to_fallback > 0) {
+            let old = if stays > 0 { 0 } else { old };
+            rows.push((target, "eligible".to_string(), to_fallback, old, Some(fallback.clone())));
+        }
+    }
+    Ok(rows)
+}
+
+pub async fn preview(
+    store: &Store,
+    config: &Config,
+    selection: &ReplaySelection,
+    now: DateTime<Utc>,
+) -> Result<ReplayPreview, ReplayError> {
+    let check_queued = any_active(store).await?;
+    let plans = time_sensitive(config);
+    let rows = match (&selection.ids, &selection.filter) {
+        (None, Some(filter)) if dlq::tally_answers(filter) => {
+            preview_by_tally(store, filter, check_queued, &plans, now).await?
+        }
+        _ => preview_by_scan(store, selection, check_queued, &plans, now).await?,
+    };
 
     let mut by_target: BTreeMap<String, i64> = BTreeMap::new();
     let mut reasons = NotEligible::default();

@@ -101,6 +101,16 @@ pub struct Completion {
 
 type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64);
 
+/// A claim to make: up to `limit` due jobs of `target`, oldest due first, leased to `owner` until `lease_until`.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub target: String,
+    pub limit: u32,
+    pub owner: String,
+    pub now: DateTime<Utc>,
+    pub lease_until: DateTime<Utc>,
+}
+
 impl Store {
     /// Claims up to `limit` due jobs of `target`, oldest due first, leasing them to `owner` until `lease_until`.
     pub async fn claim(
@@ -111,210 +121,34 @@ impl Store {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> anyhow::Result<Vec<Job>> {
-        let rows: Vec<ClaimRow> = sqlx::query_as(
-            "UPDATE delivery
-                SET state = 'running', lease_owner = ?, lease_until = ?, lease_token = lease_token + 1
-              WHERE id IN (SELECT id FROM delivery
-                            WHERE state = 'pending' AND target = ? AND next_attempt_at <= ?
-                            ORDER BY next_attempt_at LIMIT ?)
-          RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
-                    replay_generation",
-        )
-        .bind(owner)
-        .bind(ms(lease_until))
-        .bind(target)
-        .bind(ms(now))
-        .bind(limit as i64)
-        .fetch_all(&self.write)
-        .await
-        .context("cannot claim jobs")?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
-        let ids_json = serde_json::to_string(&event_ids)?;
-        let events: Vec<(i64, String, String, i64, String)> = sqlx::query_as(
-            "SELECT id, source, source_ref, received_at, payload FROM inbound_event
-              WHERE id IN (SELECT value FROM json_each(?))",
-        )
-        .bind(&ids_json)
-        .fetch_all(&self.read)
-        .await
-        .context("cannot read claimed events")?;
-        let previous: Vec<(i64, String, Option<String>)> = sqlx::query_as(
-            "SELECT event_id, target, result FROM delivery
-              WHERE event_id IN (SELECT value FROM json_each(?)) AND state = 'delivered'",
-        )
-        .bind(&ids_json)
-        .fetch_all(&self.read)
-        .await
-        .context("cannot read earlier steps")?;
-        let events: std::collections::HashMap<i64, (String, String, i64, String)> =
-            events.into_iter().map(|(id, s, r, at, p)| (id, (s, r, at, p))).collect();
-        let mut jobs = Vec::with_capacity(rows.len());
-        for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in
-            rows
-        {
-            let (source, source_ref, received_at, payload) =
-                events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
-            let mut prev = serde_json::Map::new();
-            for (_, t, result) in previous.iter().filter(|p| p.0 == event_id) {
-                let value =
-                    result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or(serde_json::Value::Null);
-                prev.insert(t.clone(), value);
-            }
-            jobs.push(Job {
-                id,
-                event_id,
-                step_index,
-                target,
-                attempts: attempts as u32,
-                pending_since: from_ms(pending_since),
-                lease_token,
-                in_doubt: in_doubt != 0,
-                trigger,
-                replay_generation: generation,
-                source: source.clone(),
-                source_ref: source_ref.clone(),
-                received_at: from_ms(*received_at),
-                payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
-                previous: prev,
-            });
-        }
-        Ok(jobs)
+        let request = ClaimRequest { target: target.to_string(), limit, owner: owner.to_string(), now, lease_until };
+        let (_, mut claimed) = self.write_batch(&[], std::slice::from_ref(&request)).await?;
+        Ok(claimed.pop().unwrap_or_default())
     }
 
     /// Writes a batch of finished jobs in one transaction. A completion whose lease token no longer matches
     /// (the lease expired and someone else holds the job) changes no state, but its attempt is still recorded:
     /// it happened. Returns how many completions were applied.
     pub async fn complete(&self, batch: &[Completion]) -> anyhow::Result<usize> {
+        Ok(self.write_batch(batch, &[]).await?.0)
+    }
+
+    /// Writes finished jobs, then makes claims, all in one transaction: one commit (one disk sync) for the whole
+    /// group, and a claim sees the steps the completions made due. Returns how many completions were applied
+    /// and, per claim request, the jobs it got. Nothing is claimed unless everything is committed.
+    pub async fn write_batch(
+        &self,
+        completions: &[Completion],
+        claims: &[ClaimRequest],
+    ) -> anyhow::Result<(usize, Vec<Vec<Job>>)> {
         let mut tx = self.begin_write().await?;
-        let mut applied = 0;
-        for c in batch {
-            let now = ms(c.now);
-            let result = match &c.outcome {
-                JobOutcome::Delivered { result, link, payload } => {
-                    if let Some((external_id, crm_id)) = link {
-                        sqlx::query(
-                            "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
-                             SELECT target, ?, ?, ? FROM delivery WHERE id = ?
-                             ON CONFLICT (target, external_id) DO NOTHING",
-                        )
-                        .bind(external_id)
-                        .bind(crm_id)
-                        .bind(now)
-                        .bind(c.job_id)
-                        .execute(&mut *tx)
-                        .await
-                        .context("cannot record crm_link")?;
-                    }
-                    let r = sqlx::query(
-                        "UPDATE delivery SET state = 'delivered', result = ?, delivered_at = ?, attempts = attempts + 1,
-                                lease_owner = NULL, lease_until = NULL, in_doubt = 0
-                          WHERE id = ? AND lease_token = ? AND state = 'running'",
-                    )
-                    .bind(result.to_string())
-                    .bind(now)
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot mark delivered")?;
-                    if let (1, Some(p)) = (r.rows_affected(), payload) {
-                        sqlx::query("UPDATE inbound_event SET payload = ? WHERE id = ?")
-                            .bind(p.to_string())
-                            .bind(c.event_id)
-                            .execute(&mut *tx)
-                            .await
-                            .context("cannot store the fetched lead")?;
-                    }
-                    if r.rows_affected() == 1 {
-                        // The next step of the route becomes due now that its input exists.
-                        sqlx::query(
-                            "UPDATE delivery SET state = 'pending', pending_since = ?, next_attempt_at = ?
-                              WHERE event_id = ? AND step_index = ? AND state = 'waiting'",
-                        )
-                        .bind(now)
-                        .bind(now)
-                        .bind(c.event_id)
-                        .bind(c.step_index + 1)
-                        .execute(&mut *tx)
-                        .await
-                        .context("cannot activate next step")?;
-                    }
-                    r
-                }
-                JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
-                    "UPDATE delivery SET state = 'pending', next_attempt_at = ?, attempts = attempts + ?,
-                            lease_owner = NULL, lease_until = NULL, in_doubt = ?
-                      WHERE id = ? AND lease_token = ? AND state = 'running'",
-                )
-                .bind(ms(*at))
-                .bind(i64::from(*counts))
-                .bind(i64::from(*in_doubt))
-                .bind(c.job_id)
-                .bind(c.lease_token)
-                .execute(&mut *tx)
-                .await
-                .context("cannot schedule retry")?,
-                JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
-                    "UPDATE delivery SET state = 'dead', dead_at = ?, dead_class = ?, dead_status = ?, dead_reason = ?,
-                            dead_cause = ?, dead_field = ?, resolution = 'open', attempts = attempts + ?,
-                            lease_owner = NULL, lease_until = NULL
-                      WHERE id = ? AND lease_token = ? AND state = 'running'",
-                )
-                .bind(now)
-                .bind(class.as_str())
-                .bind(http_status.map(i64::from))
-                .bind(reason)
-                .bind(crate::dlq::cause_of(reason))
-                .bind(field)
-                .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
-                .bind(c.job_id)
-                .bind(c.lease_token)
-                .execute(&mut *tx)
-                .await
-                .context("cannot dead-letter job")?,
-                JobOutcome::Released { at } => sqlx::query(
-                    "UPDATE delivery SET state = 'pending', next_attempt_at = ?, lease_owner = NULL, lease_until = NULL
-                      WHERE id = ? AND lease_token = ? AND state = 'running'",
-                )
-                .bind(ms(*at))
-                .bind(c.job_id)
-                .bind(c.lease_token)
-                .execute(&mut *tx)
-                .await
-                .context("cannot release job")?,
-            };
-            applied += result.rows_affected() as usize;
-            if let Some(a) = &c.attempt {
-                let outcome = match &c.outcome {
-                    JobOutcome::Delivered { .. } => "delivered",
-                    JobOutcome::Retry { .. } => "retry",
-                    JobOutcome::Dead { .. } => "dead",
-                    JobOutcome::Released { .. } => "released",
-                };
-                sqlx::query(
-                    "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
-                                          response_excerpt, trigger)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                )
-                .bind(c.job_id)
-                .bind(ms(a.started_at))
-                .bind(a.duration_ms)
-                .bind(a.http_status.map(i64::from))
-                .bind(outcome)
-                .bind(a.class.map(|c| c.as_str()))
-                .bind(&a.reason)
-                .bind(&a.response_excerpt)
-                .bind(&c.trigger)
-                .execute(&mut *tx)
-                .await
-                .context("cannot record attempt")?;
-            }
+        let applied = complete_in(&mut tx, completions).await?;
+        let mut claimed = Vec::with_capacity(claims.len());
+        for request in claims {
+            claimed.push(claim_in(&mut tx, request).await?);
         }
-        tx.commit().await.context("cannot commit completions")?;
-        Ok(applied)
+        tx.commit().await.context("cannot commit completions and claims")?;
+        Ok((applied, claimed))
     }
 
     /// Returns jobs whose lease expired (their worker died or hung) to `pending`, marked in doubt: the
@@ -421,4 +255,224 @@ impl Store {
             previous: prev,
         }))
     }
+}
+
+/// Claims due jobs inside `tx` and reads their leads and earlier steps' results (one statement each).
+async fn claim_in(tx: &mut sqlx::SqliteConnection, request: &ClaimRequest) -> anyhow::Result<Vec<Job>> {
+    let rows: Vec<ClaimRow> = sqlx::query_as(
+        "UPDATE delivery
+            SET state = 'running', lease_owner = ?, lease_until = ?, lease_token = lease_token + 1
+          WHERE id IN (SELECT id FROM delivery
+                        WHERE state = 'pending' AND target = ? AND next_attempt_at <= ?
+                        ORDER BY next_attempt_at LIMIT ?)
+      RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
+                replay_generation",
+    )
+    .bind(&request.owner)
+    .bind(ms(request.lease_until))
+    .bind(&request.target)
+    .bind(ms(request.now))
+    .bind(request.limit as i64)
+    .fetch_all(&mut *tx)
+    .await
+    .context("cannot claim jobs")?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
+    // Each lead with the results of its delivered steps as one JSON object by target (`{}` for a first step).
+    let events: Vec<(i64, String, String, i64, String, String)> = sqlx::query_as(
+        "SELECT e.id, e.source, e.source_ref, e.received_at, e.payload,
+                (SELECT json_group_object(p.target, CASE WHEN json_valid(p.result) THEN json(p.result) END)
+                   FROM delivery p WHERE p.event_id = e.id AND p.state = 'delivered')
+           FROM inbound_event e
+          WHERE e.id IN (SELECT value FROM json_each(?))",
+    )
+    .bind(serde_json::to_string(&event_ids)?)
+    .fetch_all(&mut *tx)
+    .await
+    .context("cannot read claimed events")?;
+    let events: std::collections::HashMap<i64, (String, String, i64, String, String)> =
+        events.into_iter().map(|(id, s, r, at, p, prev)| (id, (s, r, at, p, prev))).collect();
+    let mut jobs = Vec::with_capacity(rows.len());
+    for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in rows
+    {
+        let (source, source_ref, received_at, payload, previous) =
+            events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
+        jobs.push(Job {
+            id,
+            event_id,
+            step_index,
+            target,
+            attempts: attempts as u32,
+            pending_since: from_ms(pending_since),
+            lease_token,
+            in_doubt: in_doubt != 0,
+            trigger,
+            replay_generation: generation,
+            source: source.clone(),
+            source_ref: source_ref.clone(),
+            received_at: from_ms(*received_at),
+            payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
+            previous: serde_json::from_str(previous).unwrap_or_default(),
+        });
+    }
+    Ok(jobs)
+}
+
+/// Applies finished jobs inside `tx`. Deliveries, the steps they make due and all attempts are written with one
+/// statement each for the whole batch; the rarer outcomes (retry, dead letter, release) one statement per job.
+async fn complete_in(tx: &mut sqlx::SqliteConnection, batch: &[Completion]) -> anyhow::Result<usize> {
+    let mut applied = 0;
+    let mut delivered = Vec::new();
+    for c in batch {
+        let now = ms(c.now);
+        let result = match &c.outcome {
+            JobOutcome::Delivered { result, link, .. } => {
+                if let Some((external_id, crm_id)) = link {
+                    sqlx::query(
+                        "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
+                         SELECT target, ?, ?, ? FROM delivery WHERE id = ?
+                         ON CONFLICT (target, external_id) DO NOTHING",
+                    )
+                    .bind(external_id)
+                    .bind(crm_id)
+                    .bind(now)
+                    .bind(c.job_id)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot record crm_link")?;
+                }
+                delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now]));
+                continue;
+            }
+            JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
+                "UPDATE delivery SET state = 'pending', next_attempt_at = ?, attempts = attempts + ?,
+                        lease_owner = NULL, lease_until = NULL, in_doubt = ?
+                  WHERE id = ? AND lease_token = ? AND state = 'running'",
+            )
+            .bind(ms(*at))
+            .bind(i64::from(*counts))
+            .bind(i64::from(*in_doubt))
+            .bind(c.job_id)
+            .bind(c.lease_token)
+            .execute(&mut *tx)
+            .await
+            .context("cannot schedule retry")?,
+            JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
+                "UPDATE delivery SET state = 'dead', dead_at = ?, dead_class = ?, dead_status = ?, dead_reason = ?,
+                        dead_cause = ?, dead_field = ?, resolution = 'open', attempts = attempts + ?,
+                        lease_owner = NULL, lease_until = NULL
+                  WHERE id = ? AND lease_token = ? AND state = 'running'",
+            )
+            .bind(now)
+            .bind(class.as_str())
+            .bind(http_status.map(i64::from))
+            .bind(reason)
+            .bind(crate::dlq::cause_of(reason))
+            .bind(field)
+            .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
+            .bind(c.job_id)
+            .bind(c.lease_token)
+            .execute(&mut *tx)
+            .await
+            .context("cannot dead-letter job")?,
+            JobOutcome::Released { at } => sqlx::query(
+                "UPDATE delivery SET state = 'pending', next_attempt_at = ?, lease_owner = NULL, lease_until = NULL
+                  WHERE id = ? AND lease_token = ? AND state = 'running'",
+            )
+            .bind(ms(*at))
+            .bind(c.job_id)
+            .bind(c.lease_token)
+            .execute(&mut *tx)
+            .await
+            .context("cannot release job")?,
+        };
+        applied += result.rows_affected() as usize;
+    }
+
+    if !delivered.is_empty() {
+        // Only a job still running under the presented lease is delivered; the rest changed hands meanwhile.
+        let done: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "UPDATE delivery SET state = 'delivered', result = v.result, delivered_at = v.now,
+                    attempts = attempts + 1, lease_owner = NULL, lease_until = NULL, in_doubt = 0
+               FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result, value ->> 3 AS now
+                       FROM json_each(?)) AS v
+              WHERE delivery.id = v.id AND delivery.lease_token = v.token AND delivery.state = 'running'
+          RETURNING delivery.id, delivery.event_id, delivery.step_index",
+        )
+        .bind(serde_json::Value::Array(delivered).to_string())
+        .fetch_all(&mut *tx)
+        .await
+        .context("cannot mark delivered")?;
+        applied += done.len();
+        let done_ids: std::collections::HashSet<i64> = done.iter().map(|d| d.0).collect();
+        let mut next_steps = Vec::with_capacity(done.len());
+        for c in batch {
+            let JobOutcome::Delivered { payload, .. } = &c.outcome else { continue };
+            if !done_ids.contains(&c.job_id) {
+                continue;
+            }
+            if let Some(p) = payload {
+                sqlx::query("UPDATE inbound_event SET payload = ? WHERE id = ?")
+                    .bind(p.to_string())
+                    .bind(c.event_id)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot store the fetched lead")?;
+            }
+            next_steps.push(serde_json::json!([c.event_id, c.step_index + 1, ms(c.now)]));
+        }
+        // The next step of each route becomes due now that its input exists.
+        sqlx::query(
+            "UPDATE delivery SET state = 'pending', pending_since = v.now, next_attempt_at = v.now
+               FROM (SELECT value ->> 0 AS event_id, value ->> 1 AS step_index, value ->> 2 AS now
+                       FROM json_each(?)) AS v
+              WHERE delivery.event_id = v.event_id AND delivery.step_index = v.step_index
+                AND delivery.state = 'waiting'",
+        )
+        .bind(serde_json::Value::Array(next_steps).to_string())
+        .execute(&mut *tx)
+        .await
+        .context("cannot activate next steps")?;
+    }
+
+    // Every attempt, in the batch's order.
+    let attempts: Vec<serde_json::Value> = batch
+        .iter()
+        .filter_map(|c| {
+            let a = c.attempt.as_ref()?;
+            let outcome = match &c.outcome {
+                JobOutcome::Delivered { .. } => "delivered",
+                JobOutcome::Retry { .. } => "retry",
+                JobOutcome::Dead { .. } => "dead",
+                JobOutcome::Released { .. } => "released",
+            };
+            Some(serde_json::json!([
+                c.job_id,
+                ms(a.started_at),
+                a.duration_ms,
+                a.http_status,
+                outcome,
+                a.class.map(|c| c.as_str()),
+                a.reason,
+                a.response_excerpt,
+                c.trigger
+            ]))
+        })
+        .collect();
+    if !attempts.is_empty() {
+        sqlx::query(
+            "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
+                                  response_excerpt, trigger)
+             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6,
+                    value ->> 7, value ->> 8
+               FROM json_each(?) ORDER BY key",
+        )
+        .bind(serde_json::Value::Array(attempts).to_string())
+        .execute(&mut *tx)
+        .await
+        .context("cannot record attempts")?;
+    }
+    Ok(applied)
 }

@@ -25,7 +25,7 @@ use sqlx::SqlitePool;
 
 pub use events::{InsertOutcome, NewEvent, Via};
 pub use health::{QueueHealth, TargetHealth};
-pub use jobs::{AttemptRecord, Completion, Job, JobOutcome};
+pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
 
 #[derive(Clone)]
 pub struct Store {

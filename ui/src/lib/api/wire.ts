@@ -35,7 +35,8 @@ export type TargetHealth = {
  */
 target: string, 
 /**
- * Age of the oldest undelivered due step (pending or running), in seconds; `null` when there is none.
+ * Age of the oldest lead with a step due or sending (pending or running), counted from when Leadline received
+ * the lead — retries and replays do not reset it — in seconds; `null` when there is none.
  */
 oldest_pending_age_seconds: number | null, pending: number, running: number, 
 /**
