@@ -175,14 +175,16 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
     let after_canary = api::replay_progress(app, receipt.replay_id).await.unwrap();
     assert!(after_canary.events.iter().any(|e| e.kind == "canary_passed"), "{:?}", after_canary.events);
 
-    // Mid-replay the CRM rate-limits for 3 s, then goes down (503) for 3 s.
+    // Mid-replay the CRM rate-limits for 3 s, then goes down (503) for 7 s: longer than the 5 s the runner keeps
+    // holding back after the last rate-limited answer, so the replay meets the outage itself (whether the worker
+    // still had leads to fail with before that depends on how fast it drained them).
     let crm = setup.crm.clone();
     let chaos = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         crm.set_behaviour(Behaviour { rate_limit_per_sec: Some(100), retry_after_secs: Some(1), ..Default::default() });
         tokio::time::sleep(Duration::from_secs(3)).await;
         crm.set_behaviour(Behaviour { fail_with: Some(503), retry_after_secs: Some(1), ..Default::default() });
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(Duration::from_secs(7)).await;
         crm.set_behaviour(Behaviour::default());
     });
     wait_replay(app, "the replay finishes", Duration::from_secs(180), || async {
