@@ -51,6 +51,10 @@ echo "launch_start=$start" >> "$out/figures.txt"
 
 # One notification per incident: from 20 s on, HubSpot refuses the token for every lead it is sent; exactly one
 # notification says so (the credentials alert), and no lead is dead-lettered for it.
+# The token expires 20 s into the demo; the first lead after that meets it. Wait for the notification (up to
+# 40 s), then a little longer: a second one would be a bug.
+for _ in $(seq 80); do grep -q 'crm refused its credential' "$out/notifications.jsonl" 2>/dev/null && break; sleep 0.5; done
+sleep 3
 n=$(grep -c 'crm refused its credential' "$out/notifications.jsonl" || true)
 echo "notifications about the rejected token: $n"
 cat "$out/notifications.jsonl"
