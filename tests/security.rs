@@ -268,35 +268,6 @@ async fn a_lead_whose_request_cannot_be_built_is_a_data_error_and_never_trips_th
 }
 
 #[tokio::test]
-async fn a_cross_origin_text_plain_or_form_post_is_refused() {
-    let app = spawn().await;
-    // What a web page can send to another origin without a preflight: text/plain, a form, or nothing declared.
-    for content_type in
-        [Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), None]
-    {
-        let mut r = app
-            .http
-            .post(app.url("/ingest/plain"))
-            .header("origin", "https://evil.example")
-            .body(lead("X-1").to_string());
-        if let Some(ct) = content_type {
-            r = r.header("content-type", ct);
-        }
-        let r = r.send().await.unwrap();
-        assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{content_type:?}");
-        let body: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(body["code"], "unsupported_media_type");
-    }
-    assert_eq!(app.server.app.store.count_events().await.unwrap(), 0, "nothing was stored");
-    // JSON (with a charset, or a +json type) is accepted.
-    for ct in ["application/json; charset=utf-8", "application/vnd.partner+json"] {
-        let r = app.http.post(app.url("/ingest/plain")).header("content-type", ct).body(lead(ct).to_string());
-        assert_eq!(r.send().await.unwrap().status(), StatusCode::ACCEPTED, "{ct}");
-    }
-    app.server.shutdown().await.unwrap();
-}
-
-#[tokio::test]
 async fn one_bad_change_of_a_meta_notification_is_reported_and_the_others_stored() {
     let app = spawn().await;
     let body = r#"{"object": "page", "entry": [{"id": 99, "time": 1764460800, "changes": [
