@@ -371,6 +371,29 @@ strategy = "idempotency_key"
     server.shutdown().await.unwrap();
 }
 
+/// Queues `leads` leads of source `bench` for target `sink` in the database at `db` (ids `<prefix>-<n>`).
+async fn queue_leads(db: &Path, leads: usize, prefix: &str, payload: impl Fn(&str) -> serde_json::Value) {
+    let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+    let now = chrono::Utc::now();
+    let events: Vec<NewEvent> = (0..leads)
+        .map(|i| {
+            let id = format!("{prefix}-{i}");
+            NewEvent {
+                source: "bench".into(),
+                payload: payload(&id),
+                source_ref: id,
+                route: vec!["sink".into()],
+                received_at: now,
+                via: Default::default(),
+            }
+        })
+        .collect();
+    for chunk in events.chunks(1000) {
+        store.insert_events(chunk).await.unwrap();
+    }
+    store.close().await;
+}
+
 async fn bench_pacing(leads: usize, allowed: f64, declared: bool) {
     let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     crm.set_behaviour(leadline::demo::mock_crm::Behaviour {
@@ -379,24 +402,7 @@ async fn bench_pacing(leads: usize, allowed: f64, declared: bool) {
     });
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("pacing.db");
-    {
-        let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
-        let now = chrono::Utc::now();
-        let events: Vec<NewEvent> = (0..leads)
-            .map(|i| NewEvent {
-                source: "bench".into(),
-                source_ref: format!("p-{i}"),
-                payload: serde_json::json!({"id": format!("p-{i}")}),
-                route: vec!["sink".into()],
-                received_at: now,
-                via: Default::default(),
-            })
-            .collect();
-        for chunk in events.chunks(1000) {
-            store.insert_events(chunk).await.unwrap();
-        }
-        store.close().await;
-    }
+    queue_leads(&db, leads, "p", |id| serde_json::json!({ "id": id })).await;
     let mut config = config(&db, crm_addr, true);
     let sink = config.targets.get_mut("sink").unwrap();
     sink.concurrency = 16;
@@ -436,24 +442,7 @@ async fn bench_hubspot(leads: usize, limited: bool) {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("hubspot.db");
-    {
-        let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
-        let now = chrono::Utc::now();
-        let events: Vec<NewEvent> = (0..leads)
-            .map(|i| NewEvent {
-                source: "bench".into(),
-                source_ref: format!("h-{i}"),
-                payload: serde_json::json!({"id": format!("h-{i}"), "email": format!("h-{i}@example.com")}),
-                route: vec!["sink".into()],
-                received_at: now,
-                via: Default::default(),
-            })
-            .collect();
-        for chunk in events.chunks(1000) {
-            store.insert_events(chunk).await.unwrap();
-        }
-        store.close().await;
-    }
+    queue_leads(&db, leads, "h", |id| serde_json::json!({ "id": id, "email": format!("{id}@example.com") })).await;
     let text = format!(
         r#"
 [server]
