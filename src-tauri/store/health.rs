@@ -7,7 +7,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{ms, Store};
+use super::{from_ms, ms, Store};
 
 #[derive(Debug, Clone, Serialize, Default, PartialEq, ts_rs::TS)]
 pub struct TargetHealth {
@@ -35,81 +35,99 @@ pub struct QueueHealth {
 
 impl Store {
     /// Queue health per target and overall. `known_targets` are listed even when they have no jobs yet.
+
     pub async fn queue_health(&self, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
-        let tallies: Vec<(String, String, i64)> = sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
-            .fetch_all(self.read_pool())
-            .await
-            .context("cannot read delivery_tally")?;
-        let mut per_target: BTreeMap<String, TargetHealth> = known_targets
-            .iter()
-            .map(|t| (t.clone(), TargetHealth { target: t.clone(), ..Default::default() }))
-            .collect();
-        for (target, bucket, n) in tallies {
-            let h = per_target.entry(target.clone()).or_insert_with(|| TargetHealth { target, ..Default::default() });
-            match bucket.as_str() {
-                "pending" => h.pending += n,
-                "running" => h.running += n,
-                "waiting" => h.waiting += n,
-                "delivered" => h.delivered += n,
-                "dead_resolved" => {}
-                other => {
-                    if let Some(class) = other.strip_prefix("dead:") {
-                        if n != 0 {
-                            *h.dead_open_by_class.entry(class.to_string()).or_default() += n;
-                        }
-                        h.dead_open += n;
-                    }
-                }
-            }
-        }
-        let mut overall = TargetHealth { target: "*".into(), ..Default::default() };
-        let mut oldest_overall: Option<i64> = None;
-        for h in per_target.values_mut() {
-            if h.pending + h.running > 0 {
-                // The age of the oldest undelivered lead, from when Leadline received it: a retry, a replay or the
-                // previous step's delivery does not make a lead young again.
-                let (oldest,): (Option<i64>,) = sqlx::query_as(
-                    "SELECT MIN(e.received_at) FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-                      WHERE d.state IN ('pending', 'running') AND d.target = ?",
-                )
-                .bind(&h.target)
-                .fetch_one(self.read_pool())
-                .await
-                .context("cannot read oldest pending step")?;
-                if let Some(o) = oldest {
-                    h.oldest_pending_age_seconds = Some(((ms(now) - o).max(0)) as f64 / 1000.0);
-                    oldest_overall = Some(oldest_overall.map_or(o, |x| x.min(o)));
-                }
-            }
-            overall.pending += h.pending;
-            overall.running += h.running;
-            overall.waiting += h.waiting;
-            overall.delivered += h.delivered;
-            overall.dead_open += h.dead_open;
-            for (class, n) in &h.dead_open_by_class {
-                *overall.dead_open_by_class.entry(class.clone()).or_default() += n;
-            }
-        }
-        overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
-        Ok(QueueHealth { generated_at: now, overall, targets: per_target.into_values().collect() })
+        dispatch!(self, queue_health(now, known_targets))
     }
 
     /// Undelivered due steps of `target` (pending or running) that became due before `due_before`: how many,
     /// and when the oldest became due. Reads the `delivery_oldest` index.
+
     pub async fn running_out_of_budget(
         &self,
         target: &str,
         due_before: DateTime<Utc>,
     ) -> anyhow::Result<(i64, Option<DateTime<Utc>>)> {
-        let (n, oldest): (i64, Option<i64>) = sqlx::query_as(
-            "SELECT COUNT(*), MIN(pending_since) FROM delivery
-              WHERE target = ? AND state IN ('pending', 'running') AND pending_since < ?",
-        )
-        .bind(target)
-        .bind(ms(due_before))
-        .fetch_one(self.read_pool())
-        .await
-        .context("cannot read steps near their retry budget")?;
-        Ok((n, oldest.map(super::from_ms)))
+        dispatch!(self, running_out_of_budget(target, due_before))
+    }
+}
+
+backends! {
+    shared {
+        pub async fn queue_health(db: &Db, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
+            let tallies: Vec<(String, String, i64)> = sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
+                .fetch_all(db.reader())
+                .await
+                .context("cannot read delivery_tally")?;
+            let mut per_target: BTreeMap<String, TargetHealth> = known_targets
+                .iter()
+                .map(|t| (t.clone(), TargetHealth { target: t.clone(), ..Default::default() }))
+                .collect();
+            for (target, bucket, n) in tallies {
+                let h = per_target.entry(target.clone()).or_insert_with(|| TargetHealth { target, ..Default::default() });
+                match bucket.as_str() {
+                    "pending" => h.pending += n,
+                    "running" => h.running += n,
+                    "waiting" => h.waiting += n,
+                    "delivered" => h.delivered += n,
+                    "dead_resolved" => {}
+                    other => {
+                        if let Some(class) = other.strip_prefix("dead:") {
+                            if n != 0 {
+                                *h.dead_open_by_class.entry(class.to_string()).or_default() += n;
+                            }
+                            h.dead_open += n;
+                        }
+                    }
+                }
+            }
+            let mut overall = TargetHealth { target: "*".into(), ..Default::default() };
+            let mut oldest_overall: Option<i64> = None;
+            for h in per_target.values_mut() {
+                if h.pending + h.running > 0 {
+                    // The age of the oldest undelivered lead, from when Leadline received it: a retry, a replay or the
+                    // previous step's delivery does not make a lead young again.
+                    let (oldest,): (Option<i64>,) = sqlx::query_as(
+                        "SELECT MIN(e.received_at) FROM delivery d JOIN inbound_event e ON e.id = d.event_id
+                          WHERE d.state IN ('pending', 'running') AND d.target = $1",
+                    )
+                    .bind(&h.target)
+                    .fetch_one(db.reader())
+                    .await
+                    .context("cannot read oldest pending step")?;
+                    if let Some(o) = oldest {
+                        h.oldest_pending_age_seconds = Some(((ms(now) - o).max(0)) as f64 / 1000.0);
+                        oldest_overall = Some(oldest_overall.map_or(o, |x| x.min(o)));
+                    }
+                }
+                overall.pending += h.pending;
+                overall.running += h.running;
+                overall.waiting += h.waiting;
+                overall.delivered += h.delivered;
+                overall.dead_open += h.dead_open;
+                for (class, n) in &h.dead_open_by_class {
+                    *overall.dead_open_by_class.entry(class.clone()).or_default() += n;
+                }
+            }
+            overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
+            Ok(QueueHealth { generated_at: now, overall, targets: per_target.into_values().collect() })
+        }
+
+        pub async fn running_out_of_budget(
+            db: &Db,
+            target: &str,
+            due_before: DateTime<Utc>,
+        ) -> anyhow::Result<(i64, Option<DateTime<Utc>>)> {
+            let (n, oldest): (i64, Option<i64>) = sqlx::query_as(
+                "SELECT COUNT(*), MIN(pending_since) FROM delivery
+                  WHERE target = $1 AND state IN ('pending', 'running') AND pending_since < $2",
+            )
+            .bind(target)
+            .bind(ms(due_before))
+            .fetch_one(db.reader())
+            .await
+            .context("cannot read steps near their retry budget")?;
+            Ok((n, oldest.map(from_ms)))
+        }
     }
 }

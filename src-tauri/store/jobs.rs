@@ -141,338 +141,375 @@ impl Store {
         completions: &[Completion],
         claims: &[ClaimRequest],
     ) -> anyhow::Result<(usize, Vec<Vec<Job>>)> {
-        let mut tx = self.begin_write().await?;
-        let applied = complete_in(&mut tx, completions).await?;
-        let mut claimed = Vec::with_capacity(claims.len());
-        for request in claims {
-            claimed.push(claim_in(&mut tx, request).await?);
-        }
-        tx.commit().await.context("cannot commit completions and claims")?;
-        Ok((applied, claimed))
+        dispatch!(self, write_batch(completions, claims))
     }
 
     /// Returns jobs whose lease expired (their worker died or hung) to `pending`, marked in doubt: the
     /// attempt may have reached the CRM. Returns how many were rescued.
     pub async fn rescue_expired(&self, now: DateTime<Utc>) -> anyhow::Result<u64> {
-        let mut tx = self.begin_write().await?;
-        let rescued: Vec<(i64, String)> = sqlx::query_as(
-            "UPDATE delivery SET state = 'pending', next_attempt_at = ?, in_doubt = 1, lease_owner = NULL,
-                    lease_until = NULL
-              WHERE state = 'running' AND lease_until < ?
-          RETURNING id, trigger",
-        )
-        .bind(ms(now))
-        .bind(ms(now))
-        .fetch_all(&mut *tx)
-        .await
-        .context("cannot rescue expired leases")?;
-        for (id, trigger) in &rescued {
-            sqlx::query(
-                "INSERT INTO attempt (delivery_id, started_at, duration_ms, outcome, reason, trigger)
-                 VALUES (?, ?, 0, 'rescued', 'lease expired: the worker stopped mid-attempt; the lead will be checked before it is sent again', ?)",
-            )
-            .bind(id)
-            .bind(ms(now))
-            .bind(trigger)
-            .execute(&mut *tx)
-            .await
-            .context("cannot record rescue")?;
-        }
-        tx.commit().await.context("cannot commit rescue")?;
-        Ok(rescued.len() as u64)
+        dispatch!(self, rescue_expired(now))
     }
 
     /// Makes every pending job of `target` due by `now` (after its credential was renewed: the leads that waited
     /// for it go at once). Returns how many pending jobs the target has.
     pub async fn make_due(&self, target: &str, now: DateTime<Utc>) -> anyhow::Result<u64> {
-        let done = sqlx::query(
-            "UPDATE delivery SET next_attempt_at = CASE WHEN next_attempt_at > ? THEN ? ELSE next_attempt_at END
-             WHERE state = 'pending' AND target = ?",
-        )
-        .bind(ms(now))
-        .bind(ms(now))
-        .bind(target)
-        .execute(&self.write)
-        .await
-        .context("cannot make jobs due")?;
-        Ok(done.rows_affected())
+        dispatch!(self, make_due(target, now))
     }
 
     /// The time at which the next pending job of `target` becomes due, if any.
     pub async fn next_due(&self, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
-        let row: (Option<i64>,) =
-            sqlx::query_as("SELECT MIN(next_attempt_at) FROM delivery WHERE state = 'pending' AND target = ?")
-                .bind(target)
-                .fetch_one(&self.read)
-                .await
-                .context("cannot read next due time")?;
-        Ok(row.0.map(from_ms))
+        dispatch!(self, next_due(target))
     }
-}
 
-impl Store {
     /// A lead as a job for `target`, without claiming anything: what a dry run of that target needs. The lead is
     /// found by its external id (`source:source_ref`); its delivered steps' results are `previous`.
     pub async fn job_preview(&self, external_id: &str, target: &str) -> anyhow::Result<Option<Job>> {
-        let Some((source, source_ref)) = external_id.split_once(':') else {
-            return Ok(None);
-        };
-        let event: Option<(i64, i64, String)> =
-            sqlx::query_as("SELECT id, received_at, payload FROM inbound_event WHERE source = ? AND source_ref = ?")
-                .bind(source)
-                .bind(source_ref)
-                .fetch_optional(&self.read)
-                .await
-                .context("cannot read the lead")?;
-        let Some((event_id, received_at, payload)) = event else {
-            return Ok(None);
-        };
-        let previous: Vec<(String, Option<String>)> =
-            sqlx::query_as("SELECT target, result FROM delivery WHERE event_id = ? AND state = 'delivered'")
-                .bind(event_id)
-                .fetch_all(&self.read)
-                .await
-                .context("cannot read earlier steps")?;
-        let mut prev = serde_json::Map::new();
-        for (t, result) in previous {
-            prev.insert(t, result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default());
-        }
-        Ok(Some(Job {
-            id: 0,
-            event_id,
-            step_index: 0,
-            target: target.to_string(),
-            attempts: 0,
-            pending_since: from_ms(received_at),
-            lease_token: 0,
-            in_doubt: false,
-            trigger: "scheduled".into(),
-            replay_generation: 0,
-            source: source.to_string(),
-            source_ref: source_ref.to_string(),
-            received_at: from_ms(received_at),
-            payload: serde_json::from_str(&payload).unwrap_or_default(),
-            previous: prev,
-        }))
+        dispatch!(self, job_preview(external_id, target))
     }
 }
 
-/// Claims due jobs inside `tx` and reads their leads and earlier steps' results (one statement each).
-async fn claim_in(tx: &mut sqlx::SqliteConnection, request: &ClaimRequest) -> anyhow::Result<Vec<Job>> {
-    let rows: Vec<ClaimRow> = sqlx::query_as(
-        "UPDATE delivery
-            SET state = 'running', lease_owner = ?, lease_until = ?, lease_token = lease_token + 1
-          WHERE id IN (SELECT id FROM delivery
-                        WHERE state = 'pending' AND target = ? AND next_attempt_at <= ?
-                        ORDER BY next_attempt_at LIMIT ?)
-      RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
-                replay_generation",
-    )
-    .bind(&request.owner)
-    .bind(ms(request.lease_until))
-    .bind(&request.target)
-    .bind(ms(request.now))
-    .bind(request.limit as i64)
-    .fetch_all(&mut *tx)
-    .await
-    .context("cannot claim jobs")?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
-    // Each lead with the results of its delivered steps as one JSON object by target (`{}` for a first step).
-    let events: Vec<(i64, String, String, i64, String, String)> = sqlx::query_as(
-        "SELECT e.id, e.source, e.source_ref, e.received_at, e.payload,
-                (SELECT json_group_object(p.target, CASE WHEN json_valid(p.result) THEN json(p.result) END)
-                   FROM delivery p WHERE p.event_id = e.id AND p.state = 'delivered')
-           FROM inbound_event e
-          WHERE e.id IN (SELECT value FROM json_each(?))",
-    )
-    .bind(serde_json::to_string(&event_ids)?)
-    .fetch_all(&mut *tx)
-    .await
-    .context("cannot read claimed events")?;
-    let events: std::collections::HashMap<i64, (String, String, i64, String, String)> =
-        events.into_iter().map(|(id, s, r, at, p, prev)| (id, (s, r, at, p, prev))).collect();
-    let mut jobs = Vec::with_capacity(rows.len());
-    for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in rows
-    {
-        let (source, source_ref, received_at, payload, previous) =
-            events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
-        jobs.push(Job {
-            id,
-            event_id,
-            step_index,
-            target,
-            attempts: attempts as u32,
-            pending_since: from_ms(pending_since),
-            lease_token,
-            in_doubt: in_doubt != 0,
-            trigger,
-            replay_generation: generation,
-            source: source.clone(),
-            source_ref: source_ref.clone(),
-            received_at: from_ms(*received_at),
-            payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
-            previous: serde_json::from_str(previous).unwrap_or_default(),
-        });
-    }
-    Ok(jobs)
-}
-
-/// Applies finished jobs inside `tx`. Deliveries, the steps they make due and all attempts are written with one
-/// statement each for the whole batch; the rarer outcomes (retry, dead letter, release) one statement per job.
-async fn complete_in(tx: &mut sqlx::SqliteConnection, batch: &[Completion]) -> anyhow::Result<usize> {
-    let mut applied = 0;
-    let mut delivered = Vec::new();
-    for c in batch {
-        let now = ms(c.now);
-        let result = match &c.outcome {
-            JobOutcome::Delivered { result, link, .. } => {
-                if let Some((external_id, crm_id)) = link {
-                    sqlx::query(
-                        "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
-                         SELECT target, ?, ?, ? FROM delivery WHERE id = ?
-                         ON CONFLICT (target, external_id) DO NOTHING",
-                    )
-                    .bind(external_id)
-                    .bind(crm_id)
-                    .bind(now)
-                    .bind(c.job_id)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot record crm_link")?;
-                }
-                delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now]));
-                continue;
-            }
-            JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
-                "UPDATE delivery SET state = 'pending', next_attempt_at = ?, attempts = attempts + ?,
-                        lease_owner = NULL, lease_until = NULL, in_doubt = ?
-                  WHERE id = ? AND lease_token = ? AND state = 'running'",
+backends! {
+    shared {
+        pub async fn rescue_expired(db: &Db, now: DateTime<Utc>) -> anyhow::Result<u64> {
+            let mut tx = db.begin_write().await?;
+            let rescued: Vec<(i64, String)> = sqlx::query_as(
+                "UPDATE delivery SET state = 'pending', next_attempt_at = $1, in_doubt = 1, lease_owner = NULL,
+                        lease_until = NULL
+                  WHERE state = 'running' AND lease_until < $2
+              RETURNING id, trigger",
             )
-            .bind(ms(*at))
-            .bind(i64::from(*counts))
-            .bind(i64::from(*in_doubt))
-            .bind(c.job_id)
-            .bind(c.lease_token)
-            .execute(&mut *tx)
+            .bind(ms(now))
+            .bind(ms(now))
+            .fetch_all(&mut *tx)
             .await
-            .context("cannot schedule retry")?,
-            JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
-                "UPDATE delivery SET state = 'dead', dead_at = ?, dead_class = ?, dead_status = ?, dead_reason = ?,
-                        dead_cause = ?, dead_field = ?, resolution = 'open', attempts = attempts + ?,
-                        lease_owner = NULL, lease_until = NULL
-                  WHERE id = ? AND lease_token = ? AND state = 'running'",
-            )
-            .bind(now)
-            .bind(class.as_str())
-            .bind(http_status.map(i64::from))
-            .bind(reason)
-            .bind(crate::dlq::cause_of(reason))
-            .bind(field)
-            .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
-            .bind(c.job_id)
-            .bind(c.lease_token)
-            .execute(&mut *tx)
-            .await
-            .context("cannot dead-letter job")?,
-            JobOutcome::Released { at } => sqlx::query(
-                "UPDATE delivery SET state = 'pending', next_attempt_at = ?, lease_owner = NULL, lease_until = NULL
-                  WHERE id = ? AND lease_token = ? AND state = 'running'",
-            )
-            .bind(ms(*at))
-            .bind(c.job_id)
-            .bind(c.lease_token)
-            .execute(&mut *tx)
-            .await
-            .context("cannot release job")?,
-        };
-        applied += result.rows_affected() as usize;
-    }
-
-    if !delivered.is_empty() {
-        // Only a job still running under the presented lease is delivered; the rest changed hands meanwhile.
-        let done: Vec<(i64, i64, i64)> = sqlx::query_as(
-            "UPDATE delivery SET state = 'delivered', result = v.result, delivered_at = v.now,
-                    attempts = attempts + 1, lease_owner = NULL, lease_until = NULL, in_doubt = 0
-               FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result, value ->> 3 AS now
-                       FROM json_each(?)) AS v
-              WHERE delivery.id = v.id AND delivery.lease_token = v.token AND delivery.state = 'running'
-          RETURNING delivery.id, delivery.event_id, delivery.step_index",
-        )
-        .bind(serde_json::Value::Array(delivered).to_string())
-        .fetch_all(&mut *tx)
-        .await
-        .context("cannot mark delivered")?;
-        applied += done.len();
-        let done_ids: std::collections::HashSet<i64> = done.iter().map(|d| d.0).collect();
-        let mut next_steps = Vec::with_capacity(done.len());
-        for c in batch {
-            let JobOutcome::Delivered { payload, .. } = &c.outcome else { continue };
-            if !done_ids.contains(&c.job_id) {
-                continue;
+            .context("cannot rescue expired leases")?;
+            for (id, trigger) in &rescued {
+                sqlx::query(
+                    "INSERT INTO attempt (delivery_id, started_at, duration_ms, outcome, reason, trigger)
+                     VALUES ($1, $2, 0, 'rescued', 'lease expired: the worker stopped mid-attempt; the lead will be checked before it is sent again', $3)",
+                )
+                .bind(id)
+                .bind(ms(now))
+                .bind(trigger)
+                .execute(&mut *tx)
+                .await
+                .context("cannot record rescue")?;
             }
-            if let Some(p) = payload {
-                sqlx::query("UPDATE inbound_event SET payload = ? WHERE id = ?")
-                    .bind(p.to_string())
-                    .bind(c.event_id)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot store the fetched lead")?;
-            }
-            next_steps.push(serde_json::json!([c.event_id, c.step_index + 1, ms(c.now)]));
+            tx.commit().await.context("cannot commit rescue")?;
+            Ok(rescued.len() as u64)
         }
-        // The next step of each route becomes due now that its input exists.
-        sqlx::query(
-            "UPDATE delivery SET state = 'pending', pending_since = v.now, next_attempt_at = v.now
-               FROM (SELECT value ->> 0 AS event_id, value ->> 1 AS step_index, value ->> 2 AS now
-                       FROM json_each(?)) AS v
-              WHERE delivery.event_id = v.event_id AND delivery.step_index = v.step_index
-                AND delivery.state = 'waiting'",
-        )
-        .bind(serde_json::Value::Array(next_steps).to_string())
-        .execute(&mut *tx)
-        .await
-        .context("cannot activate next steps")?;
-    }
 
-    // Every attempt, in the batch's order.
-    let attempts: Vec<serde_json::Value> = batch
-        .iter()
-        .filter_map(|c| {
-            let a = c.attempt.as_ref()?;
-            let outcome = match &c.outcome {
-                JobOutcome::Delivered { .. } => "delivered",
-                JobOutcome::Retry { .. } => "retry",
-                JobOutcome::Dead { .. } => "dead",
-                JobOutcome::Released { .. } => "released",
+        pub async fn make_due(db: &Db, target: &str, now: DateTime<Utc>) -> anyhow::Result<u64> {
+            let done = sqlx::query(
+                "UPDATE delivery SET next_attempt_at = CASE WHEN next_attempt_at > $1 THEN $2 ELSE next_attempt_at END
+                 WHERE state = 'pending' AND target = $3",
+            )
+            .bind(ms(now))
+            .bind(ms(now))
+            .bind(target)
+            .execute(db.writer())
+            .await
+            .context("cannot make jobs due")?;
+            Ok(done.rows_affected())
+        }
+
+        pub async fn next_due(db: &Db, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
+            let row: (Option<i64>,) =
+                sqlx::query_as("SELECT MIN(next_attempt_at) FROM delivery WHERE state = 'pending' AND target = $1")
+                    .bind(target)
+                    .fetch_one(db.reader())
+                    .await
+                    .context("cannot read next due time")?;
+            Ok(row.0.map(from_ms))
+        }
+
+        pub async fn job_preview(db: &Db, external_id: &str, target: &str) -> anyhow::Result<Option<Job>> {
+            let Some((source, source_ref)) = external_id.split_once(':') else {
+                return Ok(None);
             };
-            Some(serde_json::json!([
-                c.job_id,
-                ms(a.started_at),
-                a.duration_ms,
-                a.http_status,
-                outcome,
-                a.class.map(|c| c.as_str()),
-                a.reason,
-                a.response_excerpt,
-                c.trigger
-            ]))
-        })
-        .collect();
-    if !attempts.is_empty() {
-        sqlx::query(
-            "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
-                                  response_excerpt, trigger)
-             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6,
-                    value ->> 7, value ->> 8
-               FROM json_each(?) ORDER BY key",
-        )
-        .bind(serde_json::Value::Array(attempts).to_string())
-        .execute(&mut *tx)
-        .await
-        .context("cannot record attempts")?;
+            let event: Option<(i64, i64, String)> =
+                sqlx::query_as("SELECT id, received_at, payload FROM inbound_event WHERE source = $1 AND source_ref = $2")
+                    .bind(source)
+                    .bind(source_ref)
+                    .fetch_optional(db.reader())
+                    .await
+                    .context("cannot read the lead")?;
+            let Some((event_id, received_at, payload)) = event else {
+                return Ok(None);
+            };
+            let previous: Vec<(String, Option<String>)> =
+                sqlx::query_as("SELECT target, result FROM delivery WHERE event_id = $1 AND state = 'delivered'")
+                    .bind(event_id)
+                    .fetch_all(db.reader())
+                    .await
+                    .context("cannot read earlier steps")?;
+            let mut prev = serde_json::Map::new();
+            for (t, result) in previous {
+                prev.insert(t, result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default());
+            }
+            Ok(Some(Job {
+                id: 0,
+                event_id,
+                step_index: 0,
+                target: target.to_string(),
+                attempts: 0,
+                pending_since: from_ms(received_at),
+                lease_token: 0,
+                in_doubt: false,
+                trigger: "scheduled".into(),
+                replay_generation: 0,
+                source: source.to_string(),
+                source_ref: source_ref.to_string(),
+                received_at: from_ms(received_at),
+                payload: serde_json::from_str(&payload).unwrap_or_default(),
+                previous: prev,
+            }))
+        }
+
     }
-    Ok(applied)
+    sqlite {
+        pub async fn write_batch(
+            db: &Db,
+            completions: &[Completion],
+            claims: &[ClaimRequest],
+        ) -> anyhow::Result<(usize, Vec<Vec<Job>>)> {
+            let mut tx = db.begin_write().await?;
+            let applied = complete_in(&mut tx, completions).await?;
+            let mut claimed = Vec::with_capacity(claims.len());
+            for request in claims {
+                claimed.push(claim_in(&mut tx, request).await?);
+            }
+            tx.commit().await.context("cannot commit completions and claims")?;
+            Ok((applied, claimed))
+        }
+
+        /// Claims due jobs inside `tx` and reads their leads and earlier steps' results (one statement each).
+        pub(super) async fn claim_in(tx: &mut sqlx::SqliteConnection, request: &ClaimRequest) -> anyhow::Result<Vec<Job>> {
+            let rows: Vec<ClaimRow> = sqlx::query_as(
+                "UPDATE delivery
+                    SET state = 'running', lease_owner = $1, lease_until = $2, lease_token = lease_token + 1
+                  WHERE id IN (SELECT id FROM delivery
+                                WHERE state = 'pending' AND target = $3 AND next_attempt_at <= $4
+                                ORDER BY next_attempt_at LIMIT $5)
+              RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
+                        replay_generation",
+            )
+            .bind(&request.owner)
+            .bind(ms(request.lease_until))
+            .bind(&request.target)
+            .bind(ms(request.now))
+            .bind(request.limit as i64)
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot claim jobs")?;
+            if rows.is_empty() {
+                return Ok(Vec::new());
+            }
+            let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
+            // Each lead with the results of its delivered steps as one JSON object by target (`{}` for a first step).
+            let events: Vec<(i64, String, String, i64, String, String)> = sqlx::query_as(
+                "SELECT e.id, e.source, e.source_ref, e.received_at, e.payload,
+                        (SELECT json_group_object(p.target, CASE WHEN json_valid(p.result) THEN json(p.result) END)
+                           FROM delivery p WHERE p.event_id = e.id AND p.state = 'delivered')
+                   FROM inbound_event e
+                  WHERE e.id IN (SELECT value FROM json_each($1))",
+            )
+            .bind(serde_json::to_string(&event_ids)?)
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot read claimed events")?;
+            let events: std::collections::HashMap<i64, (String, String, i64, String, String)> =
+                events.into_iter().map(|(id, s, r, at, p, prev)| (id, (s, r, at, p, prev))).collect();
+            let mut jobs = Vec::with_capacity(rows.len());
+            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in rows
+            {
+                let (source, source_ref, received_at, payload, previous) =
+                    events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
+                jobs.push(Job {
+                    id,
+                    event_id,
+                    step_index,
+                    target,
+                    attempts: attempts as u32,
+                    pending_since: from_ms(pending_since),
+                    lease_token,
+                    in_doubt: in_doubt != 0,
+                    trigger,
+                    replay_generation: generation,
+                    source: source.clone(),
+                    source_ref: source_ref.clone(),
+                    received_at: from_ms(*received_at),
+                    payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
+                    previous: serde_json::from_str(previous).unwrap_or_default(),
+                });
+            }
+            Ok(jobs)
+        }
+
+        /// Applies finished jobs inside `tx`. Deliveries, the steps they make due and all attempts are written with one
+        /// statement each for the whole batch; the rarer outcomes (retry, dead letter, release) one statement per job.
+        pub(super) async fn complete_in(tx: &mut sqlx::SqliteConnection, batch: &[Completion]) -> anyhow::Result<usize> {
+            let mut applied = 0;
+            let mut delivered = Vec::new();
+            for c in batch {
+                let now = ms(c.now);
+                let result = match &c.outcome {
+                    JobOutcome::Delivered { result, link, .. } => {
+                        if let Some((external_id, crm_id)) = link {
+                            sqlx::query(
+                                "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
+                                 SELECT target, $1, $2, $3 FROM delivery WHERE id = $4
+                                 ON CONFLICT (target, external_id) DO NOTHING",
+                            )
+                            .bind(external_id)
+                            .bind(crm_id)
+                            .bind(now)
+                            .bind(c.job_id)
+                            .execute(&mut *tx)
+                            .await
+                            .context("cannot record crm_link")?;
+                        }
+                        delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now]));
+                        continue;
+                    }
+                    JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
+                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, attempts = attempts + $2,
+                                lease_owner = NULL, lease_until = NULL, in_doubt = $3
+                          WHERE id = $4 AND lease_token = $5 AND state = 'running'",
+                    )
+                    .bind(ms(*at))
+                    .bind(i64::from(*counts))
+                    .bind(i64::from(*in_doubt))
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot schedule retry")?,
+                    JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
+                        "UPDATE delivery SET state = 'dead', dead_at = $1, dead_class = $2, dead_status = $3, dead_reason = $4,
+                                dead_cause = $5, dead_field = $6, resolution = 'open', attempts = attempts + $7,
+                                lease_owner = NULL, lease_until = NULL
+                          WHERE id = $8 AND lease_token = $9 AND state = 'running'",
+                    )
+                    .bind(now)
+                    .bind(class.as_str())
+                    .bind(http_status.map(i64::from))
+                    .bind(reason)
+                    .bind(crate::dlq::cause_of(reason))
+                    .bind(field)
+                    .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot dead-letter job")?,
+                    JobOutcome::Released { at } => sqlx::query(
+                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
+                          WHERE id = $2 AND lease_token = $3 AND state = 'running'",
+                    )
+                    .bind(ms(*at))
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot release job")?,
+                };
+                applied += result.rows_affected() as usize;
+            }
+
+            if !delivered.is_empty() {
+                // Only a job still running under the presented lease is delivered; the rest changed hands meanwhile.
+                let done: Vec<(i64, i64, i64)> = sqlx::query_as(
+                    "UPDATE delivery SET state = 'delivered', result = v.result, delivered_at = v.now,
+                            attempts = attempts + 1, lease_owner = NULL, lease_until = NULL, in_doubt = 0
+                       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result, value ->> 3 AS now
+                               FROM json_each($1)) AS v
+                      WHERE delivery.id = v.id AND delivery.lease_token = v.token AND delivery.state = 'running'
+                  RETURNING delivery.id, delivery.event_id, delivery.step_index",
+                )
+                .bind(serde_json::Value::Array(delivered).to_string())
+                .fetch_all(&mut *tx)
+                .await
+                .context("cannot mark delivered")?;
+                applied += done.len();
+                let done_ids: std::collections::HashSet<i64> = done.iter().map(|d| d.0).collect();
+                let mut next_steps = Vec::with_capacity(done.len());
+                for c in batch {
+                    let JobOutcome::Delivered { payload, .. } = &c.outcome else { continue };
+                    if !done_ids.contains(&c.job_id) {
+                        continue;
+                    }
+                    if let Some(p) = payload {
+                        sqlx::query("UPDATE inbound_event SET payload = $1 WHERE id = $2")
+                            .bind(p.to_string())
+                            .bind(c.event_id)
+                            .execute(&mut *tx)
+                            .await
+                            .context("cannot store the fetched lead")?;
+                    }
+                    next_steps.push(serde_json::json!([c.event_id, c.step_index + 1, ms(c.now)]));
+                }
+                // The next step of each route becomes due now that its input exists.
+                sqlx::query(
+                    "UPDATE delivery SET state = 'pending', pending_since = v.now, next_attempt_at = v.now
+                       FROM (SELECT value ->> 0 AS event_id, value ->> 1 AS step_index, value ->> 2 AS now
+                               FROM json_each($1)) AS v
+                      WHERE delivery.event_id = v.event_id AND delivery.step_index = v.step_index
+                        AND delivery.state = 'waiting'",
+                )
+                .bind(serde_json::Value::Array(next_steps).to_string())
+                .execute(&mut *tx)
+                .await
+                .context("cannot activate next steps")?;
+            }
+
+            // Every attempt, in the batch's order.
+            let attempts: Vec<serde_json::Value> = batch
+                .iter()
+                .filter_map(|c| {
+                    let a = c.attempt.as_ref()?;
+                    let outcome = match &c.outcome {
+                        JobOutcome::Delivered { .. } => "delivered",
+                        JobOutcome::Retry { .. } => "retry",
+                        JobOutcome::Dead { .. } => "dead",
+                        JobOutcome::Released { .. } => "released",
+                    };
+                    Some(serde_json::json!([
+                        c.job_id,
+                        ms(a.started_at),
+                        a.duration_ms,
+                        a.http_status,
+                        outcome,
+                        a.class.map(|c| c.as_str()),
+                        a.reason,
+                        a.response_excerpt,
+                        c.trigger
+                    ]))
+                })
+                .collect();
+            if !attempts.is_empty() {
+                sqlx::query(
+                    "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
+                                          response_excerpt, trigger)
+                     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6,
+                            value ->> 7, value ->> 8
+                       FROM json_each($1) ORDER BY key",
+                )
+                .bind(serde_json::Value::Array(attempts).to_string())
+                .execute(&mut *tx)
+                .await
+                .context("cannot record attempts")?;
+            }
+            Ok(applied)
+        }
+    }
+    postgres {
+        pub async fn write_batch(
+            _db: &Db,
+            _completions: &[Completion],
+            _claims: &[ClaimRequest],
+        ) -> anyhow::Result<(usize, Vec<Vec<Job>>)> {
+            anyhow::bail!("claims on PostgreSQL are being written")
+        }
+    }
 }

@@ -1,0 +1,57 @@
+//! The PostgreSQL backend: for a team, one database shared by several `leadline serve` processes
+//! (`migrations/postgres`). Claims take rows with `FOR UPDATE SKIP LOCKED`, so concurrent workers never wait
+//! on each other's rows nor claim the same job; every commit is durable (`synchronous_commit` as the server
+//! has it, `on` by default).
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+
+/// The PostgreSQL database as the store's operations see it.
+pub struct Db {
+    pool: PgPool,
+}
+
+impl Db {
+    /// Connects to `url` (`postgres://user@host:port/db`) and applies pending migrations. Several processes
+    /// may start at once: sqlx's migrator takes an advisory lock, so only one applies them.
+    pub async fn open(url: &str) -> anyhow::Result<Db> {
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(url)
+            .await
+            .with_context(|| format!("cannot connect to {}", redact(url)))?;
+        sqlx::migrate!("./migrations/postgres").run(&pool).await.context("cannot apply database migrations")?;
+        Ok(Db { pool })
+    }
+
+    pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        self.pool.begin().await.context("cannot start a transaction")
+    }
+
+    pub fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
