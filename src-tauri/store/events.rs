@@ -46,13 +46,11 @@ pub enum InsertOutcome {
 impl Store {
     /// Stores a batch of events and their steps in one transaction (one disk sync for the whole batch).
     /// Events already present — including repeats inside the batch — come back as `Duplicate`.
-
     pub async fn insert_events(&self, events: &[NewEvent]) -> anyhow::Result<Vec<InsertOutcome>> {
         dispatch!(self, insert_events(events))
     }
 
     /// Number of stored events (all sources).
-
     pub async fn count_events(&self) -> anyhow::Result<i64> {
         dispatch!(self, count_events())
     }

@@ -35,14 +35,12 @@ pub struct QueueHealth {
 
 impl Store {
     /// Queue health per target and overall. `known_targets` are listed even when they have no jobs yet.
-
     pub async fn queue_health(&self, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
         dispatch!(self, queue_health(now, known_targets))
     }
 
     /// Undelivered due steps of `target` (pending or running) that became due before `due_before`: how many,
     /// and when the oldest became due. Reads the `delivery_oldest` index.
-
     pub async fn running_out_of_budget(
         &self,
         target: &str,
