@@ -101,8 +101,16 @@ impl IntoResponse for IngestError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
         }
-        if matches!(self, IngestError::BodyTimeout(_) | IngestError::Busy | IngestError::TooLarge(_)) {
-            // The rest of the body is never read: end the connection rather than keep a slow sender.
+        if matches!(
+            self,
+            IngestError::BodyTimeout(_)
+                | IngestError::Busy
+                | IngestError::TooLarge(_)
+                | IngestError::UnknownSource(_)
+                | IngestError::UnsupportedMediaType(_)
+        ) {
+            // The body is refused unread: end the connection rather than keep a slow sender or leave its bytes
+            // to be taken for the next request.
             response
                 .headers_mut()
                 .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));

@@ -62,8 +62,18 @@ impl Db {
 
     /// A write transaction (`BEGIN IMMEDIATE`: it takes the file's write lock at once, so it never fails
     /// half-way on a lock another process took).
+    ///
+    /// The `BEGIN` runs in a task of its own: sqlx's SQLite connection counts its transaction depth in its worker
+    /// thread, so a caller dropped while `BEGIN` was under way (a task aborted at shutdown, a request whose client
+    /// went away) would leave the one write connection "in a transaction" that nobody owns, and every later write
+    /// would fail ("begin_with at non-zero transaction depth"). Spawned, the `BEGIN` always completes and a
+    /// transaction nobody awaits any more is dropped, which rolls it back.
     pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        self.write.begin_with("BEGIN IMMEDIATE").await.context("cannot start a write transaction")
+        let pool = self.write.clone();
+        tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
+            .await
+            .context("the task starting a write transaction failed")?
+            .context("cannot start a write transaction")
     }
 
     /// For single-statement writes.
