@@ -44,6 +44,7 @@ macro_rules! dispatch {
     };
 }
 
+mod alerts;
 mod events;
 mod health;
 mod jobs;
@@ -55,6 +56,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+pub use alerts::{Alert, AlertSpec, Held, Severity};
 pub use events::{InsertOutcome, NewEvent, Via};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
