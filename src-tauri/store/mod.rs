@@ -49,6 +49,7 @@ mod events;
 mod health;
 mod jobs;
 mod links;
+mod metrics;
 pub mod postgres;
 pub mod sqlite;
 
@@ -60,6 +61,7 @@ pub use alerts::{Alert, AlertSpec, Held, Severity};
 pub use events::{InsertOutcome, NewEvent, Via};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
+pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
