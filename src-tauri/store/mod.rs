@@ -46,6 +46,7 @@ macro_rules! dispatch {
 
 mod alerts;
 mod events;
+mod figures;
 mod health;
 mod jobs;
 mod links;
@@ -59,6 +60,7 @@ use chrono::{DateTime, Utc};
 
 pub use alerts::{Alert, AlertSpec, Held, Severity};
 pub use events::{InsertOutcome, NewEvent, Via};
+pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
 pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
