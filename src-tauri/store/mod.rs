@@ -51,6 +51,7 @@ mod health;
 mod jobs;
 mod links;
 mod metrics;
+mod operators;
 pub mod postgres;
 pub mod sqlite;
 
@@ -64,6 +65,7 @@ pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
 pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
+pub use operators::TargetPause;
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
