@@ -6,11 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::store::{ms, Store};
+use crate::store::Store;
 
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct RouteFigures {
@@ -92,42 +91,23 @@ pub async fn figures(
     let mut speeds: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     let mut first_ok: BTreeMap<Key, i64> = BTreeMap::new();
     let mut finished: BTreeMap<Key, i64> = BTreeMap::new();
-    let rows: Vec<(String, String, i64, i64, String)> = sqlx::query_as(
-        "SELECT e.source, d.target, d.delivered_at - e.received_at, d.attempts, d.trigger
-           FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-          WHERE d.state = 'delivered' AND d.delivered_at >= ? AND d.delivered_at < ?",
-    )
-    .bind(ms(since))
-    .bind(ms(until))
-    .fetch_all(store.read_pool())
-    .await
-    .context("cannot read delivered steps")?;
-    for (source, target, speed_ms, attempts, trigger) in rows {
-        let key = (source, target);
+    for step in store.delivered_steps(since, until).await? {
+        let speed_ms = (step.delivered_at - step.received_at).num_milliseconds();
+        let key = (step.source, step.target);
         speeds.entry(key.clone()).or_default().push(speed_ms.max(0) as f64 / 1000.0);
-        if trigger == "scheduled" {
+        if step.trigger == "scheduled" {
             *finished.entry(key.clone()).or_default() += 1;
-            if attempts <= 1 {
+            if step.attempts <= 1 {
                 *first_ok.entry(key).or_default() += 1;
             }
         }
     }
-    let dead: Vec<(String, String, i64, i64)> = sqlx::query_as(
-        "SELECT e.source, d.target, COUNT(*), COALESCE(SUM(a.trigger = 'scheduled'), 0)
-           FROM attempt a JOIN delivery d ON d.id = a.delivery_id JOIN inbound_event e ON e.id = d.event_id
-          WHERE a.started_at >= ? AND a.started_at < ? AND a.outcome = 'dead'
-          GROUP BY e.source, d.target",
-    )
-    .bind(ms(since))
-    .bind(ms(until))
-    .fetch_all(store.read_pool())
-    .await
-    .context("cannot count dead letters")?;
+    let dead = store.dead_letters_by_route(since, until).await?;
     let mut dead_by: BTreeMap<Key, i64> = BTreeMap::new();
-    for (source, target, n, scheduled) in dead {
-        let key = (source, target);
-        *finished.entry(key.clone()).or_default() += scheduled;
-        dead_by.insert(key, n);
+    for route in dead {
+        let key = (route.source, route.target);
+        *finished.entry(key.clone()).or_default() += route.scheduled;
+        dead_by.insert(key, route.dead_letters);
     }
     let days = ((until - since).num_seconds() as f64 / 86_400.0).max(1.0 / 24.0);
     let keys: std::collections::BTreeSet<Key> = speeds.keys().chain(dead_by.keys()).cloned().collect();
@@ -153,27 +133,9 @@ pub async fn figures(
         .collect();
     let mut target_figures = Vec::new();
     for target in targets {
-        let (before,): (Option<String>,) = sqlx::query_as(
-            "SELECT (SELECT to_state FROM breaker_transition WHERE target = ? AND at < ? ORDER BY at DESC, id DESC
-                     LIMIT 1)",
-        )
-        .bind(target)
-        .bind(ms(since))
-        .fetch_one(store.read_pool())
-        .await
-        .context("cannot read breaker state")?;
-        let transitions: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT at, to_state FROM breaker_transition WHERE target = ? AND at >= ? AND at < ? ORDER BY at, id",
-        )
-        .bind(target)
-        .bind(ms(since))
-        .bind(ms(until))
-        .fetch_all(store.read_pool())
-        .await
-        .context("cannot read breaker transitions")?;
-        let transitions: Vec<(DateTime<Utc>, String)> =
-            transitions.into_iter().map(|(at, s)| (crate::store::from_ms(at), s)).collect();
-        let (open, openings) = breaker_time(before.as_deref().unwrap_or("closed"), &transitions, since, until);
+        let history = store.breaker_history(target, since, until).await?;
+        let (open, openings) =
+            breaker_time(history.state_at_start.as_deref().unwrap_or("closed"), &history.transitions, since, until);
         target_figures.push(TargetFigures {
             target: target.clone(),
             breaker_open_seconds: open,

@@ -10,7 +10,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -51,11 +50,7 @@ fn hash(token: &str) -> String {
 
 /// Creates the browser token on first run. Returns the token when it was just created (to be shown once).
 pub async fn ensure_token(store: &Store) -> anyhow::Result<Option<String>> {
-    let existing: Option<(String,)> = sqlx::query_as("SELECT name FROM api_token WHERE name = 'default'")
-        .fetch_optional(store.read_pool())
-        .await
-        .context("cannot read api_token")?;
-    if existing.is_some() {
+    if store.api_token_hash().await?.is_some() {
         return Ok(None);
     }
     reset_token(store).await.map(Some)
@@ -64,15 +59,7 @@ pub async fn ensure_token(store: &Store) -> anyhow::Result<Option<String>> {
 /// Replaces the browser token and returns the new one.
 pub async fn reset_token(store: &Store) -> anyhow::Result<String> {
     let token = hex::encode(rand::random::<[u8; 24]>());
-    sqlx::query(
-        "INSERT INTO api_token (name, token_sha256, created_at) VALUES ('default', ?, ?)
-         ON CONFLICT (name) DO UPDATE SET token_sha256 = excluded.token_sha256, created_at = excluded.created_at",
-    )
-    .bind(hash(&token))
-    .bind(crate::store::ms(chrono::Utc::now()))
-    .execute(store.write_pool())
-    .await
-    .context("cannot store api_token")?;
+    store.set_api_token_hash(&hash(&token), chrono::Utc::now()).await?;
     Ok(token)
 }
 
@@ -106,12 +93,8 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
 
 /// Whether `given` is the browser token (constant-time comparison of the hashes).
 async fn token_is_valid(app: &App, given: &str) -> bool {
-    let stored: Option<(String,)> = sqlx::query_as("SELECT token_sha256 FROM api_token WHERE name = 'default'")
-        .fetch_optional(app.store.read_pool())
-        .await
-        .ok()
-        .flatten();
-    stored.is_some_and(|(h,)| bool::from(subtle::ConstantTimeEq::ct_eq(h.as_bytes(), hash(given).as_bytes())))
+    let stored = app.store.api_token_hash().await.ok().flatten();
+    stored.is_some_and(|h| bool::from(subtle::ConstantTimeEq::ct_eq(h.as_bytes(), hash(given).as_bytes())))
 }
 
 /// A cookie-authenticated change must come from Leadline's own page: browsers name the page's origin in

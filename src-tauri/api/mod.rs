@@ -26,7 +26,7 @@ use crate::replay::{
     self, ReplayError, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress, ReplayReceipt,
     ReplayReportItem, ReplaySelection,
 };
-use crate::store::{ms, QueueHealth, Store};
+use crate::store::{QueueHealth, Store};
 
 /// What the API needs: the store, the configuration, the running worker (if this process runs one), and the
 /// live feed the UI listens to.
@@ -410,13 +410,7 @@ pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterView, 
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no delivery with id {delivery_id}")))?;
     let replays = replay::history(&app.store, delivery_id).await?;
-    let crm_record: Option<(Option<String>,)> =
-        sqlx::query_as("SELECT result FROM delivery WHERE id = ? AND state = 'delivered'")
-            .bind(delivery_id)
-            .fetch_optional(app.store.read_pool())
-            .await
-            .map_err(anyhow::Error::from)?;
-    let crm_record = crm_record.and_then(|r| r.0).and_then(|r| serde_json::from_str(&r).ok());
+    let crm_record = app.store.delivered_record(delivery_id).await?;
     Ok(DeadLetterView { detail, crm_record, replays })
 }
 
@@ -752,10 +746,7 @@ pub struct TargetView {
 }
 
 pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
-    let paused: Vec<(String, i64, String)> = sqlx::query_as("SELECT target, paused_at, paused_by FROM target_pause")
-        .fetch_all(app.store.read_pool())
-        .await
-        .map_err(anyhow::Error::from)?;
+    let paused = app.store.target_pauses().await?;
     Ok(app
         .config
         .targets
@@ -769,7 +760,7 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
                 .unwrap_or_default();
             let runtime = app.worker.as_ref().and_then(|w| w.targets.get(name));
             let (breaker, opened) = runtime.map(|r| r.breaker_state()).map_or((None, None), |(s, o)| (Some(s), o));
-            let p = paused.iter().find(|p| &p.0 == name);
+            let p = paused.iter().find(|p| &p.target == name);
             let (concurrency, rate) = runtime.map(|r| r.pace()).unwrap_or((t.concurrency, None));
             TargetView {
                 name: name.clone(),
@@ -786,8 +777,8 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
                 breaker,
                 breaker_opened_at: opened,
                 paused: p.is_some(),
-                paused_by: p.map(|p| p.2.clone()),
-                paused_at: p.map(|p| crate::store::from_ms(p.1)),
+                paused_by: p.map(|p| p.paused_by.clone()),
+                paused_at: p.map(|p| p.paused_at),
             }
         })
         .collect())
@@ -866,25 +857,11 @@ pub async fn set_target_paused(app: &App, name: &str, paused: bool, by: &str) ->
     if !app.config.targets.contains_key(name) {
         return Err(ApiError::NotFound(format!("no target named `{name}`")));
     }
-    let mut tx = app.store.begin_write().await?;
     if paused {
-        sqlx::query(
-            "INSERT INTO target_pause (target, paused_at, paused_by) VALUES (?, ?, ?) ON CONFLICT (target) DO NOTHING",
-        )
-        .bind(name)
-        .bind(ms(Utc::now()))
-        .bind(by)
-        .execute(&mut *tx)
-        .await
-        .map_err(anyhow::Error::from)?;
+        app.store.pause_target(name, by, Utc::now()).await?;
     } else {
-        sqlx::query("DELETE FROM target_pause WHERE target = ?")
-            .bind(name)
-            .execute(&mut *tx)
-            .await
-            .map_err(anyhow::Error::from)?;
+        app.store.resume_target(name).await?;
     }
-    tx.commit().await.map_err(anyhow::Error::from)?;
     if let Some(r) = app.worker.as_ref().and_then(|w| w.targets.get(name)) {
         r.set_paused(paused);
         if let (false, Some(w)) = (paused, &app.worker) {
@@ -897,11 +874,10 @@ pub async fn set_target_paused(app: &App, name: &str, paused: bool, by: &str) ->
 
 /// Applies the stored pauses to the worker (at start).
 pub async fn load_pauses(app: &App) -> anyhow::Result<()> {
-    let rows: Vec<(String,)> =
-        sqlx::query_as("SELECT target FROM target_pause").fetch_all(app.store.read_pool()).await?;
+    let pauses = app.store.target_pauses().await?;
     if let Some(w) = &app.worker {
-        for (t,) in rows {
-            if let Some(r) = w.targets.get(&t) {
+        for p in pauses {
+            if let Some(r) = w.targets.get(&p.target) {
                 r.set_paused(true);
             }
         }

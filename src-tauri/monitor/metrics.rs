@@ -12,19 +12,20 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::MetricsConfig;
 use crate::delivery::classify::ErrorClass;
-use crate::store::{ms, QueueHealth, Store};
+use crate::store::{
+    from_ms, ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, QueueHealth, Store, METRIC_COUNTERS,
+};
 
 pub const MINUTE: i64 = 60_000;
 pub const HOUR: i64 = 3_600_000;
 
 /// Counter metrics (summed when rolled up); every other metric is a gauge (highest value kept).
-pub const COUNTERS: [&str; 5] = ["events", "delivered", "failed", "rate_limited", "dead_lettered"];
+pub const COUNTERS: [&str; 5] = METRIC_COUNTERS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Range {
@@ -95,25 +96,6 @@ pub struct Recorder {
 /// started two minutes ago can still land in its start minute.
 const RECOUNT_MINUTES: i64 = 3;
 
-async fn upsert_gauge(
-    tx: &mut sqlx::SqliteConnection,
-    metric: &str,
-    key: &str,
-    at: i64,
-    value: f64,
-    keep_highest: bool,
-) -> anyhow::Result<()> {
-    let sql = if keep_highest {
-        "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES (?, ?, 60, ?, ?)
-         ON CONFLICT DO UPDATE SET value = MAX(value, excluded.value)"
-    } else {
-        "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES (?, ?, 60, ?, ?)
-         ON CONFLICT DO UPDATE SET value = excluded.value"
-    };
-    sqlx::query(sql).bind(metric).bind(key).bind(at).bind(value).execute(&mut *tx).await?;
-    Ok(())
-}
-
 /// Writes the current minute's gauges and recomputes recent counters and their hours (see the module docs).
 pub async fn record(
     store: &Store,
@@ -129,117 +111,46 @@ pub async fn record(
         Some(until) => until.min(minute - RECOUNT_MINUTES * MINUTE),
         None => minute - (retention.minute_retention_hours.min(48) as i64) * HOUR,
     };
-    let mut tx = store.begin_write().await?;
+    let mut gauges = Vec::new();
     for t in std::iter::once(&health.overall).chain(&health.targets) {
-        upsert_gauge(&mut tx, "pending", &t.target, minute, t.pending as f64, true).await?;
-        upsert_gauge(&mut tx, "oldest_age_s", &t.target, minute, t.oldest_pending_age_seconds.unwrap_or(0.0), true)
-            .await?;
+        let gauge = |metric, value| GaugeReading { metric, key: t.target.clone(), value, keep_highest: true };
+        gauges.push(gauge("pending", t.pending as f64));
+        gauges.push(gauge("oldest_age_s", t.oldest_pending_age_seconds.unwrap_or(0.0)));
     }
     for class in ErrorClass::ALL {
         let n = health.overall.dead_open_by_class.get(class.as_str()).copied().unwrap_or(0);
-        upsert_gauge(&mut tx, "dead_open", class.as_str(), minute, n as f64, false).await?;
+        gauges.push(GaugeReading {
+            metric: "dead_open",
+            key: class.as_str().to_string(),
+            value: n as f64,
+            keep_highest: false,
+        });
     }
-    // Counters, recomputed from the raw tables for every minute in [from, now].
-    sqlx::query(
-        "INSERT INTO metric_point (metric, key, resolution, at, value)
-         SELECT 'events', source, 60, received_at / ?1 * ?1, COUNT(*) FROM inbound_event
-          WHERE received_at >= ?2 GROUP BY source, received_at / ?1
-         ON CONFLICT DO UPDATE SET value = excluded.value",
-    )
-    .bind(MINUTE)
-    .bind(from)
-    .execute(&mut *tx)
-    .await
-    .context("cannot count events per minute")?;
-    for (metric, condition) in [
-        ("delivered", "a.outcome = 'delivered'"),
-        // A rate-limited answer is the target pacing us, not a failure: counted apart.
-        ("failed", "a.outcome IN ('retry', 'dead') AND COALESCE(a.class, '') <> 'rate_limited'"),
-        ("rate_limited", "a.class = 'rate_limited'"),
-        ("dead_lettered", "a.outcome = 'dead'"),
-    ] {
-        sqlx::query(&format!(
-            "INSERT INTO metric_point (metric, key, resolution, at, value)
-             SELECT '{metric}', d.target, 60, a.started_at / ?1 * ?1, COUNT(*)
-               FROM attempt a JOIN delivery d ON d.id = a.delivery_id
-              WHERE a.started_at >= ?2 AND {condition} GROUP BY d.target, a.started_at / ?1
-             ON CONFLICT DO UPDATE SET value = excluded.value"
-        ))
-        .bind(MINUTE)
-        .bind(from)
-        .execute(&mut *tx)
-        .await
-        .with_context(|| format!("cannot count {metric} per minute"))?;
-    }
-    // Roll the touched hours up from their minutes.
-    let hour_from = from / HOUR * HOUR;
-    sqlx::query(&format!(
-        "INSERT INTO metric_point (metric, key, resolution, at, value)
-         SELECT metric, key, 3600, at / ?1 * ?1,
-                CASE WHEN metric IN ({}) THEN SUM(value) ELSE MAX(value) END
-           FROM metric_point WHERE resolution = 60 AND at >= ?2
-          GROUP BY metric, key, at / ?1
-         ON CONFLICT DO UPDATE SET value = excluded.value",
-        COUNTERS.map(|c| format!("'{c}'")).join(", ")
-    ))
-    .bind(HOUR)
-    .bind(hour_from)
-    .execute(&mut *tx)
-    .await
-    .context("cannot roll up hours")?;
     let hour = minute / HOUR * HOUR;
-    if recorder.pruned_hour != Some(hour) {
-        prune(&mut tx, retention, now_ms).await?;
-    }
-    tx.commit().await.context("cannot commit metrics")?;
-    recorder.counted_until = Some(minute);
-    recorder.pruned_hour = Some(hour);
-    Ok(())
-}
-
-async fn prune(tx: &mut sqlx::SqliteConnection, retention: &MetricsConfig, now_ms: i64) -> anyhow::Result<()> {
-    let minutes = sqlx::query("DELETE FROM metric_point WHERE resolution = 60 AND at < ?")
-        .bind(now_ms - retention.minute_retention_hours as i64 * HOUR)
-        .execute(&mut *tx)
-        .await
-        .context("cannot prune minute metrics")?
-        .rows_affected();
-    let hours = sqlx::query("DELETE FROM metric_point WHERE resolution = 3600 AND at < ?")
-        .bind(now_ms - retention.hourly_retention_days as i64 * 24 * HOUR)
-        .execute(&mut *tx)
-        .await
-        .context("cannot prune hourly metrics")?
-        .rows_affected();
+    let prune = (recorder.pruned_hour != Some(hour)).then(|| MetricsRetention {
+        minutes_before: from_ms(now_ms - retention.minute_retention_hours as i64 * HOUR),
+        hours_before: from_ms(now_ms - retention.hourly_retention_days as i64 * 24 * HOUR),
+    });
+    let (minutes, hours) = store
+        .record_metrics(&MetricsRecord { minute: from_ms(minute), gauges, recount_from: from_ms(from), prune })
+        .await?;
     if minutes + hours > 0 {
         tracing::debug!(minutes, hours, "pruned metric history");
     }
+    recorder.counted_until = Some(minute);
+    recorder.pruned_hour = Some(hour);
     Ok(())
 }
 
 /// Hourly event counts of one source from `since` (bucket start in Unix ms → count). Hours without events
 /// have no row: they count as zero.
 pub async fn hourly_events(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<Vec<(i64, f64)>> {
-    let rows: Vec<(i64, f64)> = sqlx::query_as(
-        "SELECT at, value FROM metric_point WHERE metric = 'events' AND key = ? AND resolution = 3600 AND at >= ?
-          ORDER BY at",
-    )
-    .bind(source)
-    .bind(ms(since))
-    .fetch_all(store.read_pool())
-    .await
-    .context("cannot read hourly events")?;
-    Ok(rows)
+    Ok(store.hourly_source_events(source, since).await?.into_iter().map(|(at, n)| (ms(at), n)).collect())
 }
 
 /// The start of the first hour with events of `source` still in the history, if any.
 pub async fn first_hour(store: &Store, source: &str) -> anyhow::Result<Option<i64>> {
-    let (at,): (Option<i64>,) =
-        sqlx::query_as("SELECT MIN(at) FROM metric_point WHERE metric = 'events' AND key = ? AND resolution = 3600")
-            .bind(source)
-            .fetch_one(store.read_pool())
-            .await
-            .context("cannot read first hour")?;
-    Ok(at)
+    Ok(store.first_source_hour(source).await?.map(ms))
 }
 
 pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::Result<MetricSeries> {
@@ -252,17 +163,7 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
         let i = (t_ms / 1000 - start) / bucket;
         (0..n as i64).contains(&i).then_some(i as usize)
     };
-    // One pass: per bucket, metric and key, the sum (counters) and the highest value (gauges).
-    let rows: Vec<(i64, String, String, f64, f64)> = sqlx::query_as(
-        "SELECT at / ?1 * ?1, metric, key, SUM(value), MAX(value) FROM metric_point
-          WHERE resolution = ?2 AND at >= ?3 GROUP BY at / ?1, metric, key",
-    )
-    .bind(bucket * 1000)
-    .bind(resolution)
-    .bind(start * 1000)
-    .fetch_all(store.read_pool())
-    .await
-    .context("cannot read metric history")?;
+    let buckets = store.metric_buckets(resolution, bucket, from_ms(start * 1000)).await?;
 
     let mut pending = vec![None; n];
     let mut oldest = vec![None; n];
@@ -272,8 +173,8 @@ pub async fn series(store: &Store, range: Range, now: DateTime<Utc>) -> anyhow::
     let mut dead: BTreeMap<String, Vec<Option<f64>>> =
         ErrorClass::ALL.iter().map(|c| (c.as_str().to_string(), vec![None; n])).collect();
     let mut volume: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (t, metric, key, sum, max) in rows {
-        let Some(i) = index(t) else { continue };
+    for MetricBucket { at: t, metric, key, sum, max } in buckets {
+        let Some(i) = index(ms(t)) else { continue };
         match metric.as_str() {
             "pending" if key == "*" => pending[i] = Some(max),
             "oldest_age_s" if key == "*" => oldest[i] = Some(max),
@@ -309,13 +210,5 @@ pub async fn sum_since(
     metric: &str,
     since: DateTime<Utc>,
 ) -> anyhow::Result<std::collections::HashMap<String, f64>> {
-    let rows: Vec<(String, f64)> = sqlx::query_as(
-        "SELECT key, SUM(value) FROM metric_point WHERE metric = ? AND resolution = 60 AND at >= ? GROUP BY key",
-    )
-    .bind(metric)
-    .bind(ms(since) / MINUTE * MINUTE)
-    .fetch_all(store.read_pool())
-    .await
-    .context("cannot sum metric")?;
-    Ok(rows.into_iter().collect())
+    store.metric_sums_since(metric, since).await
 }

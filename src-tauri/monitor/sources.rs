@@ -1,7 +1,6 @@
 //! Each source's volume against its baseline: the assessment behind `volume_drop` and `silence` alerts and the
 //! Sources page.
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -9,7 +8,7 @@ use super::alerts::{AlertSpec, Severity};
 use super::volume::{self, Assessment, Baseline, Verdict};
 use super::{human_duration, metrics, raise, resolve, Notifier};
 use crate::api::App;
-use crate::store::{from_ms, ms, Store};
+use crate::store::Store;
 
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct SourceStatus {
@@ -64,24 +63,12 @@ pub async fn assess_source(app: &App, source: &str, now: DateTime<Utc>) -> anyho
 
 /// Events of `source` received since `since` (webhooks only: leads recovered by reconciliation are old news).
 async fn count_since(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
-    let (n,): (i64,) =
-        sqlx::query_as("SELECT COUNT(*) FROM inbound_event WHERE source = ? AND received_at >= ? AND via = 'webhook'")
-            .bind(source)
-            .bind(ms(since))
-            .fetch_one(store.read_pool())
-            .await
-            .context("cannot count recent events")?;
-    Ok(n.max(0) as u64)
+    store.webhook_events_since(source, since).await
 }
 
 /// When the last event of `source` arrived.
 async fn last_event(store: &Store, source: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
-    let (last,): (Option<i64>,) = sqlx::query_as("SELECT MAX(received_at) FROM inbound_event WHERE source = ?")
-        .bind(source)
-        .fetch_one(store.read_pool())
-        .await
-        .context("cannot read the last event")?;
-    Ok(last.map(from_ms))
+    store.last_source_event(source).await
 }
 
 /// Assesses every configured source and raises or resolves its `volume_drop` and `silence` alerts.

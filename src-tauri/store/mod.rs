@@ -44,10 +44,14 @@ macro_rules! dispatch {
     };
 }
 
+mod alerts;
 mod events;
+mod figures;
 mod health;
 mod jobs;
 mod links;
+mod metrics;
+mod operators;
 pub mod postgres;
 pub mod sqlite;
 
@@ -55,9 +59,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+pub use alerts::{Alert, AlertSpec, Held, Severity};
 pub use events::{InsertOutcome, NewEvent, Via};
+pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
+pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
+pub use operators::TargetPause;
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
