@@ -44,20 +44,30 @@ macro_rules! dispatch {
     };
 }
 
+mod dead_letters;
 mod events;
 mod health;
 mod jobs;
 mod links;
 pub mod postgres;
+mod replays;
 pub mod sqlite;
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+pub use dead_letters::{
+    lead_field_path, Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix,
+    ReplaySelection, ResolveOutcome,
+};
 pub use events::{InsertOutcome, NewEvent, Via};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
+pub use replays::{
+    DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
+    ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,
+};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
