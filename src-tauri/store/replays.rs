@@ -617,16 +617,6 @@ backends! {
 
         pub async fn start_replay(db: &Db, replay: &NewReplay<'_>) -> anyhow::Result<StartOutcome> {
             let check_queued = any_replay_active(db).await?;
-            let mut items = Sql::new(
-                DIALECT,
-                "INSERT INTO replay_item (replay_id, delivery_id, prior_class, prior_reason, seq, fallback_to) SELECT ",
-            );
-            // The replay's id is the first argument, bound once it is known.
-            items.bind(0_i64).push(", d.id, d.dead_class, d.dead_reason, ROW_NUMBER() OVER (ORDER BY d.id), ");
-            push_fallback_case(&mut items, replay.fallbacks, replay.now);
-            push_selection(&mut items, replay.selection)?;
-            items.push(&format!(" AND {}", open_condition(check_queued, true)));
-
             let mut tx = db.begin_write().await?;
             let (replay_id,): (i64,) = sqlx::query_as(
                 "INSERT INTO replay (created_at, actor, reason, selection, requested, requeued, status, phase,
@@ -645,7 +635,14 @@ backends! {
             .fetch_one(&mut *tx)
             .await
             .context("cannot record replay")?;
-            items.args[0] = replay_id.into();
+            let mut items = Sql::new(
+                DIALECT,
+                "INSERT INTO replay_item (replay_id, delivery_id, prior_class, prior_reason, seq, fallback_to) SELECT ",
+            );
+            items.bind(replay_id).push(", d.id, d.dead_class, d.dead_reason, ROW_NUMBER() OVER (ORDER BY d.id), ");
+            push_fallback_case(&mut items, replay.fallbacks, replay.now);
+            push_selection(&mut items, replay.selection)?;
+            items.push(&format!(" AND {}", open_condition(check_queued, true)));
             let queued = built(&items).execute(&mut *tx).await.context("cannot record replay items")?.rows_affected() as i64;
             if queued != replay.expected {
                 // Dropping the transaction rolls everything back.
@@ -1037,6 +1034,7 @@ backends! {
                       WHERE"
                 ),
             );
+            // `$1` and `$2` in the text above.
             q.args.push(ms(now).into());
             q.args.push(replay_id.into());
             q.id_in("id", delivery_ids).push(" AND state = 'dead' AND resolution = 'open'");
