@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{selected_events, ReplayError, ReplaySelection};
 use crate::config::Config;
-use crate::store::{ms, Store};
+use crate::store::{LeadFix, Store};
 
 /// What to do to the field.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ts_rs::TS)]
@@ -144,51 +144,6 @@ fn check_field(config: &Config, source: &str, field: &str) -> Result<(), ReplayE
     Ok(())
 }
 
-async fn lead(store: &Store, event_id: i64) -> anyhow::Result<(String, Value)> {
-    let (source, payload): (String, String) = sqlx::query_as("SELECT source, payload FROM inbound_event WHERE id = ?")
-        .bind(event_id)
-        .fetch_one(store.read_pool())
-        .await
-        .context("cannot read the lead")?;
-    Ok((source, serde_json::from_str(&payload).unwrap_or(Value::Null)))
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn write_fix(
-    tx: &mut sqlx::SqliteConnection,
-    event_id: i64,
-    fixed: &Value,
-    operation: &Value,
-    before: &Value,
-    after: &Value,
-    actor: &str,
-    reason: &str,
-    now: DateTime<Utc>,
-) -> anyhow::Result<()> {
-    sqlx::query(
-        "UPDATE inbound_event SET original_payload = COALESCE(original_payload, payload), payload = ? WHERE id = ?",
-    )
-    .bind(fixed.to_string())
-    .bind(event_id)
-    .execute(&mut *tx)
-    .await
-    .context("cannot store the fixed lead")?;
-    sqlx::query(
-        "INSERT INTO payload_fix (event_id, at, actor, reason, operation, before, after) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(event_id)
-    .bind(ms(now))
-    .bind(actor)
-    .bind(reason)
-    .bind(operation.to_string())
-    .bind(before.to_string())
-    .bind(after.to_string())
-    .execute(&mut *tx)
-    .await
-    .context("cannot record the fix")?;
-    Ok(())
-}
-
 /// Applies (or, with `dry_run`, only counts) one field fix to every open dead letter of the selection. Each lead
 /// is fixed once even when several of its steps are selected.
 #[allow(clippy::too_many_arguments)]
@@ -213,7 +168,7 @@ pub async fn fix_selection(
         if !seen.insert(event_id) {
             continue;
         }
-        let (source, payload) = lead(store, event_id).await?;
+        let (source, payload) = store.lead_data(event_id).await?;
         check_field(config, &source, &fix.field)?;
         match apply(&payload, fix) {
             Some((fixed, before, after)) => changes.push((delivery_id, event_id, fixed, before, after)),
@@ -230,11 +185,17 @@ pub async fn fix_selection(
         return Ok(report);
     }
     let operation = serde_json::to_value(fix).context("fix")?;
-    let mut tx = store.begin_write().await?;
-    for (_, event_id, fixed, before, after) in &changes {
-        write_fix(&mut tx, *event_id, fixed, &operation, before, after, actor, reason.trim(), now).await?;
-    }
-    tx.commit().await.context("cannot commit the fixes")?;
+    let fixes: Vec<LeadFix> = changes
+        .into_iter()
+        .map(|(_, event_id, payload, before, after)| LeadFix {
+            event_id,
+            payload,
+            operation: operation.clone(),
+            before,
+            after,
+        })
+        .collect();
+    store.record_lead_fixes(&fixes, actor, reason.trim(), now).await?;
     tracing::info!(changed = report.changed, field = ?fix.field, actor, "field fix applied");
     Ok(report)
 }
@@ -255,21 +216,14 @@ pub async fn edit(
     if !payload.is_object() {
         return Err(ReplayError::Invalid("the lead's data must be a JSON object".into()));
     }
-    let row: Option<(i64, String, String, Option<i64>)> = sqlx::query_as(
-        "SELECT e.id, e.source, d.resolution, e.purged_at FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-          WHERE d.id = ? AND d.state = 'dead'",
-    )
-    .bind(delivery_id)
-    .fetch_optional(store.read_pool())
-    .await
-    .context("cannot read the dead letter")?;
-    let Some((event_id, source, resolution, purged)) = row else {
+    let Some(dead) = store.dead_letter_lead(delivery_id).await? else {
         return Err(ReplayError::Invalid(format!("{delivery_id} is not a dead letter")));
     };
-    if resolution != "open" || purged.is_some() {
+    let (event_id, source) = (dead.event_id, dead.source);
+    if dead.resolution != "open" || dead.purged {
         return Err(ReplayError::Invalid("only open dead letters with their data can be edited".into()));
     }
-    let (_, current) = lead(store, event_id).await?;
+    let (_, current) = store.lead_data(event_id).await?;
     let id_field = config.sources.get(&source).map(|s| s.id_field.clone()).unwrap_or_else(|| "id".into());
     let ptr = pointer(&id_field);
     if current.pointer(&ptr) != payload.pointer(&ptr) {
@@ -278,10 +232,14 @@ pub async fn edit(
     if &current == payload {
         return Err(ReplayError::Invalid("nothing changed".into()));
     }
-    let mut tx = store.begin_write().await?;
-    let operation = serde_json::json!({"op": "edit"});
-    write_fix(&mut tx, event_id, payload, &operation, &current, payload, actor, reason.trim(), now).await?;
-    tx.commit().await.context("cannot commit the edit")?;
+    let fix = LeadFix {
+        event_id,
+        payload: payload.clone(),
+        operation: serde_json::json!({"op": "edit"}),
+        before: current,
+        after: payload.clone(),
+    };
+    store.record_lead_fixes(&[fix], actor, reason.trim(), now).await?;
     Ok(())
 }
 

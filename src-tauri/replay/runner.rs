@@ -8,11 +8,11 @@ use std::time::Duration;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 
-use super::{event, start, ReplayOptions, ReplaySelection};
+use super::{start, ReplayOptions, ReplaySelection};
 use crate::api::{App, LiveEvent};
 use crate::delivery::breaker::BreakerState;
 use crate::monitor::alerts::{AlertSpec, Severity};
-use crate::store::{ms, Store};
+use crate::store::RunningReplay;
 
 /// What the runner knows about a target right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,15 +73,8 @@ pub async fn run(app: App) {
 }
 
 async fn signals(app: &App, now: DateTime<Utc>) -> anyhow::Result<BTreeMap<String, TargetSignal>> {
-    let limited: Vec<(String,)> = sqlx::query_as(
-        "SELECT DISTINCT d.target FROM attempt a JOIN delivery d ON d.id = a.delivery_id
-          WHERE a.started_at >= ? AND a.class = 'rate_limited'",
-    )
-    .bind(ms(now - chrono::Duration::seconds(5)))
-    .fetch_all(app.store.read_pool())
-    .await
-    .context("cannot read rate limits")?;
-    let limited: std::collections::BTreeSet<String> = limited.into_iter().map(|r| r.0).collect();
+    let limited: std::collections::BTreeSet<String> =
+        app.store.rate_limited_targets(now - chrono::Duration::seconds(5)).await?.into_iter().collect();
     Ok(app
         .config
         .targets
@@ -101,17 +94,12 @@ async fn signals(app: &App, now: DateTime<Utc>) -> anyhow::Result<BTreeMap<Strin
 
 /// One pass over the running replays (and, now and then, auto-replay and purging).
 pub async fn step(app: &App, state: &mut RunnerState, now: DateTime<Utc>) -> anyhow::Result<()> {
-    let running: Vec<(i64, String, i64, f64, Option<String>, bool)> = sqlx::query_as(
-        "SELECT id, phase, canary_size, rate_per_second, waiting_for, auto FROM replay WHERE status = 'running'
-          ORDER BY id",
-    )
-    .fetch_all(app.store.read_pool())
-    .await
-    .context("cannot read running replays")?;
+    let running = app.store.running_replays().await?;
     if !running.is_empty() {
         let signals = signals(app, now).await?;
-        for (id, phase, canary, rate, waiting, auto) in running {
-            if advance(app, state, &signals, id, &phase, canary, rate, waiting, auto, now).await? {
+        for replay in running {
+            let id = replay.id;
+            if advance(app, state, &signals, replay, now).await? {
                 let _ = app.live.send(LiveEvent::ReplayChanged { replay_id: id });
             }
         }
@@ -128,85 +116,48 @@ pub async fn step(app: &App, state: &mut RunnerState, now: DateTime<Utc>) -> any
     Ok(())
 }
 
-/// Items counted for one replay: (sent back, unfinished, failed again, not sent back yet).
-async fn counts(store: &Store, id: i64) -> anyhow::Result<(i64, i64, i64, i64)> {
-    let r: (i64, i64, i64, i64) = sqlx::query_as(
-        "SELECT COALESCE(SUM(r.requeued_at IS NOT NULL), 0),
-                COALESCE(SUM(r.requeued_at IS NOT NULL AND d.state IN ('pending', 'running', 'waiting')), 0),
-                COALESCE(SUM(r.requeued_at IS NOT NULL AND d.state = 'dead' AND d.resolution = 'open'), 0),
-                COALESCE(SUM(r.requeued_at IS NULL), 0)
-           FROM replay_item r JOIN delivery d ON d.id = r.delivery_id WHERE r.replay_id = ?",
-    )
-    .bind(id)
-    .fetch_one(store.read_pool())
-    .await
-    .context("cannot count replay items")?;
-    Ok(r)
-}
-
 /// Moves one replay forward. Returns whether anything changed.
-#[allow(clippy::too_many_arguments)]
 async fn advance(
     app: &App,
     state: &mut RunnerState,
     signals: &BTreeMap<String, TargetSignal>,
-    id: i64,
-    phase: &str,
-    canary: i64,
-    rate: f64,
-    waiting: Option<String>,
-    auto: bool,
+    replay: RunningReplay,
     now: DateTime<Utc>,
 ) -> anyhow::Result<bool> {
-    let (sent, unfinished, failed, queued) = counts(&app.store, id).await?;
+    let RunningReplay { id, phase, canary_size: canary, rate_per_second: rate, waiting_for: waiting, auto } = replay;
+    let counts = app.store.replay_item_counts(id).await?;
+    let (sent, unfinished, failed, queued) = (counts.sent, counts.unfinished, counts.failed, counts.queued);
     if phase == "canary" {
         if sent < canary && queued > 0 {
             let (n, hold) = send_back(app, signals, id, (canary - sent) as usize, now).await?;
             note_waiting(app, id, waiting, hold, now).await?;
             if n > 0 && sent + n as i64 >= canary.min(sent + queued) {
-                let mut tx = app.store.begin_write().await?;
-                event(
-                    &mut tx,
-                    id,
-                    now,
-                    "canary_sent",
-                    &format!("canary of {} sent; the rest waits for it", sent + n as i64),
-                )
-                .await?;
-                tx.commit().await?;
+                app.store
+                    .record_replay_event(
+                        id,
+                        now,
+                        "canary_sent",
+                        &format!("canary of {} sent; the rest waits for it", sent + n as i64),
+                    )
+                    .await?;
             }
             return Ok(n > 0);
         }
         if unfinished > 0 {
             return Ok(false);
         }
-        let mut tx = app.store.begin_write().await?;
         if failed > 0 {
-            let reasons: Vec<(String,)> = sqlx::query_as(
-                "SELECT DISTINCT d.dead_reason FROM replay_item r JOIN delivery d ON d.id = r.delivery_id
-                  WHERE r.replay_id = ? AND r.requeued_at IS NOT NULL AND d.state = 'dead' LIMIT 3",
-            )
-            .bind(id)
-            .fetch_all(&mut *tx)
-            .await?;
+            let reasons = app.store.replay_failure_reasons(id, 3).await?;
             let detail = format!(
                 "{failed} of {sent} canary leads failed again ({}). The rest is held: fix the cause and resume, or \
                  cancel.",
-                reasons.into_iter().map(|r| r.0).collect::<Vec<_>>().join("; ")
+                reasons.join("; ")
             );
-            sqlx::query(
-                "UPDATE replay SET status = 'paused', phase = 'canary_failed', waiting_for = NULL WHERE id = ?",
-            )
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-            event(&mut tx, id, now, "canary_failed", &detail).await?;
+            app.store.end_replay_canary(id, true, &detail, now).await?;
         } else {
-            sqlx::query("UPDATE replay SET phase = 'rest' WHERE id = ?").bind(id).execute(&mut *tx).await?;
-            event(&mut tx, id, now, "canary_passed", &format!("all {sent} canary leads delivered; sending the rest"))
-                .await?;
+            let detail = format!("all {sent} canary leads delivered; sending the rest");
+            app.store.end_replay_canary(id, false, &detail, now).await?;
         }
-        tx.commit().await?;
         return Ok(true);
     }
     // After the canary: paced.
@@ -245,17 +196,11 @@ async fn note_waiting(
     if before == now_waiting {
         return Ok(false);
     }
-    let mut tx = app.store.begin_write().await?;
-    sqlx::query("UPDATE replay SET waiting_for = ? WHERE id = ? AND status = 'running'")
-        .bind(&now_waiting)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    match &now_waiting {
-        Some(why) => event(&mut tx, id, now, "waiting", &format!("holding back: {why}")).await?,
-        None => event(&mut tx, id, now, "continued", "the target takes leads again: sending").await?,
-    }
-    tx.commit().await?;
+    let (kind, detail) = match &now_waiting {
+        Some(why) => ("waiting", format!("holding back: {why}")),
+        None => ("continued", "the target takes leads again: sending".to_string()),
+    };
+    app.store.set_replay_waiting(id, now_waiting.as_deref(), kind, &detail, now).await?;
     Ok(true)
 }
 
@@ -268,19 +213,12 @@ async fn send_back(
     n: usize,
     now: DateTime<Utc>,
 ) -> anyhow::Result<(usize, Option<String>)> {
-    let candidates: Vec<(i64, String, Option<String>)> = sqlx::query_as(
-        "SELECT r.delivery_id, d.target, r.fallback_to FROM replay_item r JOIN delivery d ON d.id = r.delivery_id
-          WHERE r.replay_id = ? AND r.requeued_at IS NULL ORDER BY r.seq LIMIT ?",
-    )
-    .bind(id)
-    .bind((n * 4).max(50) as i64)
-    .fetch_all(app.store.read_pool())
-    .await
-    .context("cannot read queued replay items")?;
+    let candidates = app.store.queued_replay_items(id, (n * 4).max(50) as u32).await?;
     let mut chosen = Vec::with_capacity(n);
     let mut hold: Option<String> = None;
-    for (delivery, target, fallback) in candidates {
-        let effective = fallback.unwrap_or(target);
+    for item in candidates {
+        let delivery = item.delivery_id;
+        let effective = item.fallback_to.unwrap_or(item.target);
         let signal = signals.get(&effective).copied().unwrap_or(TargetSignal {
             configured: false,
             paused: false,
@@ -300,42 +238,11 @@ async fn send_back(
     if chosen.is_empty() {
         return Ok((0, hold));
     }
-    let ids = serde_json::to_string(&chosen)?;
-    let mut tx = app.store.begin_write().await?;
-    // All SET expressions see the row as it was: `fallback_of` gets the step's own target.
-    // A step whose history has an attempt that may have reached the target without a definite answer (no answer,
-    // a rescued lease, an ambiguous outcome) keeps its doubt and its idempotency key: it is looked up (or its key
-    // answered by the CRM's stored result) before anything is created again. Only a step whose every answer was
-    // a definite error gets a fresh key, so a CRM cannot replay a stored error to it.
-    sqlx::query(
-        "UPDATE delivery
-            SET state = 'pending', resolution = 'replayed', attempts = 0, trigger = 'manual',
-                replay_generation = replay_generation + (1 - (in_doubt OR EXISTS (SELECT 1 FROM attempt a
-                    WHERE a.delivery_id = delivery.id
-                      AND (a.outcome = 'rescued' OR a.class = 'ambiguous' OR (a.http_status IS NULL AND a.reason LIKE '%no answer (%'))))),
-                in_doubt = (in_doubt OR EXISTS (SELECT 1 FROM attempt a
-                    WHERE a.delivery_id = delivery.id
-                      AND (a.outcome = 'rescued' OR a.class = 'ambiguous' OR (a.http_status IS NULL AND a.reason LIKE '%no answer (%')))),
-                pending_since = ?1, next_attempt_at = ?1,
-                fallback_of = CASE WHEN (SELECT fallback_to FROM replay_item WHERE replay_id = ?2 AND delivery_id = delivery.id)
-                                   IS NOT NULL THEN target END,
-                target = COALESCE((SELECT fallback_to FROM replay_item WHERE replay_id = ?2 AND delivery_id = delivery.id), target)
-          WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'dead' AND resolution = 'open'",
-    )
-    .bind(ms(now))
-    .bind(id)
-    .bind(&ids)
-    .execute(&mut *tx)
-    .await
-    .context("cannot send replay items back")?;
-    sqlx::query("UPDATE replay_item SET requeued_at = ? WHERE replay_id = ? AND delivery_id IN (SELECT value FROM json_each(?))")
-        .bind(ms(now))
-        .bind(id)
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await
-        .context("cannot mark replay items")?;
-    tx.commit().await.context("cannot commit replay batch")?;
+    // A step whose history has an attempt that may have reached the target without a definite answer keeps its
+    // doubt and its idempotency key: it is looked up (or its key answered by the CRM's stored result) before
+    // anything is created again. Only a step whose every answer was a definite error gets a fresh key, so a CRM
+    // cannot replay a stored error to it.
+    app.store.send_back_replay_items(id, &chosen, now).await?;
     if let Some(w) = &app.worker {
         w.wake.notify_one();
     }
@@ -357,14 +264,7 @@ async fn finish(app: &App, id: i64, auto: bool, now: DateTime<Utc>) -> anyhow::R
             String::new()
         }
     );
-    let mut tx = app.store.begin_write().await?;
-    sqlx::query("UPDATE replay SET status = 'finished', finished_at = ?, waiting_for = NULL WHERE id = ?")
-        .bind(ms(now))
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    event(&mut tx, id, now, "finished", &detail).await?;
-    tx.commit().await?;
+    app.store.finish_replay(id, &detail, now).await?;
     tracing::info!(replay_id = id, %detail, "replay finished");
     if auto {
         crate::monitor::resolve(app, "auto_replay", &format!("replay-{id}"), &detail, now).await;
@@ -385,35 +285,15 @@ async fn auto_replay(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
         if signals.get(&target).is_some_and(|s| holdback(&target, s).is_some()) {
             continue;
         }
-        let (last_ok,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(delivered_at) FROM delivery WHERE target = ? AND state = 'delivered'")
-                .bind(&target)
-                .fetch_one(app.store.read_pool())
-                .await?;
-        let Some(last_ok) = last_ok else { continue };
-        let ids: Vec<(i64,)> = sqlx::query_as(&format!(
-            "SELECT d.id FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-              WHERE d.state = 'dead' AND d.resolution = 'open' AND d.target = ?
-                AND d.dead_class IN ('permanent_config', 'transient', 'rate_limited')
-                AND d.dead_at < ? AND d.dead_at >= ? AND e.purged_at IS NULL
-                AND {} IS NULL
-                AND NOT EXISTS (SELECT 1 FROM replay_item ri JOIN replay r ON r.id = ri.replay_id
-                                 WHERE ri.delivery_id = d.id AND r.auto = 1)
-              ORDER BY d.id",
-            crate::dlq::QUEUED_IN_REPLAY
-        ))
-        .bind(&target)
-        .bind(last_ok)
-        .bind(ms(now - chrono::Duration::days(7)))
-        .fetch_all(app.store.read_pool())
-        .await?;
+        let Some(last_ok) = app.store.last_delivered_at(&target).await? else { continue };
+        let ids = app.store.auto_replay_candidates(&target, now - chrono::Duration::days(7), last_ok).await?;
         if ids.is_empty() {
             continue;
         }
-        let selection = ReplaySelection { ids: Some(ids.iter().map(|r| r.0).collect()), filter: None };
+        let selection = ReplaySelection { ids: Some(ids.clone()), filter: None };
         let reason = format!(
             "{target} is healthy again (a lead was delivered at {}): its setup and outage dead letters are replayed",
-            crate::store::from_ms(last_ok).format("%H:%M:%S UTC")
+            last_ok.format("%H:%M:%S UTC")
         );
         let receipt = match start(
             &app.store,

@@ -45,6 +45,7 @@ macro_rules! dispatch {
 }
 
 mod alerts;
+mod dead_letters;
 mod events;
 mod figures;
 mod health;
@@ -53,6 +54,7 @@ mod links;
 mod metrics;
 mod operators;
 pub mod postgres;
+mod replays;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -60,12 +62,20 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 pub use alerts::{Alert, AlertSpec, Held, Severity};
+pub use dead_letters::{
+    lead_field_path, Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix,
+    ReplaySelection, ResolveOutcome,
+};
 pub use events::{InsertOutcome, NewEvent, Via};
 pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
 pub use health::{QueueHealth, TargetHealth};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
 pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
 pub use operators::TargetPause;
+pub use replays::{
+    DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
+    ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,
+};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
