@@ -91,7 +91,8 @@ async fn kept(store: &Store) -> BTreeMap<(String, String), i64> {
     let h = store.queue_health(at(3600), &[]).await.unwrap();
     let mut out = BTreeMap::new();
     for t in &h.targets {
-        for (bucket, n) in [("waiting", t.waiting), ("pending", t.pending), ("running", t.running), ("delivered", t.delivered)]
+        for (bucket, n) in
+            [("waiting", t.waiting), ("pending", t.pending), ("running", t.running), ("delivered", t.delivered)]
         {
             if n != 0 {
                 out.insert((t.target.clone(), bucket.to_string()), n);
@@ -232,7 +233,8 @@ async fn next_step_pending_in_same_commit(store: Store) {
         if jobs.is_empty() {
             break;
         }
-        let done: Vec<Completion> = jobs.iter().map(|j| finished(j, delivered(&format!("f{}", j.event_id)), at(2))).collect();
+        let done: Vec<Completion> =
+            jobs.iter().map(|j| finished(j, delivered(&format!("f{}", j.event_id)), at(2))).collect();
         assert_eq!(store.complete(&done).await.unwrap(), jobs.len());
     }
     observer.await.unwrap();
@@ -296,7 +298,7 @@ async fn kept_counts_equal_real_counts(store: Store) {
             let mut batch = Vec::new();
             for (i, j) in jobs.iter().enumerate() {
                 let outcome = match (i + round) % 7 {
-                    0 | 1 | 2 => delivered(&format!("{target}-{}", j.id)),
+                    0..=2 => delivered(&format!("{target}-{}", j.id)),
                     3 => JobOutcome::Retry { at: at(now), counts: i % 2 == 0, in_doubt: false },
                     4 => dead(classes[i % classes.len()]),
                     5 => JobOutcome::Released { at: at(now) },
@@ -348,8 +350,10 @@ async fn crm_link_first_wins(store: Store) {
 async fn make_due_brings_jobs_forward(store: Store) {
     insert(&store, 3, "m", &["crm"]).await;
     let jobs = claim(&store, "crm", 3, at(1)).await;
-    let later: Vec<Completion> =
-        jobs.iter().map(|j| finished(j, JobOutcome::Retry { at: at(600), counts: true, in_doubt: false }, at(1))).collect();
+    let later: Vec<Completion> = jobs
+        .iter()
+        .map(|j| finished(j, JobOutcome::Retry { at: at(600), counts: true, in_doubt: false }, at(1)))
+        .collect();
     assert_eq!(store.complete(&later).await.unwrap(), 3);
     assert_eq!(store.next_due("crm").await.unwrap(), Some(at(600)));
     assert!(claim(&store, "crm", 3, at(2)).await.is_empty());

@@ -50,7 +50,10 @@ pub fn fresh_database_url_blocking() -> String {
             let mut conn = sqlx::PgConnection::connect(&admin_for_thread)
                 .await
                 .unwrap_or_else(|e| panic!("cannot connect to the test PostgreSQL at {admin_for_thread}: {e}"));
-            sqlx::query(&create).execute(&mut conn).await.unwrap_or_else(|e| panic!("cannot create {name_for_thread}: {e}"));
+            sqlx::query(&create)
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("cannot create {name_for_thread}: {e}"));
             let _ = conn.close().await;
         })
     })
