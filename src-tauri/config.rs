@@ -93,7 +93,10 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
-    /// `sqlite:///absolute/path.db` or a plain file path. Default: `leadline.db` in the platform data folder.
+    /// `sqlite:///absolute/path.db` or a plain file path (SQLite, the embedded default), or
+    /// `postgres://user:password@host:port/database` (PostgreSQL, for a team sharing one database; sqlx's URL
+    /// options apply, e.g. `?host=/run/postgresql` for a Unix socket, `?sslmode=require`). Default:
+    /// `leadline.db` in the platform data folder.
     pub url: Option<String>,
 }
 
@@ -687,6 +690,19 @@ impl Config {
 
     /// Checks everything serde cannot: references between sections, ranges, required combinations.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(url) = self.database.url.as_deref() {
+            if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                match url::Url::parse(url) {
+                    Err(e) => return Err(invalid("database.url", format!("is not a valid PostgreSQL URL: {e}"))),
+                    Ok(u) if u.path().trim_start_matches('/').is_empty() => {
+                        return Err(invalid("database.url", "names no database: postgres://user@host:port/database"))
+                    }
+                    Ok(_) => {}
+                }
+            } else if url.trim().is_empty() {
+                return Err(invalid("database.url", "is empty"));
+            }
+        }
         if self.server.max_body_bytes == 0 {
             return Err(invalid("server.max_body_bytes", "must be greater than 0"));
         }
@@ -830,7 +846,8 @@ impl Config {
         Ok(())
     }
 
-    /// The SQLite database URL, defaulting to `leadline.db` in the platform data folder.
+    /// The database URL (SQLite or PostgreSQL), defaulting to the SQLite file `leadline.db` in the platform data
+    /// folder.
     pub fn database_url(&self) -> anyhow::Result<String> {
         if let Some(url) = &self.database.url {
             return Ok(url.clone());
@@ -842,7 +859,7 @@ impl Config {
 
 impl Config {
     /// Where `leadline serve` writes its process id, for `leadline reload`: beside the SQLite database
-    /// (`leadline.db.pid`), else in the platform data folder.
+    /// (`leadline.db.pid`), else (PostgreSQL, an in-memory database) in the platform data folder.
     pub fn pid_file(&self) -> anyhow::Result<PathBuf> {
         let url = self.database_url()?;
         let file = url.strip_prefix("sqlite://").or_else(|| (!url.contains("://")).then_some(url.as_str()));
@@ -1351,6 +1368,24 @@ mod tests {
         assert_eq!(c.sources["webform"].id_field, "id");
         assert_eq!(c.targets["crm"].method(), reqwest::Method::POST);
         assert_eq!(c.targets["crm"].backoff.max_attempts, 12);
+    }
+
+    #[test]
+    fn database_url_may_name_postgres() {
+        let with = |url: &str| format!("[database]\nurl = \"{url}\"\n{OK}");
+        for url in [
+            "postgres://leadline:secret@db.internal:5432/leadline",
+            "postgresql://u@localhost/leads?host=/run/postgresql",
+        ] {
+            let c = parse(&with(url)).unwrap();
+            c.validate().unwrap();
+            assert_eq!(c.database_url().unwrap(), url);
+            assert!(!c.pid_file().unwrap().to_string_lossy().contains("postgres"), "no pid file named after a URL");
+        }
+        let e = parse(&with("postgres://u@localhost:5432")).map(|c| c.validate()).unwrap_err().to_string();
+        assert!(e.contains("database.url"), "{e}");
+        let e = parse(&with("postgres://u@[bad")).map(|c| c.validate()).unwrap_err().to_string();
+        assert!(e.contains("database.url"), "{e}");
     }
 
     #[test]

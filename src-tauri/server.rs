@@ -98,7 +98,7 @@ impl Server {
             })
             .await
         });
-        tracing::info!(%addr, database = %url, "leadline listening");
+        tracing::info!(%addr, database = %crate::store::postgres::redact(&url), "leadline listening");
         Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, reloader, stop_http })
     }
 

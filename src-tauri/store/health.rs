@@ -39,6 +39,13 @@ impl Store {
         dispatch!(self, queue_health(now, known_targets))
     }
 
+    /// Deliveries counted per target and bucket by reading every row: what `delivery_tally` keeps (buckets
+    /// `waiting`, `pending`, `running`, `delivered`, `dead:<class>` for open dead letters, `dead_resolved`), for
+    /// checking the kept counts against the real ones. Scans the table: not for the UI.
+    pub async fn recount_deliveries(&self) -> anyhow::Result<BTreeMap<(String, String), i64>> {
+        dispatch!(self, recount_deliveries())
+    }
+
     /// Undelivered due steps of `target` (pending or running) that became due before `due_before`: how many,
     /// and when the oldest became due. Reads the `delivery_oldest` index.
     pub async fn running_out_of_budget(
@@ -109,6 +116,21 @@ backends! {
             }
             overall.oldest_pending_age_seconds = oldest_overall.map(|o| ((ms(now) - o).max(0)) as f64 / 1000.0);
             Ok(QueueHealth { generated_at: now, overall, targets: per_target.into_values().collect() })
+        }
+
+        pub async fn recount_deliveries(db: &Db) -> anyhow::Result<BTreeMap<(String, String), i64>> {
+            let rows: Vec<(String, String, i64)> = sqlx::query_as(
+                "SELECT target, bucket, COUNT(*) FROM
+                        (SELECT target,
+                                CASE WHEN state = 'dead' AND resolution = 'open' THEN 'dead:' || dead_class
+                                     WHEN state = 'dead' THEN 'dead_resolved' ELSE state END AS bucket
+                           FROM delivery) AS d
+                  GROUP BY target, bucket",
+            )
+            .fetch_all(db.reader())
+            .await
+            .context("cannot count deliveries")?;
+            Ok(rows.into_iter().map(|(t, b, n)| ((t, b), n)).collect())
         }
 
         pub async fn running_out_of_budget(

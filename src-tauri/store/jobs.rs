@@ -161,6 +161,11 @@ impl Store {
         dispatch!(self, next_due(target))
     }
 
+    /// The outcomes of a delivery's attempts (`delivered`, `retry`, `dead`, `released`, `rescued`), oldest first.
+    pub async fn attempt_outcomes(&self, delivery_id: i64) -> anyhow::Result<Vec<String>> {
+        dispatch!(self, attempt_outcomes(delivery_id))
+    }
+
     /// A lead as a job for `target`, without claiming anything: what a dry run of that target needs. The lead is
     /// found by its external id (`source:source_ref`); its delivered steps' results are `previous`.
     pub async fn job_preview(&self, external_id: &str, target: &str) -> anyhow::Result<Option<Job>> {
@@ -221,6 +226,15 @@ backends! {
                     .await
                     .context("cannot read next due time")?;
             Ok(row.0.map(from_ms))
+        }
+
+        pub async fn attempt_outcomes(db: &Db, delivery_id: i64) -> anyhow::Result<Vec<String>> {
+            let rows: Vec<(String,)> = sqlx::query_as("SELECT outcome FROM attempt WHERE delivery_id = $1 ORDER BY id")
+                .bind(delivery_id)
+                .fetch_all(db.reader())
+                .await
+                .context("cannot read attempts")?;
+            Ok(rows.into_iter().map(|r| r.0).collect())
         }
 
         pub async fn job_preview(db: &Db, external_id: &str, target: &str) -> anyhow::Result<Option<Job>> {
@@ -504,12 +518,310 @@ backends! {
         }
     }
     postgres {
+        /// As on SQLite, in one transaction. Concurrent workers may lock the same tally rows (the triggers' counts)
+        /// in different orders and deadlock; PostgreSQL then aborts one transaction, which is retried whole (it
+        /// changed nothing).
         pub async fn write_batch(
-            _db: &Db,
-            _completions: &[Completion],
-            _claims: &[ClaimRequest],
+            db: &Db,
+            completions: &[Completion],
+            claims: &[ClaimRequest],
         ) -> anyhow::Result<(usize, Vec<Vec<Job>>)> {
-            anyhow::bail!("claims on PostgreSQL are being written")
+            let mut tries = 0;
+            loop {
+                match try_write_batch(db, completions, claims).await {
+                    Err(e) if tries < 8 && is_transient(&e) => {
+                        tries += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(5 * tries)).await;
+                    }
+                    other => return other,
+                }
+            }
+        }
+
+        /// Deadlock detected (40P01) or serialization failure (40001): the transaction was rolled back.
+        fn is_transient(e: &anyhow::Error) -> bool {
+            e.chain().filter_map(|c| c.downcast_ref::<sqlx::Error>()).any(|e| {
+                matches!(e.as_database_error().and_then(|d| d.code()).as_deref(), Some("40P01") | Some("40001"))
+            })
+        }
+
+        async fn try_write_batch(
+            db: &Db,
+            completions: &[Completion],
+            claims: &[ClaimRequest],
+        ) -> anyhow::Result<(usize, Vec<Vec<Job>>)> {
+            let mut tx = db.begin_write().await?;
+            let applied = complete_in(&mut tx, completions).await?;
+            let mut claimed = Vec::with_capacity(claims.len());
+            for request in claims {
+                claimed.push(claim_in(&mut tx, request).await?);
+            }
+            tx.commit().await.context("cannot commit completions and claims")?;
+            Ok((applied, claimed))
+        }
+
+        /// Claims due jobs inside `tx`: rows another transaction holds are skipped (`FOR UPDATE SKIP LOCKED`), so
+        /// concurrent claimers neither wait for each other nor take the same job. Then reads their leads and the
+        /// results of their earlier steps.
+        async fn claim_in(tx: &mut sqlx::PgConnection, request: &ClaimRequest) -> anyhow::Result<Vec<Job>> {
+            let rows: Vec<ClaimRow> = sqlx::query_as(
+                "UPDATE delivery
+                    SET state = 'running', lease_owner = $1, lease_until = $2, lease_token = lease_token + 1
+                  WHERE id IN (SELECT id FROM delivery
+                                WHERE state = 'pending' AND target = $3 AND next_attempt_at <= $4
+                                ORDER BY next_attempt_at LIMIT $5
+                                FOR UPDATE SKIP LOCKED)
+              RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
+                        replay_generation",
+            )
+            .bind(&request.owner)
+            .bind(ms(request.lease_until))
+            .bind(&request.target)
+            .bind(ms(request.now))
+            .bind(request.limit as i64)
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot claim jobs")?;
+            if rows.is_empty() {
+                return Ok(Vec::new());
+            }
+            let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
+            let events: Vec<(i64, String, String, i64, String)> = sqlx::query_as(
+                "SELECT id, source, source_ref, received_at, payload FROM inbound_event WHERE id = ANY($1)",
+            )
+            .bind(&event_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot read claimed events")?;
+            // The results of their delivered steps by target (a result that is not JSON reads as null, as on SQLite).
+            let earlier: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+                "SELECT event_id, target, result FROM delivery WHERE event_id = ANY($1) AND state = 'delivered'",
+            )
+            .bind(&event_ids)
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot read earlier steps")?;
+            let mut previous: std::collections::HashMap<i64, serde_json::Map<String, serde_json::Value>> =
+                std::collections::HashMap::new();
+            for (event_id, target, result) in earlier {
+                let value = result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
+                previous.entry(event_id).or_default().insert(target, value);
+            }
+            let events: std::collections::HashMap<i64, (String, String, i64, String)> =
+                events.into_iter().map(|(id, s, r, at, p)| (id, (s, r, at, p))).collect();
+            let mut jobs = Vec::with_capacity(rows.len());
+            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in rows
+            {
+                let (source, source_ref, received_at, payload) =
+                    events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
+                jobs.push(Job {
+                    id,
+                    event_id,
+                    step_index,
+                    target,
+                    attempts: attempts as u32,
+                    pending_since: from_ms(pending_since),
+                    lease_token,
+                    in_doubt: in_doubt != 0,
+                    trigger,
+                    replay_generation: generation,
+                    source: source.clone(),
+                    source_ref: source_ref.clone(),
+                    received_at: from_ms(*received_at),
+                    payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
+                    previous: previous.remove(&event_id).unwrap_or_default(),
+                });
+            }
+            Ok(jobs)
+        }
+
+        /// Applies finished jobs inside `tx`, as SQLite's `complete_in`: deliveries, the steps they make due and
+        /// all attempts with one statement each for the whole batch (arrays bound as parameters and `unnest`ed),
+        /// the rarer outcomes one statement per job.
+        async fn complete_in(tx: &mut sqlx::PgConnection, batch: &[Completion]) -> anyhow::Result<usize> {
+            let mut applied = 0;
+            let (mut d_id, mut d_token, mut d_result, mut d_at) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for c in batch {
+                let now = ms(c.now);
+                let result = match &c.outcome {
+                    JobOutcome::Delivered { result, link, .. } => {
+                        if let Some((external_id, crm_id)) = link {
+                            sqlx::query(
+                                "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
+                                 SELECT target, $1, $2, $3 FROM delivery WHERE id = $4
+                                 ON CONFLICT (target, external_id) DO NOTHING",
+                            )
+                            .bind(external_id)
+                            .bind(crm_id)
+                            .bind(now)
+                            .bind(c.job_id)
+                            .execute(&mut *tx)
+                            .await
+                            .context("cannot record crm_link")?;
+                        }
+                        d_id.push(c.job_id);
+                        d_token.push(c.lease_token);
+                        d_result.push(result.to_string());
+                        d_at.push(now);
+                        continue;
+                    }
+                    JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
+                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, attempts = attempts + $2,
+                                lease_owner = NULL, lease_until = NULL, in_doubt = $3
+                          WHERE id = $4 AND lease_token = $5 AND state = 'running'",
+                    )
+                    .bind(ms(*at))
+                    .bind(i64::from(*counts))
+                    .bind(i64::from(*in_doubt))
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot schedule retry")?,
+                    JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
+                        "UPDATE delivery SET state = 'dead', dead_at = $1, dead_class = $2, dead_status = $3, dead_reason = $4,
+                                dead_cause = $5, dead_field = $6, resolution = 'open', attempts = attempts + $7,
+                                lease_owner = NULL, lease_until = NULL
+                          WHERE id = $8 AND lease_token = $9 AND state = 'running'",
+                    )
+                    .bind(now)
+                    .bind(class.as_str())
+                    .bind(http_status.map(i64::from))
+                    .bind(reason)
+                    .bind(crate::dlq::cause_of(reason))
+                    .bind(field)
+                    .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot dead-letter job")?,
+                    JobOutcome::Released { at } => sqlx::query(
+                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
+                          WHERE id = $2 AND lease_token = $3 AND state = 'running'",
+                    )
+                    .bind(ms(*at))
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot release job")?,
+                };
+                applied += result.rows_affected() as usize;
+            }
+
+            if !d_id.is_empty() {
+                // Only a job still running under the presented lease is delivered; the rest changed hands meanwhile.
+                let done: Vec<(i64, i64, i64)> = sqlx::query_as(
+                    "UPDATE delivery SET state = 'delivered', result = v.result, delivered_at = v.done_at,
+                            attempts = delivery.attempts + 1, lease_owner = NULL, lease_until = NULL, in_doubt = 0
+                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS v(id, token, result, done_at)
+                      WHERE delivery.id = v.id AND delivery.lease_token = v.token AND delivery.state = 'running'
+                  RETURNING delivery.id, delivery.event_id, delivery.step_index",
+                )
+                .bind(&d_id)
+                .bind(&d_token)
+                .bind(&d_result)
+                .bind(&d_at)
+                .fetch_all(&mut *tx)
+                .await
+                .context("cannot mark delivered")?;
+                applied += done.len();
+                let done_ids: std::collections::HashSet<i64> = done.iter().map(|d| d.0).collect();
+                let (mut n_event, mut n_step, mut n_at) = (Vec::new(), Vec::new(), Vec::new());
+                for c in batch {
+                    let JobOutcome::Delivered { payload, .. } = &c.outcome else { continue };
+                    if !done_ids.contains(&c.job_id) {
+                        continue;
+                    }
+                    if let Some(p) = payload {
+                        sqlx::query("UPDATE inbound_event SET payload = $1 WHERE id = $2")
+                            .bind(p.to_string())
+                            .bind(c.event_id)
+                            .execute(&mut *tx)
+                            .await
+                            .context("cannot store the fetched lead")?;
+                    }
+                    n_event.push(c.event_id);
+                    n_step.push(c.step_index + 1);
+                    n_at.push(ms(c.now));
+                }
+                // The next step of each route becomes due now that its input exists.
+                if !n_event.is_empty() {
+                    sqlx::query(
+                        "UPDATE delivery SET state = 'pending', pending_since = v.at, next_attempt_at = v.at
+                           FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS v(event_id, step_index, at)
+                          WHERE delivery.event_id = v.event_id AND delivery.step_index = v.step_index
+                            AND delivery.state = 'waiting'",
+                    )
+                    .bind(&n_event)
+                    .bind(&n_step)
+                    .bind(&n_at)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot activate next steps")?;
+                }
+            }
+
+            // Every attempt, in the batch's order.
+            let mut a = AttemptColumns::default();
+            for c in batch {
+                let Some(at) = c.attempt.as_ref() else { continue };
+                a.delivery_id.push(c.job_id);
+                a.started_at.push(ms(at.started_at));
+                a.duration_ms.push(at.duration_ms);
+                a.http_status.push(at.http_status.map(i64::from));
+                a.outcome.push(match &c.outcome {
+                    JobOutcome::Delivered { .. } => "delivered",
+                    JobOutcome::Retry { .. } => "retry",
+                    JobOutcome::Dead { .. } => "dead",
+                    JobOutcome::Released { .. } => "released",
+                });
+                a.class.push(at.class.map(|c| c.as_str()));
+                a.reason.push(at.reason.as_str());
+                a.response_excerpt.push(at.response_excerpt.as_deref());
+                a.trigger.push(c.trigger.as_str());
+            }
+            if !a.delivery_id.is_empty() {
+                sqlx::query(
+                    "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
+                                          response_excerpt, trigger)
+                     SELECT delivery_id, started_at, duration_ms, http_status, outcome, class, reason, response_excerpt,
+                            trigger
+                       FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[],
+                                   $7::text[], $8::text[], $9::text[])
+                            WITH ORDINALITY AS v(delivery_id, started_at, duration_ms, http_status, outcome, class, reason,
+                                                 response_excerpt, trigger, n)
+                      ORDER BY n",
+                )
+                .bind(&a.delivery_id)
+                .bind(&a.started_at)
+                .bind(&a.duration_ms)
+                .bind(&a.http_status)
+                .bind(&a.outcome)
+                .bind(&a.class)
+                .bind(&a.reason)
+                .bind(&a.response_excerpt)
+                .bind(&a.trigger)
+                .execute(&mut *tx)
+                .await
+                .context("cannot record attempts")?;
+            }
+            Ok(applied)
+        }
+
+        /// The attempts of a batch as one array per column.
+        #[derive(Default)]
+        struct AttemptColumns<'a> {
+            delivery_id: Vec<i64>,
+            started_at: Vec<i64>,
+            duration_ms: Vec<i64>,
+            http_status: Vec<Option<i64>>,
+            outcome: Vec<&'static str>,
+            class: Vec<Option<&'static str>>,
+            reason: Vec<&'a str>,
+            response_excerpt: Vec<Option<&'a str>>,
+            trigger: Vec<&'a str>,
         }
     }
 }

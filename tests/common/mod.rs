@@ -1,8 +1,12 @@
 //! Shared set-up for integration tests: a mock CRM on port 0, a fresh database per test, a server on port 0.
 #![allow(dead_code)]
 
+pub mod pg;
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use leadline::config::Config;
@@ -20,9 +24,26 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
 }
 
+/// Whether the integration tests run on PostgreSQL (`LEADLINE_TEST_BACKEND=postgres`) rather than SQLite.
+pub fn on_postgres() -> bool {
+    std::env::var("LEADLINE_TEST_BACKEND").is_ok_and(|b| b.eq_ignore_ascii_case("postgres"))
+}
+
+/// The database URL a test uses for what would be the SQLite file `db`: `sqlite://{db}` by default; with
+/// `LEADLINE_TEST_BACKEND=postgres`, a fresh PostgreSQL database — the same one every time this process asks for
+/// the same path, so a test that presets a token and then starts a server on `db` finds both in one database.
+pub fn database_url(db: &Path) -> String {
+    if !on_postgres() {
+        return format!("sqlite://{}", db.display());
+    }
+    static BY_PATH: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+    let mut map = BY_PATH.lock().unwrap_or_else(|e| e.into_inner());
+    map.get_or_insert_with(HashMap::new).entry(db.to_path_buf()).or_insert_with(pg::fresh_database_url_blocking).clone()
+}
+
 /// Config text for a test: a signed `webform` source routed to `crm` then `notify`, an unsigned `plain`
 /// source, a Meta source whose leads are fetched from the mock Graph API (`meta_fetch`) before `crm`, fast
-/// retries. `{crm}` is the mock CRM's address, `{db}` the database path.
+/// retries. `{crm}` is the mock CRM's address; the database is [`database_url`] of `db`.
 pub fn config_text(crm: SocketAddr, db: &Path, crm_target: &str) -> String {
     format!(
         r#"
@@ -31,7 +52,7 @@ listen = "127.0.0.1:0"
 max_body_bytes = 4096
 
 [database]
-url = "sqlite://{db}"
+url = "{db}"
 
 [worker]
 lease_seconds = 5
@@ -69,7 +90,7 @@ strategy = "upsert"
 timeout_ms = 1000
 backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
 "#,
-        db = db.display(),
+        db = database_url(db),
     )
 }
 
@@ -188,10 +209,10 @@ pub async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() 
     }
 }
 
-/// Sets the operator token of the database at `db` (created if needed) before a `leadline serve` child starts on
+/// Sets the operator token of the database of `db` ([`database_url`]; created if needed) before a `leadline serve` child starts on
 /// it, so the test can authenticate its API calls; returns the token.
 pub async fn preset_token(db: &Path) -> String {
-    let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+    let store = leadline::store::Store::open(&database_url(db)).await.unwrap();
     let token = leadline::api::http::reset_token(&store).await.unwrap();
     store.close().await;
     token

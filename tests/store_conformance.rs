@@ -1,0 +1,426 @@
+//! The store's conformance suite: every case is written once, as a function taking a fresh [`Store`], and run
+//! against both backends — SQLite (a file in a temporary folder) and PostgreSQL (a fresh database on the test
+//! cluster, see `common/pg.rs`). PostgreSQL cases are never skipped: if no server can be started they fail
+//! saying why.
+//!
+//! Adding a case: write `async fn my_case(store: Store)` below and add its name to the `conformance!` list at
+//! the bottom.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use leadline::delivery::classify::ErrorClass;
+use leadline::store::{AttemptRecord, Completion, InsertOutcome, Job, JobOutcome, NewEvent, Store, Via};
+
+/// A fixed start time: the cases pass times explicitly, never the wall clock.
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap()
+}
+
+fn at(seconds: i64) -> DateTime<Utc> {
+    t0() + Duration::seconds(seconds)
+}
+
+fn event(source_ref: &str, route: &[&str]) -> NewEvent {
+    NewEvent {
+        source: "webform".into(),
+        source_ref: source_ref.into(),
+        payload: serde_json::json!({"id": source_ref, "email": format!("{source_ref}@example.com")}),
+        route: route.iter().map(|t| t.to_string()).collect(),
+        received_at: t0(),
+        via: Via::Webhook,
+    }
+}
+
+async fn insert(store: &Store, n: usize, prefix: &str, route: &[&str]) -> Vec<i64> {
+    let events: Vec<NewEvent> = (0..n).map(|i| event(&format!("{prefix}-{i}"), route)).collect();
+    store
+        .insert_events(&events)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| match o {
+            InsertOutcome::Inserted(id) => id,
+            InsertOutcome::Duplicate(id) => panic!("event {id} is not new"),
+        })
+        .collect()
+}
+
+async fn claim(store: &Store, target: &str, limit: u32, now: DateTime<Utc>) -> Vec<Job> {
+    store.claim(target, limit, "conformance", now, now + Duration::seconds(60)).await.unwrap()
+}
+
+/// `job` finished with `outcome` at `now`, after one attempt.
+fn finished(job: &Job, outcome: JobOutcome, now: DateTime<Utc>) -> Completion {
+    let (class, status) = match &outcome {
+        JobOutcome::Dead { class, http_status, .. } => (Some(*class), *http_status),
+        JobOutcome::Retry { .. } => (Some(ErrorClass::Transient), Some(503)),
+        _ => (None, Some(200)),
+    };
+    Completion {
+        job_id: job.id,
+        event_id: job.event_id,
+        step_index: job.step_index,
+        lease_token: job.lease_token,
+        trigger: job.trigger.clone(),
+        outcome,
+        attempt: Some(AttemptRecord {
+            started_at: now,
+            duration_ms: 12,
+            http_status: status,
+            class,
+            reason: "conformance".into(),
+            response_excerpt: None,
+        }),
+        now,
+    }
+}
+
+fn delivered(crm_id: &str) -> JobOutcome {
+    JobOutcome::Delivered { result: serde_json::json!({"crm_id": crm_id}), link: None, payload: None }
+}
+
+fn dead(class: ErrorClass) -> JobOutcome {
+    JobOutcome::Dead { class, http_status: Some(422), reason: "email 'x@y' is invalid".into(), field: None }
+}
+
+/// What queue health reports for `target` (from the kept tally), as recount buckets.
+async fn kept(store: &Store) -> BTreeMap<(String, String), i64> {
+    let h = store.queue_health(at(3600), &[]).await.unwrap();
+    let mut out = BTreeMap::new();
+    for t in &h.targets {
+        for (bucket, n) in
+            [("waiting", t.waiting), ("pending", t.pending), ("running", t.running), ("delivered", t.delivered)]
+        {
+            if n != 0 {
+                out.insert((t.target.clone(), bucket.to_string()), n);
+            }
+        }
+        for (class, n) in &t.dead_open_by_class {
+            if *n != 0 {
+                out.insert((t.target.clone(), format!("dead:{class}")), *n);
+            }
+        }
+    }
+    out
+}
+
+/// The real counts, without `dead_resolved` (queue health does not report it) and empty buckets.
+async fn real(store: &Store) -> BTreeMap<(String, String), i64> {
+    let mut r = store.recount_deliveries().await.unwrap();
+    r.retain(|(_, bucket), n| bucket != "dead_resolved" && *n != 0);
+    r
+}
+
+// ─── cases ───────────────────────────────────────────────────────────────────────────────────────────────
+
+/// Several tasks claim (and complete what they claimed, in the same transaction as their next claim) in a loop
+/// on one database: no job is claimed twice, and together they claim all.
+async fn concurrent_claimers_never_share_a_job(store: Store) {
+    const JOBS: usize = 300;
+    insert(&store, JOBS, "c", &["crm"]).await;
+    let mut tasks = Vec::new();
+    for worker in 0..4 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let now = at(1);
+            let owner = format!("worker-{worker}");
+            let request = leadline::store::ClaimRequest {
+                target: "crm".into(),
+                limit: 7,
+                owner,
+                now,
+                lease_until: now + Duration::seconds(60),
+            };
+            let mut mine = Vec::new();
+            let mut finishing: Vec<Completion> = Vec::new();
+            loop {
+                let (applied, mut claimed) =
+                    store.write_batch(&finishing, std::slice::from_ref(&request)).await.unwrap();
+                assert_eq!(applied, finishing.len(), "every completion under a live lease applies");
+                let jobs = claimed.pop().unwrap();
+                if jobs.is_empty() {
+                    break;
+                }
+                finishing = jobs.iter().map(|j| finished(j, delivered(&format!("r{}", j.id)), now)).collect();
+                mine.extend(jobs.iter().map(|j| j.id));
+                tokio::task::yield_now().await;
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let distinct: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a job was claimed twice");
+    assert_eq!(all.len(), JOBS, "together the claimers claim every job");
+    let h = store.queue_health(at(2), &[]).await.unwrap();
+    assert_eq!(h.overall.pending, 0);
+    assert_eq!(h.overall.running + h.overall.delivered, JOBS as i64);
+}
+
+/// A completion presenting an old lease token changes nothing, but its attempt is recorded.
+async fn stale_lease_token_is_ignored(store: Store) {
+    insert(&store, 1, "s", &["crm"]).await;
+    let job = claim(&store, "crm", 10, at(1)).await.pop().expect("one job");
+    let mut stale = finished(&job, delivered("stale"), at(2));
+    stale.lease_token = job.lease_token - 1;
+    assert_eq!(store.complete(&[stale]).await.unwrap(), 0, "a stale completion applies nothing");
+    let h = store.queue_health(at(2), &[]).await.unwrap();
+    assert_eq!((h.overall.running, h.overall.delivered), (1, 0), "the job is still running under its lease");
+    assert_eq!(store.attempt_outcomes(job.id).await.unwrap(), vec!["delivered"], "the attempt is recorded");
+    // Every other outcome is ignored as well.
+    for outcome in [
+        JobOutcome::Retry { at: at(5), counts: true, in_doubt: false },
+        dead(ErrorClass::PermanentData),
+        JobOutcome::Released { at: at(5) },
+    ] {
+        let mut c = finished(&job, outcome, at(3));
+        c.lease_token += 1;
+        assert_eq!(store.complete(&[c]).await.unwrap(), 0);
+    }
+    assert_eq!(store.queue_health(at(3), &[]).await.unwrap().overall.running, 1);
+    // The holder of the live lease completes it.
+    assert_eq!(store.complete(&[finished(&job, delivered("live"), at(4))]).await.unwrap(), 1);
+    assert_eq!(store.queue_health(at(4), &[]).await.unwrap().overall.delivered, 1);
+}
+
+/// A job whose lease expired comes back pending and in doubt; its old holder can no longer complete it.
+async fn rescued_job_comes_back_in_doubt(store: Store) {
+    insert(&store, 1, "r", &["crm"]).await;
+    let job = store.claim("crm", 1, "dies", at(1), at(2)).await.unwrap().pop().expect("one job");
+    assert!(!job.in_doubt);
+    assert_eq!(store.rescue_expired(at(1)).await.unwrap(), 0, "a live lease is not rescued");
+    assert_eq!(store.rescue_expired(at(3)).await.unwrap(), 1);
+    let h = store.queue_health(at(3), &[]).await.unwrap();
+    assert_eq!((h.overall.pending, h.overall.running), (1, 0));
+    let again = claim(&store, "crm", 1, at(3)).await.pop().expect("the rescued job is due");
+    assert_eq!(again.id, job.id);
+    assert!(again.in_doubt, "the CRM may have the lead: the job is in doubt");
+    assert!(again.lease_token > job.lease_token);
+    assert_eq!(store.attempt_outcomes(job.id).await.unwrap(), vec!["rescued"]);
+    assert_eq!(store.complete(&[finished(&job, delivered("late"), at(4))]).await.unwrap(), 0);
+    assert_eq!(store.complete(&[finished(&again, delivered("ok"), at(4))]).await.unwrap(), 1);
+}
+
+/// Delivering a step makes the next step of its route pending in the same commit: an observer never sees a
+/// delivered first step whose second step is still waiting. The next step gets the earlier result.
+async fn next_step_pending_in_same_commit(store: Store) {
+    const N: usize = 60;
+    insert(&store, N, "n", &["fetch", "crm"]).await;
+    let observer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for _ in 0..400 {
+                let h = store.queue_health(at(2), &[]).await.unwrap();
+                let get = |t: &str| h.targets.iter().find(|x| x.target == t).cloned().unwrap_or_default();
+                let (fetch, crm) = (get("fetch"), get("crm"));
+                assert_eq!(fetch.delivered, crm.pending + crm.running + crm.delivered, "{fetch:?} {crm:?}");
+                assert_eq!(crm.waiting + crm.pending + crm.running + crm.delivered, N as i64);
+                if crm.pending == N as i64 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    loop {
+        let jobs = claim(&store, "fetch", 5, at(1)).await;
+        if jobs.is_empty() {
+            break;
+        }
+        let done: Vec<Completion> =
+            jobs.iter().map(|j| finished(j, delivered(&format!("f{}", j.event_id)), at(2))).collect();
+        assert_eq!(store.complete(&done).await.unwrap(), jobs.len());
+    }
+    observer.await.unwrap();
+    let h = store.queue_health(at(2), &[]).await.unwrap();
+    let crm = h.targets.iter().find(|t| t.target == "crm").unwrap();
+    assert_eq!((crm.waiting, crm.pending), (0, N as i64));
+    let jobs = claim(&store, "crm", N as u32, at(2)).await;
+    assert_eq!(jobs.len(), N);
+    for j in &jobs {
+        assert_eq!(j.step_index, 1);
+        assert_eq!(j.pending_since, at(2), "the step became due when its predecessor was delivered");
+        assert_eq!(j.previous.get("fetch"), Some(&serde_json::json!({"crm_id": format!("f{}", j.event_id)})));
+    }
+}
+
+/// A fetched lead replaces the stored payload in the delivery's commit; the next step sees it.
+async fn fetched_payload_replaces_the_lead(store: Store) {
+    insert(&store, 1, "p", &["fetch", "crm"]).await;
+    let job = claim(&store, "fetch", 1, at(1)).await.pop().unwrap();
+    let fetched = serde_json::json!({"id": "p-0", "email": "fetched@example.com", "answers": [1, 2]});
+    let outcome = JobOutcome::Delivered { result: serde_json::json!({}), link: None, payload: Some(fetched.clone()) };
+    assert_eq!(store.complete(&[finished(&job, outcome, at(2))]).await.unwrap(), 1);
+    let next = claim(&store, "crm", 1, at(2)).await.pop().unwrap();
+    assert_eq!(next.payload, fetched);
+}
+
+/// A repeated event (same source and id), in another batch or in the same one, stores nothing new.
+async fn duplicate_event_stores_nothing(store: Store) {
+    let first = store.insert_events(&[event("d-1", &["crm", "notify"])]).await.unwrap();
+    let InsertOutcome::Inserted(id) = first[0] else { panic!("first insert: {first:?}") };
+    let again = store
+        .insert_events(&[event("d-1", &["crm", "notify"]), event("d-2", &["crm"]), event("d-2", &["crm"])])
+        .await
+        .unwrap();
+    assert_eq!(again[0], InsertOutcome::Duplicate(id));
+    let InsertOutcome::Inserted(id2) = again[1] else { panic!("{again:?}") };
+    assert_eq!(again[2], InsertOutcome::Duplicate(id2));
+    assert_eq!(store.count_events().await.unwrap(), 2);
+    let h = store.queue_health(at(1), &[]).await.unwrap();
+    assert_eq!((h.overall.pending, h.overall.waiting), (2, 1));
+    assert_eq!(real(&store).await, kept(&store).await);
+}
+
+/// After a mixed workload (deliveries, retries, dead letters of every class, releases, stale completions,
+/// rescues, multi-step routes), the counts kept by the triggers equal the real counts.
+async fn kept_counts_equal_real_counts(store: Store) {
+    insert(&store, 40, "a", &["crm", "notify"]).await;
+    insert(&store, 30, "b", &["notify"]).await;
+    insert(&store, 20, "c", &["fetch", "crm", "notify"]).await;
+    let classes = [
+        ErrorClass::Transient,
+        ErrorClass::RateLimited,
+        ErrorClass::PermanentData,
+        ErrorClass::PermanentConfig,
+        ErrorClass::Ambiguous,
+    ];
+    let mut now = 1;
+    for round in 0..4 {
+        for target in ["fetch", "crm", "notify"] {
+            let jobs = store.claim(target, 25, "mixed", at(now), at(now + 5)).await.unwrap();
+            let mut batch = Vec::new();
+            for (i, j) in jobs.iter().enumerate() {
+                let outcome = match (i + round) % 7 {
+                    0..=2 => delivered(&format!("{target}-{}", j.id)),
+                    3 => JobOutcome::Retry { at: at(now), counts: i % 2 == 0, in_doubt: false },
+                    4 => dead(classes[i % classes.len()]),
+                    5 => JobOutcome::Released { at: at(now) },
+                    _ => continue, // left running: rescued later
+                };
+                let mut c = finished(j, outcome, at(now));
+                if i % 11 == 10 {
+                    c.lease_token += 7; // stale: ignored
+                }
+                batch.push(c);
+            }
+            store.complete(&batch).await.unwrap();
+            assert_eq!(real(&store).await, kept(&store).await, "round {round}, target {target}");
+        }
+        now += 10;
+        assert!(store.rescue_expired(at(now)).await.unwrap() > 0 || round > 0);
+        assert_eq!(real(&store).await, kept(&store).await, "after rescue, round {round}");
+    }
+    let total: i64 = store.recount_deliveries().await.unwrap().values().sum();
+    assert_eq!(total, 40 * 2 + 30 + 20 * 3);
+}
+
+/// The first CRM record linked to an external id wins: a later link (direct or by a completion) keeps it.
+async fn crm_link_first_wins(store: Store) {
+    assert_eq!(store.crm_link("crm", "webform:x").await.unwrap(), None);
+    assert_eq!(store.link("crm", "webform:x", "111").await.unwrap(), "111");
+    assert_eq!(store.link("crm", "webform:x", "222").await.unwrap(), "111");
+    assert_eq!(store.link("other", "webform:x", "333").await.unwrap(), "333", "links are per target");
+    assert_eq!(store.crm_link("crm", "webform:x").await.unwrap().as_deref(), Some("111"));
+
+    insert(&store, 2, "l", &["crm"]).await;
+    let jobs = claim(&store, "crm", 2, at(1)).await;
+    let linked = |j: &Job, crm_id: &str| {
+        finished(
+            j,
+            JobOutcome::Delivered {
+                result: serde_json::json!({"crm_id": crm_id}),
+                link: Some(("webform:shared".into(), crm_id.into())),
+                payload: None,
+            },
+            at(2),
+        )
+    };
+    assert_eq!(store.complete(&[linked(&jobs[0], "first"), linked(&jobs[1], "second")]).await.unwrap(), 2);
+    assert_eq!(store.crm_link("crm", "webform:shared").await.unwrap().as_deref(), Some("first"));
+}
+
+/// `make_due` and `next_due`: a pending job's due time, brought forward to now.
+async fn make_due_brings_jobs_forward(store: Store) {
+    insert(&store, 3, "m", &["crm"]).await;
+    let jobs = claim(&store, "crm", 3, at(1)).await;
+    let later: Vec<Completion> = jobs
+        .iter()
+        .map(|j| finished(j, JobOutcome::Retry { at: at(600), counts: true, in_doubt: false }, at(1)))
+        .collect();
+    assert_eq!(store.complete(&later).await.unwrap(), 3);
+    assert_eq!(store.next_due("crm").await.unwrap(), Some(at(600)));
+    assert!(claim(&store, "crm", 3, at(2)).await.is_empty());
+    assert_eq!(store.make_due("crm", at(2)).await.unwrap(), 3);
+    assert_eq!(store.next_due("crm").await.unwrap(), Some(at(2)));
+    let again = claim(&store, "crm", 3, at(2)).await;
+    assert_eq!(again.len(), 3);
+    assert!(again.iter().all(|j| j.attempts == 1));
+    assert_eq!(store.next_due("crm").await.unwrap(), None);
+}
+
+// ─── both backends ───────────────────────────────────────────────────────────────────────────────────────
+
+/// A store on a fresh database of the backend, and what keeps that database alive.
+struct Fresh {
+    store: Store,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn sqlite() -> Fresh {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&format!("sqlite://{}", dir.path().join("conformance.db").display())).await.unwrap();
+    assert_eq!(store.backend_name(), "sqlite");
+    Fresh { store, _dir: Some(dir) }
+}
+
+async fn postgres() -> Fresh {
+    let url = common::pg::fresh_database_url().await;
+    let store = Store::open(&url).await.unwrap_or_else(|e| panic!("cannot open the PostgreSQL store at {url}: {e:#}"));
+    assert_eq!(store.backend_name(), "postgres");
+    Fresh { store, _dir: None }
+}
+
+/// One test per case and backend: `sqlite::case` and `postgres::case`.
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let fresh = super::sqlite().await;
+                    super::$case(fresh.store.clone()).await;
+                    fresh.store.close().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let fresh = super::postgres().await;
+                    super::$case(fresh.store.clone()).await;
+                    fresh.store.close().await;
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    concurrent_claimers_never_share_a_job,
+    stale_lease_token_is_ignored,
+    rescued_job_comes_back_in_doubt,
+    next_step_pending_in_same_commit,
+    fetched_payload_replaces_the_lead,
+    duplicate_event_stores_nothing,
+    kept_counts_equal_real_counts,
+    crm_link_first_wins,
+    make_due_brings_jobs_forward,
+}
