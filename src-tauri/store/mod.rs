@@ -45,10 +45,14 @@ macro_rules! dispatch {
 }
 
 mod events;
+mod fixtures;
 mod health;
+mod inspect;
 mod jobs;
 mod links;
 pub mod postgres;
+mod seed;
+mod sources;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -56,8 +60,15 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 pub use events::{InsertOutcome, NewEvent, Via};
+#[doc(hidden)]
+pub use fixtures::{BenchFill, LeadFixture, StepFixture, StepFixtureState};
 pub use health::{QueueHealth, TargetHealth};
+pub use inspect::{
+    AttemptEntry, BreakerTransitionRecord, CrmLinkRecord, DeliveryRecord, EventRecord, ReplayItemRecord,
+};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
+pub use seed::EventCountPoint;
+pub use sources::{ReconciliationRun, RunResult};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
