@@ -245,11 +245,7 @@ async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twi
     // Held: one probe per breaker cooldown (300 ms), not one request per lead.
     let probes = hubspot.stats().requests - refused_at;
     assert!(probes <= 5, "{probes} requests while the token was refused");
-    assert_eq!(
-        counted_attempts(&app, |d| d.state != "delivered").await,
-        0,
-        "a refused token uses no attempts"
-    );
+    assert_eq!(counted_attempts(&app, |d| d.state != "delivered").await, 0, "a refused token uses no attempts");
     let alerts = alerts_of(&app, "credentials").await;
     assert_eq!(alerts.len(), 1, "one alert for the incident: {alerts:?}");
     assert_eq!(alerts[0].key, TOKEN_ENV);
@@ -295,11 +291,7 @@ async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
     }
     assert_eq!((stats.contacts, stats.updates), (250, 0));
     assert_each_once(&hubspot, &ids);
-    assert_eq!(
-        counted_attempts(&app, |_| true).await,
-        250,
-        "rate-limited answers use no attempts"
-    );
+    assert_eq!(counted_attempts(&app, |_| true).await, 250, "rate-limited answers use no attempts");
     assert!(rate_limited_answers(&app).await.len() >= 100);
     app.server.shutdown().await.unwrap();
 }

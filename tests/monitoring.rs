@@ -349,9 +349,7 @@ async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
 
     let sum = |resolution: i64| {
         let store = app.store.clone();
-        async move {
-            store.metric_points("events", "plain", resolution).await.unwrap().iter().map(|p| p.1).sum::<f64>()
-        }
+        async move { store.metric_points("events", "plain", resolution).await.unwrap().iter().map(|p| p.1).sum::<f64>() }
     };
     // Every event is in a minute, and the minutes are rolled up into hours.
     assert!(sum(60).await >= 16.0);

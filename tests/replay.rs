@@ -9,8 +9,8 @@ use serde_json::json;
 
 use leadline::api::{self, ApiError, FixRequest, ReplayRequest, ResolveRequest};
 use leadline::config::Config;
-use leadline::demo::mock_crm::{Behaviour, MockCrm};
 use leadline::delivery::classify::ErrorClass;
+use leadline::demo::mock_crm::{Behaviour, MockCrm};
 use leadline::dlq::DeadLetterFilter;
 use leadline::replay::fix::{FieldFix, FieldOp};
 use leadline::replay::{ReplayOptions, ReplaySelection};
@@ -410,8 +410,7 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
     let now = Utc::now();
     let leads: Vec<LeadFixture> = (0..6i64)
         .map(|i| {
-            let received =
-                if i < 4 { now - chrono::Duration::hours(2) } else { now - chrono::Duration::minutes(1) };
+            let received = if i < 4 { now - chrono::Duration::hours(2) } else { now - chrono::Duration::minutes(1) };
             LeadFixture {
                 source: "form".into(),
                 source_ref: format!("f-{i}"),
