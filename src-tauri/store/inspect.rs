@@ -132,6 +132,8 @@ fn to_delivery(r: DeliveryRow) -> DeliveryRecord {
     }
 }
 
+type EventRow = (i64, String, String, i64, String, String, Option<i64>);
+
 type AttemptRow = (i64, i64, i64, i64, Option<i64>, String, Option<String>, String, String);
 
 impl Store {
@@ -240,7 +242,7 @@ backends! {
         }
 
         pub async fn stored_events(db: &Db) -> anyhow::Result<Vec<EventRecord>> {
-            let rows: Vec<(i64, String, String, i64, String, String, Option<i64>)> = sqlx::query_as(
+            let rows: Vec<EventRow> = sqlx::query_as(
                 "SELECT id, source, source_ref, received_at, via, payload, purged_at FROM inbound_event ORDER BY id",
             )
             .fetch_all(db.reader())
