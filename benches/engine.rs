@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use leadline::config::Config;
 use leadline::server::Server;
-use leadline::store::{NewEvent, Store};
+use leadline::store::{BenchFill, NewEvent, Store};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -134,26 +134,7 @@ async fn bench_delivery(jobs: usize, history: usize) -> f64 {
     {
         let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
         if history > 0 {
-            let mut tx = store.write_pool().begin().await.unwrap();
-            fill_events(&mut tx, history).await;
-            sqlx::query(
-                "INSERT INTO delivery (id, event_id, step_index, target, state, attempts, created_at, pending_since,
-                                       next_attempt_at, lease_token, result, delivered_at)
-                 SELECT id, id, 0, 'sink', 'delivered', 1, received_at, received_at, received_at, 1,
-                        '{\"status\":200}', received_at + 40 FROM inbound_event",
-            )
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-            sqlx::query(
-                "INSERT INTO attempt (delivery_id, started_at, duration_ms, http_status, outcome, reason, trigger)
-                 SELECT id, delivered_at - 20, 20, 200, 'delivered', 'delivered (HTTP 200)', 'scheduled'
-                   FROM delivery",
-            )
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-            tx.commit().await.unwrap();
+            store.bench_fill(BenchFill::DeliveredHistory, history as u64).await.unwrap();
         }
         let now = chrono::Utc::now();
         for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
@@ -198,45 +179,13 @@ async fn bench_delivery(jobs: usize, history: usize) -> f64 {
     rate
 }
 
-/// `total` events (ids 1…total) of source `bench`, written with one statement.
-async fn fill_events(tx: &mut sqlx::SqliteConnection, total: usize) {
-    sqlx::query(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-         INSERT INTO inbound_event (id, source, source_ref, received_at, payload)
-         SELECT i, 'bench', 'r-' || i, 1764460800000 + i, '{\"id\":1}' FROM n",
-    )
-    .bind(total as i64)
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-}
-
 async fn bench_health(total: usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("health.db");
     let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
     let fill = Instant::now();
-    // Fill with SQL: 1 event and 1 delivery per job; 1% pending, 0.5% dead (by class), the rest delivered.
-    {
-        let mut tx = store.write_pool().begin().await.unwrap();
-        fill_events(&mut tx, total).await;
-        sqlx::query(
-            "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at,
-                                   dead_at, dead_class, dead_reason, resolution)
-             SELECT id, 0, CASE id % 3 WHEN 0 THEN 'crm' WHEN 1 THEN 'notify' ELSE 'erp' END,
-                    CASE WHEN id % 100 = 0 THEN 'pending' WHEN id % 200 = 1 THEN 'dead' ELSE 'delivered' END,
-                    received_at, received_at, received_at,
-                    CASE WHEN id % 200 = 1 THEN received_at END,
-                    CASE WHEN id % 200 = 1 THEN CASE id % 3 WHEN 0 THEN 'transient' WHEN 1 THEN 'permanent_data' ELSE 'permanent_config' END END,
-                    CASE WHEN id % 200 = 1 THEN 'bench' END,
-                    CASE WHEN id % 200 = 1 THEN 'open' END
-               FROM inbound_event",
-        )
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-        tx.commit().await.unwrap();
-    }
+    // 1 event and 1 delivery per job; 1% pending, 0.5% dead (by class), the rest delivered.
+    store.bench_fill(BenchFill::QueueMix, total as u64).await.unwrap();
     let fill_time = fill.elapsed();
     let targets = vec!["crm".to_string(), "notify".to_string(), "erp".to_string()];
     let mut lat = Vec::new();
@@ -292,23 +241,7 @@ strategy = "idempotency_key"
     let fill = Instant::now();
     // Every job dead: three targets, three classes, ten causes; one in a hundred (id % 100 = 7) has its own
     // cause, so exactly 1% form one group.
-    {
-        let mut tx = app.store.write_pool().begin().await.unwrap();
-        fill_events(&mut tx, total).await;
-        sqlx::query(
-            "INSERT INTO delivery (event_id, step_index, target, state, created_at, dead_at, dead_class, dead_status,
-                                   dead_reason, dead_cause, resolution)
-             SELECT id, 0, CASE id % 3 WHEN 0 THEN 'crm' WHEN 1 THEN 'notify' ELSE 'erp' END, 'dead', received_at,
-                    received_at, CASE id % 3 WHEN 0 THEN 'transient' WHEN 1 THEN 'permanent_data' ELSE 'permanent_config' END,
-                    422, 'cause ' || CASE WHEN id % 100 = 7 THEN 'special' ELSE id % 10 END,
-                    'cause ' || CASE WHEN id % 100 = 7 THEN 'special' ELSE id % 10 END, 'open'
-               FROM inbound_event",
-        )
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-        tx.commit().await.unwrap();
-    }
+    app.store.bench_fill(BenchFill::DeadLetters, total as u64).await.unwrap();
     let fill_time = fill.elapsed();
     let time = |label: &str, runs: Vec<Duration>| {
         let mut runs = runs;

@@ -132,11 +132,8 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
     // Requests already on their way when the first refusal came back are answered too; after it, the hold lets
     // nothing through (the cooldown is a minute): give the worker time to (wrongly) send more.
     let attempts_now = || async {
-        let (attempts, counted): (i64, i64) =
-            sqlx::query_as("SELECT (SELECT COUNT(*) FROM attempt), (SELECT COALESCE(SUM(attempts), 0) FROM delivery)")
-                .fetch_one(a.store.read_pool())
-                .await
-                .unwrap();
+        let attempts = a.store.all_attempts().await.unwrap().len();
+        let counted: i64 = a.store.deliveries().await.unwrap().iter().map(|d| d.attempts).sum();
         (attempts, counted)
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -316,12 +313,8 @@ async fn an_open_breaker_stops_traffic_to_a_down_target_then_recovers() {
     let h = app.wait_settled(Duration::from_secs(20)).await;
     assert_eq!(h.overall.delivered, 40);
     assert_eq!(app.crm.stats().duplicated_external_ids, 0);
-    let transitions: Vec<(String,)> =
-        sqlx::query_as("SELECT to_state FROM breaker_transition WHERE target = 'crm' ORDER BY id")
-            .fetch_all(app.server.app.store.read_pool())
-            .await
-            .unwrap();
-    let states: Vec<&str> = transitions.iter().map(|t| t.0.as_str()).collect();
+    let transitions = app.server.app.store.breaker_transitions("crm").await.unwrap();
+    let states: Vec<&str> = transitions.iter().map(|t| t.to_state.as_str()).collect();
     assert_eq!(states.first(), Some(&"open"));
     assert_eq!(states.last(), Some(&"closed"), "{states:?}");
     app.server.shutdown().await.unwrap();
@@ -407,12 +400,8 @@ async fn shutdown_releases_jobs_still_in_flight_after_the_grace_period() {
 
     // Back in the queue, unleased, no attempt used: the next start sends it again (safely, with its key).
     let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
-    let (state, attempts, owner): (String, i64, Option<String>) =
-        sqlx::query_as("SELECT state, attempts, lease_owner FROM delivery WHERE id = 1")
-            .fetch_one(store.read_pool())
-            .await
-            .unwrap();
-    assert_eq!((state.as_str(), attempts, owner), ("pending", 0, None));
+    let step = store.delivery(1).await.unwrap().expect("the step");
+    assert_eq!((step.state.as_str(), step.attempts, step.lease_owner), ("pending", 0, None));
 }
 
 /// A target with a field mapping receives the CRM's record, not the envelope; a lead the mapping cannot use is
@@ -467,15 +456,12 @@ constant = "Leadline"
     );
     assert_eq!(h.overall.dead_open, 1);
     assert_eq!(app.crm.records_for("plain:m-2"), 0);
-    let (class, field, reason, attempts): (String, Option<String>, String, i64) = sqlx::query_as(
-        "SELECT d.dead_class, d.dead_field, d.dead_reason, (SELECT COUNT(*) FROM attempt a WHERE a.delivery_id = d.id)
-           FROM delivery d WHERE d.state = 'dead'",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
-    assert_eq!(class, "permanent_data");
-    assert_eq!(field.as_deref(), Some("/lead/email"));
+    let store = &app.server.app.store;
+    let dead = store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead").expect("a dead letter");
+    let attempts = store.all_attempts().await.unwrap().iter().filter(|a| a.delivery_id == dead.id).count();
+    let reason = dead.dead_reason.unwrap_or_default();
+    assert_eq!(dead.dead_class.as_deref(), Some("permanent_data"));
+    assert_eq!(dead.dead_field.as_deref(), Some("/lead/email"));
     assert!(reason.contains("missing") && reason.contains("email"), "{reason}");
     assert_eq!(attempts, 1, "the failure is recorded as an attempt without an HTTP status");
     app.server.shutdown().await.unwrap();
@@ -497,10 +483,8 @@ async fn a_retry_after_date_holds_every_lead_of_the_target_until_that_date() {
     assert_eq!(stats.rate_limited, 1, "one request found the limit; every other lead waited: {stats:?}");
     assert_eq!(app.crm.distinct_leads(), 30);
     assert_eq!(stats.duplicated_external_ids, 0);
-    let (counted,): (i64,) = sqlx::query_as("SELECT SUM(attempts) FROM delivery WHERE target = 'crm'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let counted: i64 =
+        app.server.app.store.deliveries().await.unwrap().iter().filter(|d| d.target == "crm").map(|d| d.attempts).sum();
     assert_eq!(counted, 30, "the rate-limited answer used no attempt");
     app.server.shutdown().await.unwrap();
 }
@@ -555,12 +539,10 @@ backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600
     assert_eq!(stats.rate_limited, 1, "{stats:?}");
     assert_eq!(app.crm.distinct_leads(), 10);
     assert_eq!(stats.duplicated_external_ids, 0);
-    let (counted, limited): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT SUM(attempts) FROM delivery), (SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited')",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
+    let store = &app.server.app.store;
+    let counted: i64 = store.deliveries().await.unwrap().iter().map(|d| d.attempts).sum();
+    let limited =
+        store.all_attempts().await.unwrap().iter().filter(|a| a.class.as_deref() == Some("rate_limited")).count();
     assert_eq!((counted, limited), (10, 1), "the rate-limited search used no attempt");
 
     // The search is refused (401): the credential is refused — the target is held, the lead waits, one alert;
@@ -603,10 +585,8 @@ async fn a_409_is_resolved_by_looking_the_lead_up() {
     assert_eq!(app.post_plain(&json!({"id": "c409"})).await, StatusCode::ACCEPTED);
     app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(app.crm.records_for("plain:c409"), 1);
-    let (result,): (String,) = sqlx::query_as("SELECT result FROM delivery WHERE state = 'delivered'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let delivered = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "delivered");
+    let result = delivered.and_then(|d| d.result).expect("a delivered step with its result");
     assert!(result.contains("409") && result.contains("crm-1"), "{result}");
     app.server.shutdown().await.unwrap();
 }
@@ -686,8 +666,7 @@ async fn the_oldest_waiting_age_counts_from_reception_through_retries_and_replay
     let yes = std::sync::Arc::new(leadline::api::ScriptedConfirm::always(true));
     leadline::api::replay_confirmed(a, &selection, "retry it", &Default::default(), "test", yes).await.unwrap();
     wait_for("the replayed lead to be retried", Duration::from_secs(10), || async {
-        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attempt").fetch_one(a.store.read_pool()).await.unwrap();
-        n >= 3
+        a.store.all_attempts().await.unwrap().len() >= 3
     })
     .await;
     let h = app.health().await.overall;

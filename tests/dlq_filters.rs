@@ -9,8 +9,10 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use common::*;
 use leadline::api;
+use leadline::delivery::classify::ErrorClass;
 use leadline::dlq::{self, DeadLetterFilter};
 use leadline::replay::ReplaySelection;
+use leadline::store::{LeadFixture, StepFixture, StepFixtureState};
 use serde_json::{json, Value};
 
 /// One dead letter as written to the database. Ids follow the order of [`rows`], from 1.
@@ -111,39 +113,32 @@ fn rows() -> Vec<Row> {
 }
 
 async fn seed(app: &TestApp) {
-    let mut tx = app.server.app.store.begin_write().await.unwrap();
-    for r in rows() {
-        let dead_at = (t0() + Duration::hours(r.dead_hours)).timestamp_millis();
-        let (event_id,): (i64,) = sqlx::query_as(
-            "INSERT INTO inbound_event (source, source_ref, received_at, payload) VALUES (?, ?, ?, ?) RETURNING id",
-        )
-        .bind(r.source)
-        .bind(r.source_ref)
-        .bind(dead_at - 60_000)
-        .bind(r.payload.to_string())
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO delivery (event_id, step_index, target, state, attempts, created_at, dead_at, dead_class,
-                                   dead_status, dead_reason, dead_cause, dead_field, resolution)
-             VALUES (?, 0, ?, 'dead', 1, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(event_id)
-        .bind(r.target)
-        .bind(dead_at - 60_000)
-        .bind(dead_at)
-        .bind(r.class)
-        .bind(r.status)
-        .bind(r.reason)
-        .bind(dlq::cause_of(r.reason))
-        .bind(r.field)
-        .bind(r.resolution)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    }
-    tx.commit().await.unwrap();
+    let leads: Vec<LeadFixture> = rows()
+        .into_iter()
+        .map(|r| {
+            let dead_at = t0() + Duration::hours(r.dead_hours);
+            LeadFixture {
+                source: r.source.into(),
+                source_ref: r.source_ref.into(),
+                received_at: dead_at - Duration::minutes(1),
+                payload: r.payload,
+                purged: false,
+                steps: vec![StepFixture {
+                    target: r.target.into(),
+                    attempts: 1,
+                    state: StepFixtureState::Dead {
+                        at: dead_at,
+                        class: ErrorClass::parse(r.class).expect("a class"),
+                        http_status: r.status.map(|s| u16::try_from(s).expect("an HTTP status")),
+                        reason: r.reason.into(),
+                        field: r.field.map(String::from),
+                        resolution: r.resolution.into(),
+                    },
+                }],
+            }
+        })
+        .collect();
+    app.server.app.store.insert_lead_fixtures(&leads).await.unwrap();
 }
 
 /// A filter, the dead letters it must keep, and whether the replay preview and the grouping honour it (paging

@@ -13,6 +13,7 @@ use leadline::delivery::worker::HoldReason;
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_hubspot::{HubspotBehaviour, MockHubspot, Secondly};
 use leadline::server::Server;
+use leadline::store::{AttemptEntry, DeliveryRecord};
 use serde_json::json;
 
 const TOKEN_ENV: &str = "TEST_HUBSPOT_TOKEN";
@@ -86,9 +87,16 @@ async fn post_leads(app: &TestApp, prefix: &str, n: usize) -> Vec<String> {
     ids
 }
 
-async fn scalar(app: &TestApp, sql: &str) -> i64 {
-    let (n,): (i64,) = sqlx::query_as(sql).fetch_one(app.server.app.store.read_pool()).await.unwrap();
-    n
+/// Counted attempts of the steps to `crm` that `which` keeps.
+async fn counted_attempts(app: &TestApp, which: impl Fn(&DeliveryRecord) -> bool) -> i64 {
+    let steps = app.server.app.store.deliveries().await.unwrap();
+    steps.iter().filter(|d| d.target == "crm" && which(d)).map(|d| d.attempts).sum()
+}
+
+/// Answers recorded as rate-limited.
+async fn rate_limited_answers(app: &TestApp) -> Vec<AttemptEntry> {
+    let attempts = app.server.app.store.all_attempts().await.unwrap();
+    attempts.into_iter().filter(|a| a.class.as_deref() == Some("rate_limited")).collect()
 }
 
 async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
@@ -131,17 +139,12 @@ async fn two_hundred_fifty_due_leads_go_out_in_three_requests_each_exactly_once(
     assert_eq!(stats.largest_batch, 100);
     assert_each_once(&hubspot, &ids);
     // The step's result holds HubSpot's record id.
-    let (result,): (String,) = sqlx::query_as(
-        "SELECT d.result FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-         WHERE e.source_ref = 'A-007' AND d.target = 'crm'",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
+    let step = app.server.app.store.delivery_of("plain", "A-007", "crm").await.unwrap().expect("the step");
+    let result = step.result.expect("its result");
     let result: serde_json::Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result["crm_id"], hubspot.contact("leadline_id", "plain:A-007").unwrap().id);
     assert_eq!(result["note"], "created in HubSpot");
-    assert_eq!(scalar(&app, "SELECT SUM(attempts) FROM delivery WHERE target = 'crm'").await, 250);
+    assert_eq!(counted_attempts(&app, |_| true).await, 250);
 
     // Leads that trickle in one by one go out as they come (no waiting to fill a batch).
     let before = hubspot.stats().upsert_requests;
@@ -175,13 +178,14 @@ async fn an_invalid_lead_in_a_batch_fails_alone_and_names_the_field() {
     assert_eq!(stats.largest_batch, 21);
     assert_eq!(stats.contacts, 20);
     assert_each_once(&hubspot, &good);
-    let dead: Vec<DeadRow> = sqlx::query_as(
-        "SELECT e.source_ref, d.dead_class, d.dead_reason, d.dead_field, d.dead_status FROM delivery d
-         JOIN inbound_event e ON e.id = d.event_id WHERE d.state = 'dead' ORDER BY e.source_ref",
-    )
-    .fetch_all(app.server.app.store.read_pool())
-    .await
-    .unwrap();
+    let mut dead: Vec<DeadRow> = (app.server.app.store.deliveries().await.unwrap().into_iter())
+        .filter(|d| d.state == "dead")
+        .map(|d| {
+            let (class, reason) = (d.dead_class.unwrap_or_default(), d.dead_reason.unwrap_or_default());
+            (d.source_ref, class, reason, d.dead_field, d.dead_status)
+        })
+        .collect();
+    dead.sort();
     let (ref_, class, reason, field, status) = &dead[0];
     assert_eq!((ref_.as_str(), class.as_str(), field.as_deref()), ("B-bad", "permanent_data", Some("email")));
     assert_eq!(*status, Some(207));
@@ -212,11 +216,8 @@ async fn a_batch_refused_whole_for_one_lead_delivers_the_others_next() {
     // The refused batch, then the others (retried with jitter, so possibly in several requests) without it.
     let requests = hubspot.stats().upsert_requests;
     assert!((2..=11).contains(&requests), "{requests}");
-    let (field, status): (Option<String>, Option<i64>) =
-        sqlx::query_as("SELECT dead_field, dead_status FROM delivery WHERE state = 'dead'")
-            .fetch_one(app.server.app.store.read_pool())
-            .await
-            .unwrap();
+    let dead = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead");
+    let (field, status) = dead.map(|d| (d.dead_field, d.dead_status)).expect("a dead letter");
     assert_eq!((field.as_deref(), status), (Some("email"), Some(400)));
     app.server.shutdown().await.unwrap();
 }
@@ -244,11 +245,7 @@ async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twi
     // Held: one probe per breaker cooldown (300 ms), not one request per lead.
     let probes = hubspot.stats().requests - refused_at;
     assert!(probes <= 5, "{probes} requests while the token was refused");
-    assert_eq!(
-        scalar(&app, "SELECT SUM(attempts) FROM delivery WHERE target = 'crm' AND state != 'delivered'").await,
-        0,
-        "a refused token uses no attempts"
-    );
+    assert_eq!(counted_attempts(&app, |d| d.state != "delivered").await, 0, "a refused token uses no attempts");
     let alerts = alerts_of(&app, "credentials").await;
     assert_eq!(alerts.len(), 1, "one alert for the incident: {alerts:?}");
     assert_eq!(alerts[0].key, TOKEN_ENV);
@@ -294,12 +291,8 @@ async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
     }
     assert_eq!((stats.contacts, stats.updates), (250, 0));
     assert_each_once(&hubspot, &ids);
-    assert_eq!(
-        scalar(&app, "SELECT SUM(attempts) FROM delivery WHERE target = 'crm'").await,
-        250,
-        "rate-limited answers use no attempts"
-    );
-    assert!(scalar(&app, "SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited'").await >= 100);
+    assert_eq!(counted_attempts(&app, |_| true).await, 250, "rate-limited answers use no attempts");
+    assert!(rate_limited_answers(&app).await.len() >= 100);
     app.server.shutdown().await.unwrap();
 }
 
@@ -318,11 +311,8 @@ async fn the_daily_limit_holds_the_target_until_the_reset_without_using_attempts
     let h = app.health().await;
     assert_eq!(h.overall.dead_open, 0, "not dead-lettered, though the wait exceeds the 10 min time budget");
     assert_eq!(h.overall.pending + h.overall.running, 20);
-    assert_eq!(scalar(&app, "SELECT COALESCE(SUM(attempts), 0) FROM delivery WHERE target = 'crm'").await, 0);
-    let (reason,): (String,) = sqlx::query_as("SELECT reason FROM attempt WHERE class = 'rate_limited' LIMIT 1")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    assert_eq!(counted_attempts(&app, |_| true).await, 0);
+    let reason = rate_limited_answers(&app).await.first().expect("a rate-limited answer").reason.clone();
     assert!(reason.contains("daily API limit"), "{reason}");
     app.server.shutdown().await.unwrap();
 }

@@ -233,11 +233,7 @@ async fn a_replay_of_a_step_in_doubt_keeps_its_key() {
     assert_eq!(outcome(&app, &mut events, "crm").await, Some(ErrorClass::Transient));
     // Only the doubt remains to say that the attempt may have reached the CRM: its answer becomes a definite 500.
     let store = &app.server.app.store;
-    sqlx::query("UPDATE delivery SET in_doubt = 1 WHERE id = 1").execute(store.write_pool()).await.unwrap();
-    sqlx::query("UPDATE attempt SET http_status = 500, reason = 'HTTP 500', class = 'transient' WHERE delivery_id = 1")
-        .execute(store.write_pool())
-        .await
-        .unwrap();
+    store.rewrite_as_in_doubt(1, 500, ErrorClass::Transient, "HTTP 500").await.unwrap();
     // The mock CRM's own processing time, not Leadline's work: until then it would answer the key with 409.
     tokio::time::sleep_until(posted + hang + Duration::from_millis(100)).await;
     app.crm.set_behaviour(Behaviour::default());

@@ -85,12 +85,9 @@ async fn a_webhook_lead_reaches_the_crm_with_its_answers() {
     assert_eq!(lead["created_time"], created.format("%Y-%m-%dT%H:%M:%SZ").to_string());
     assert_eq!(lead["field_data"].as_array().map(Vec::len), Some(4), "the raw answer is kept");
     // The stored lead is the fetched one: the dead-letter and lead views show its fields.
-    let (payload,): (String,) =
-        sqlx::query_as("SELECT payload FROM inbound_event WHERE source = 'meta' AND source_ref = '700000000000000001'")
-            .fetch_one(app.server.app.store.read_pool())
-            .await
-            .unwrap();
-    assert_eq!(serde_json::from_str::<Value>(&payload).unwrap(), lead);
+    let events = app.server.app.store.stored_events().await.unwrap();
+    let stored = events.iter().find(|e| e.source == "meta" && e.source_ref == "700000000000000001").expect("stored");
+    assert_eq!(stored.payload, lead);
     // Exactly one Graph request for it: a checkpointed step is never fetched twice.
     let fetches = app.crm.graph_requests().iter().filter(|(_, p)| p.ends_with("/700000000000000001")).count();
     assert_eq!(fetches, 1);
@@ -104,12 +101,9 @@ async fn a_lead_that_meta_no_longer_has_is_a_data_dead_letter_not_sent_on_withou
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open, 1);
     assert_eq!(app.crm.records_for("meta:700000000000000009"), 0, "never sent on without its answers");
-    let (class, reason): (String, String) =
-        sqlx::query_as("SELECT dead_class, dead_reason FROM delivery WHERE state = 'dead'")
-            .fetch_one(app.server.app.store.read_pool())
-            .await
-            .unwrap();
-    assert_eq!(class, "permanent_data");
+    let dead = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead").unwrap();
+    let reason = dead.dead_reason.unwrap_or_default();
+    assert_eq!(dead.dead_class.as_deref(), Some("permanent_data"));
     assert!(reason.contains("does not exist") && reason.contains("90 days"), "{reason}");
     app.server.shutdown().await.unwrap();
 }
@@ -144,10 +138,7 @@ async fn an_expired_page_token_holds_the_leads_with_one_alert_and_they_go_on_aft
     // While held, only one probe per cooldown (300 ms) reaches Graph, not one request per lead.
     let during = app.crm.graph_requests().len();
     assert!(during < 20, "{during} Graph requests while the token was refused");
-    let (counted,): (i64,) = sqlx::query_as("SELECT COALESCE(SUM(attempts), 0) FROM delivery")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let counted: i64 = app.server.app.store.deliveries().await.unwrap().iter().map(|d| d.attempts).sum();
     assert_eq!(counted, 0, "a refused credential uses no attempts");
 
     // The token is renewed: the leads go on by themselves, each exactly once, and the alert resolves.
@@ -188,13 +179,11 @@ async fn throttled_fetches_wait_without_using_attempts_and_nothing_is_lost() {
     for id in &ids {
         assert_eq!(app.crm.records_for(&format!("meta:{id}")), 1, "{id}");
     }
-    let (counted, limited): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT SUM(attempts) FROM delivery WHERE target = 'meta_fetch'),
-                (SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited')",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
+    let store = &app.server.app.store;
+    let steps = store.deliveries().await.unwrap();
+    let counted: i64 = steps.iter().filter(|d| d.target == "meta_fetch").map(|d| d.attempts).sum();
+    let limited =
+        store.all_attempts().await.unwrap().iter().filter(|a| a.class.as_deref() == Some("rate_limited")).count();
     assert_eq!(counted, 10, "only the successful fetches count as attempts");
     assert!(limited >= 10, "every lead was answered 'throttled' at least once ({limited})");
     app.server.shutdown().await.unwrap();
@@ -292,13 +281,9 @@ async fn a_failing_reconciliation_alerts_by_the_rules_and_honours_graphs_backoff
     run(61).await.unwrap();
     assert!(alerts_of(&app, "credentials").await.iter().all(|a| a.resolved_at.is_some()));
     // Nothing lost: the listed lead was stored, once, with its answers.
-    let (n, payload): (i64, String) = sqlx::query_as(
-        "SELECT COUNT(*), MAX(payload) FROM inbound_event WHERE source = 'meta' AND source_ref = '740000000000000001'",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
-    assert_eq!(n, 1);
-    assert_eq!(serde_json::from_str::<Value>(&payload).unwrap()["fields"]["full_name"], "Ada Lovelace");
+    let events = app.server.app.store.stored_events().await.unwrap();
+    let stored: Vec<_> = events.iter().filter(|e| e.source == "meta" && e.source_ref == "740000000000000001").collect();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].payload["fields"]["full_name"], "Ada Lovelace");
     app.server.shutdown().await.unwrap();
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use leadline::api;
 use leadline::monitor::{self, alerts, sources, Notifier};
 use leadline::server::{Server, StartOptions};
-use leadline::store::NewEvent;
+use leadline::store::{EventCountPoint, NewEvent};
 
 /// Keeps every notification, so a test can count them.
 #[derive(Default)]
@@ -70,15 +70,15 @@ renotify_minutes = 30
 async fn seed_history(setup: &Setup, source: &str, per_hour: f64) {
     let hour = 3_600_000i64;
     let current = setup.server.app.started_at.timestamp_millis() / hour * hour;
-    for h in 1..=28 * 24 {
-        sqlx::query("INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, 3600, ?, ?)")
-            .bind(source)
-            .bind(current - h * hour)
-            .bind(per_hour)
-            .execute(setup.server.app.store.write_pool())
-            .await
-            .unwrap();
-    }
+    let points: Vec<EventCountPoint> = (1..=28 * 24)
+        .map(|h| EventCountPoint {
+            source: source.to_string(),
+            resolution_seconds: 3600,
+            at: DateTime::from_timestamp_millis(current - h * hour).unwrap(),
+            events: per_hour,
+        })
+        .collect();
+    setup.server.app.store.seed_event_history(&points).await.unwrap();
 }
 
 async fn insert_plain(setup: &Setup, refs: impl Iterator<Item = String>, at: DateTime<Utc>) {
@@ -247,10 +247,7 @@ async fn reconciliation_recovers_dropped_webhooks_without_duplicating_the_ones_t
     for i in 0..30u64 {
         assert_eq!(setup.crm.records_for(&format!("meta:{}", 555_000 + i)), 1);
     }
-    let (recovered,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM inbound_event WHERE via = 'reconciliation'")
-        .fetch_one(app.store.read_pool())
-        .await
-        .unwrap();
+    let recovered = app.store.stored_events().await.unwrap().iter().filter(|e| e.via == "reconciliation").count();
     assert_eq!(recovered, 15);
 
     // Missing leads mean webhooks are being lost: an alert per source, announced in the digest (its policy).
@@ -352,16 +349,7 @@ async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
 
     let sum = |resolution: i64| {
         let store = app.store.clone();
-        async move {
-            let (n,): (f64,) = sqlx::query_as(
-                "SELECT COALESCE(SUM(value), 0) FROM metric_point WHERE metric = 'events' AND key = 'plain' AND resolution = ?",
-            )
-            .bind(resolution)
-            .fetch_one(store.read_pool())
-            .await
-            .unwrap();
-            n
-        }
+        async move { store.metric_points("events", "plain", resolution).await.unwrap().iter().map(|p| p.1).sum::<f64>() }
     };
     // Every event is in a minute, and the minutes are rolled up into hours.
     assert!(sum(60).await >= 16.0);
@@ -376,13 +364,8 @@ async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
     // Two days later, the retention pass drops the minutes older than 48 h but keeps their hours.
     let later = now + chrono::Duration::hours(20);
     metrics::record(&app.store, &mut recorder, &health, &app.config.monitor.metrics, later).await.unwrap();
-    let (old_minutes,): (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM metric_point WHERE metric = 'events' AND key = 'plain' AND resolution = 60 AND at < ?",
-    )
-    .bind((later - chrono::Duration::hours(48)).timestamp_millis())
-    .fetch_one(app.store.read_pool())
-    .await
-    .unwrap();
+    let minutes = app.store.metric_points("events", "plain", 60).await.unwrap();
+    let old_minutes = minutes.iter().filter(|p| p.0 < later - chrono::Duration::hours(48)).count();
     assert_eq!(old_minutes, 0);
     assert!(sum(3600).await >= 16.0, "hourly roll-ups are kept");
     setup.server.shutdown().await.unwrap();

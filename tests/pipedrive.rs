@@ -115,12 +115,8 @@ async fn a_hundred_leads_make_a_hundred_persons_and_leads_each_once() {
     assert_eq!(lead.body["title"], "Web form lead");
     assert_eq!(lead.origin_id.as_deref(), Some(ext("P-7").as_str()));
     // The step's crm_id is the lead's id; the link table holds the person's.
-    let (result,): (String,) = sqlx::query_as(
-        "SELECT d.result FROM delivery d JOIN inbound_event e ON e.id = d.event_id WHERE e.source_ref = 'P-7'",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
+    let steps = app.server.app.store.deliveries().await.unwrap();
+    let result = steps.into_iter().find(|d| d.source_ref == "P-7").and_then(|d| d.result).expect("the step's result");
     assert_eq!(serde_json::from_str::<serde_json::Value>(&result).unwrap()["crm_id"], lead.id.as_str());
     assert_eq!(
         app.server.app.store.crm_link("crm", &ext("P-7")).await.unwrap().as_deref(),
@@ -193,9 +189,8 @@ async fn a_crash_between_the_person_and_the_lead_makes_no_second_person() {
     // The persons were linked durably before their leads were asked for.
     {
         let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
-        let (links,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM crm_link").fetch_one(store.read_pool()).await.unwrap();
-        assert_eq!(links, i64::from(concurrency));
+        let links = store.crm_links().await.unwrap().len();
+        assert_eq!(links, concurrency as usize);
         store.close().await;
     }
     // The held requests are refused (nothing written) once released; the dead process never sees it.
@@ -239,10 +234,8 @@ async fn a_timeout_after_the_lead_was_written_is_looked_up_not_created_twice() {
     let c = pd.counts();
     assert_eq!(c.lead_creates, 6, "never created again: {c:?}");
     assert_eq!(c.lead_lookups, 6, "each timeout was resolved by a look-up: {c:?}");
-    let (notes,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attempt WHERE reason LIKE '%look-up found it%'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let attempts = app.server.app.store.all_attempts().await.unwrap();
+    let notes = attempts.iter().filter(|a| a.reason.to_lowercase().contains("look-up found it")).count();
     assert_eq!(notes, 6);
     app.server.shutdown().await.unwrap();
 }
@@ -267,15 +260,11 @@ async fn a_rate_limited_search_holds_the_target_until_the_reset_and_uses_no_atte
         })
         .collect();
     assert!(early.is_empty(), "requests inside the announced reset: {early:?}");
-    let (max_attempts,): (i64,) = sqlx::query_as("SELECT MAX(attempts) FROM delivery WHERE target = 'crm'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let steps = app.server.app.store.deliveries().await.unwrap();
+    let max_attempts = steps.iter().filter(|d| d.target == "crm").map(|d| d.attempts).max().expect("steps to crm");
     assert_eq!(max_attempts, 1, "a rate-limited answer uses no attempt");
-    let (limited,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let attempts = app.server.app.store.all_attempts().await.unwrap();
+    let limited = attempts.iter().filter(|a| a.class.as_deref() == Some("rate_limited")).count();
     assert!(limited >= 1);
     app.server.shutdown().await.unwrap();
 }
@@ -301,10 +290,7 @@ async fn a_refused_token_on_the_search_holds_the_target_with_one_alert_and_loses
     let c = pd.counts();
     assert_eq!(c.person_creates + c.lead_creates, 0, "nothing but searches: {c:?}");
     assert!(c.unauthorized < 5 + 5, "probed, not hammered: {c:?}");
-    let (counted,): (i64,) = sqlx::query_as("SELECT COALESCE(SUM(attempts), 0) FROM delivery")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let counted: i64 = app.server.app.store.deliveries().await.unwrap().iter().map(|d| d.attempts).sum();
     assert_eq!(counted, 0, "a refused token uses no attempts");
 
     pd.set_faults(Faults::default());

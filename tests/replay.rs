@@ -9,11 +9,13 @@ use serde_json::json;
 
 use leadline::api::{self, ApiError, FixRequest, ReplayRequest, ResolveRequest};
 use leadline::config::Config;
+use leadline::delivery::classify::ErrorClass;
 use leadline::demo::mock_crm::{Behaviour, MockCrm};
 use leadline::dlq::DeadLetterFilter;
 use leadline::replay::fix::{FieldFix, FieldOp};
 use leadline::replay::{ReplayOptions, ReplaySelection};
 use leadline::server::Server;
+use leadline::store::{LeadFixture, StepFixture, StepFixtureState};
 
 struct Setup {
     server: Server,
@@ -73,33 +75,37 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600
 }
 
 /// `n` open dead letters of `plain` → `crm`, written straight to the database as a long outage would leave them:
-/// class permanent_config, the CRM's 401.
+/// class permanent_config, the CRM's 401. Lead `i` (from 0) has event and delivery id `i + 1`.
 async fn seed_dead_letters(setup: &Setup, n: i64, received_minutes_ago: i64) {
-    let now = Utc::now().timestamp_millis();
-    let received = now - received_minutes_ago * 60_000;
-    let mut tx = setup.server.app.store.begin_write().await.unwrap();
-    sqlx::query(
-        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?)
-         INSERT INTO inbound_event (source, source_ref, received_at, payload)
-         SELECT 'plain', 'dl-' || i, ?, json_object('id', 'dl-' || i, 'email', 'lead' || i || '@example.com') FROM k",
-    )
-    .bind(n)
-    .bind(received)
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    sqlx::query(
-        "INSERT INTO delivery (event_id, step_index, target, state, attempts, created_at, dead_at, dead_class, dead_status,
-                               dead_reason, dead_cause, resolution)
-         SELECT id, 0, 'crm', 'dead', 1, received_at, ?, 'permanent_config', 401, 'HTTP 401: token expired',
-                'HTTP 401: token expired', 'open'
-           FROM inbound_event WHERE source = 'plain' AND source_ref LIKE 'dl-%'",
-    )
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    seed_dead_letters_purging(setup, n, received_minutes_ago, |_| false).await
+}
+
+/// As [`seed_dead_letters`]; the leads whose event id `purged` picks lost their data to retention.
+async fn seed_dead_letters_purging(setup: &Setup, n: i64, received_minutes_ago: i64, purged: impl Fn(i64) -> bool) {
+    let now = Utc::now();
+    let received = now - chrono::Duration::minutes(received_minutes_ago);
+    let leads: Vec<LeadFixture> = (0..n)
+        .map(|i| LeadFixture {
+            source: "plain".into(),
+            source_ref: format!("dl-{i}"),
+            received_at: received,
+            payload: json!({"id": format!("dl-{i}"), "email": format!("lead{i}@example.com")}),
+            purged: purged(i + 1),
+            steps: vec![StepFixture {
+                target: "crm".into(),
+                attempts: 1,
+                state: StepFixtureState::Dead {
+                    at: now,
+                    class: ErrorClass::PermanentConfig,
+                    http_status: Some(401),
+                    reason: "HTTP 401: token expired".into(),
+                    field: None,
+                    resolution: "open".into(),
+                },
+            }],
+        })
+        .collect();
+    setup.server.app.store.insert_lead_fixtures(&leads).await.unwrap();
 }
 
 fn class(c: &str) -> ReplaySelection {
@@ -230,13 +236,9 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
     assert_eq!(p.actor, "desktop user `ops`");
     assert_eq!(p.reason, "HubSpot token renewed");
     assert_eq!(p.selection["filter"]["class"], "permanent_config");
-    let (items, prior): (i64, i64) = sqlx::query_as(
-        "SELECT COUNT(*), COALESCE(SUM(prior_class = 'permanent_config'), 0) FROM replay_item WHERE replay_id = ?",
-    )
-    .bind(receipt.replay_id)
-    .fetch_one(app.store.read_pool())
-    .await
-    .unwrap();
+    let items = app.store.replay_items(receipt.replay_id).await.unwrap();
+    let prior = items.iter().filter(|i| i.prior_class.as_deref() == Some("permanent_config")).count() as i64;
+    let items = items.len() as i64;
     assert_eq!((items, prior), (N, N));
     let view = api::dead_letter(app, delivered[0].delivery_id).await.unwrap();
     assert_eq!(view.replays[0].actor, "desktop user `ops`");
@@ -249,8 +251,8 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
 async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_the_rest_untouched() {
     let setup = start("").await;
     let app = &setup.server.app;
-    seed_dead_letters(&setup, 300, 10).await;
     // 100 were discarded before, 20 lost their data to retention.
+    seed_dead_letters_purging(&setup, 300, 10, |event| (101..=120).contains(&event)).await;
     let discard = ReplaySelection { ids: Some((1..=100).collect()), filter: None };
     let r = ResolveRequest {
         selection: discard,
@@ -259,10 +261,6 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
         expected: Some(100),
     };
     assert_eq!(api::resolve_dead_letters(app, &r, "ops").await.unwrap(), 100);
-    sqlx::query("UPDATE inbound_event SET purged_at = 1 WHERE id BETWEEN 101 AND 120")
-        .execute(app.store.write_pool())
-        .await
-        .unwrap();
 
     let selection = ReplaySelection {
         ids: None,
@@ -409,40 +407,39 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
     let setup = start("").await;
     let app = &setup.server.app;
     // 6 leads of `form`: delivered to the CRM, their SMS step dead; 4 arrived 2 hours ago, 2 just now.
-    let now = Utc::now().timestamp_millis();
-    for i in 0..6i64 {
-        let received = if i < 4 { now - 2 * 3_600_000 } else { now - 60_000 };
-        let (event,): (i64,) = sqlx::query_as(
-            "INSERT INTO inbound_event (source, source_ref, received_at, payload) VALUES ('form', ?, ?, ?) RETURNING id",
-        )
-        .bind(format!("f-{i}"))
-        .bind(received)
-        .bind(json!({"id": format!("f-{i}")}).to_string())
-        .fetch_one(app.store.write_pool())
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO delivery (event_id, step_index, target, state, created_at, delivered_at, result)
-             VALUES (?, 0, 'crm', 'delivered', ?, ?, '{\"crm_id\": \"c-1\"}')",
-        )
-        .bind(event)
-        .bind(received)
-        .bind(received)
-        .execute(app.store.write_pool())
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO delivery (event_id, step_index, target, state, created_at, dead_at, dead_class, dead_status,
-                                   dead_reason, dead_cause, resolution)
-             VALUES (?, 1, 'sms', 'dead', ?, ?, 'transient', 503, 'HTTP 503: down', 'HTTP 503: down', 'open')",
-        )
-        .bind(event)
-        .bind(received)
-        .bind(received)
-        .execute(app.store.write_pool())
-        .await
-        .unwrap();
-    }
+    let now = Utc::now();
+    let leads: Vec<LeadFixture> = (0..6i64)
+        .map(|i| {
+            let received = if i < 4 { now - chrono::Duration::hours(2) } else { now - chrono::Duration::minutes(1) };
+            LeadFixture {
+                source: "form".into(),
+                source_ref: format!("f-{i}"),
+                received_at: received,
+                payload: json!({"id": format!("f-{i}")}),
+                purged: false,
+                steps: vec![
+                    StepFixture {
+                        target: "crm".into(),
+                        attempts: 0,
+                        state: StepFixtureState::Delivered { at: received, result: json!({"crm_id": "c-1"}) },
+                    },
+                    StepFixture {
+                        target: "sms".into(),
+                        attempts: 0,
+                        state: StepFixtureState::Dead {
+                            at: received,
+                            class: ErrorClass::Transient,
+                            http_status: Some(503),
+                            reason: "HTTP 503: down".into(),
+                            field: None,
+                            resolution: "open".into(),
+                        },
+                    },
+                ],
+            }
+        })
+        .collect();
+    app.store.insert_lead_fixtures(&leads).await.unwrap();
     let selection = class("transient");
     let preview = api::replay_preview(app, &selection).await.unwrap();
     assert_eq!(preview.eligible, 6);
@@ -465,12 +462,11 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
     assert_eq!((p.delivered, p.fallbacks), (6, 4));
     let stats = setup.crm.stats();
     assert_eq!((stats.tasks, stats.notifications), (4, 2), "old leads got a call task, new ones their SMS");
-    let (moved,): (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM delivery WHERE target = 'call_task' AND fallback_of = 'sms' AND state = 'delivered'",
-    )
-    .fetch_one(app.store.read_pool())
-    .await
-    .unwrap();
+    let steps = app.store.deliveries().await.unwrap();
+    let moved = steps
+        .iter()
+        .filter(|d| d.target == "call_task" && d.fallback_of.as_deref() == Some("sms") && d.state == "delivered")
+        .count();
     assert_eq!(moved, 4);
     // The tallies followed the move.
     let health = api::health(app).await.unwrap().queue;

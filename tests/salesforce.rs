@@ -87,11 +87,8 @@ async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> b
 }
 
 async fn attempts_counted(app: &TestApp) -> i64 {
-    let (n,): (i64,) = sqlx::query_as("SELECT COALESCE(SUM(attempts), 0) FROM delivery WHERE target = 'crm'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
-    n
+    let steps = app.server.app.store.deliveries().await.unwrap();
+    steps.iter().filter(|d| d.target == "crm").map(|d| d.attempts).sum()
 }
 
 /// Every id in `ids` is one record in the org, written once.
@@ -124,10 +121,8 @@ async fn a_hundred_leads_become_a_hundred_records_each_once() {
     assert!(!r.fields.contains_key("Leadline_Id__c"), "the external id is in the URL, not the body");
     assert_eq!(sf.token_requests(), 1, "one session for all of them");
     // The CRM id is the step's result.
-    let (result,): (String,) = sqlx::query_as("SELECT result FROM delivery WHERE target = 'crm' LIMIT 1")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let steps = app.server.app.store.deliveries().await.unwrap();
+    let result = steps.into_iter().find(|d| d.target == "crm").and_then(|d| d.result).unwrap_or_default();
     assert!(result.contains("00QMOCK"), "{result}");
     assert_eq!(as_sf(&connector(&app)).api_usage(), Some(sf.api_usage()));
     app.server.shutdown().await.unwrap();
@@ -214,12 +209,9 @@ async fn several_matching_records_and_a_missing_required_field_are_data_dead_let
     post(&app, ["dup".to_string()]).await;
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open, 1);
-    let (class, reason): (String, String) =
-        sqlx::query_as("SELECT dead_class, dead_reason FROM delivery WHERE state = 'dead'")
-            .fetch_one(app.server.app.store.read_pool())
-            .await
-            .unwrap();
-    assert_eq!(class, "permanent_data");
+    let dead = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead").unwrap();
+    let reason = dead.dead_reason.unwrap_or_default();
+    assert_eq!(dead.dead_class.as_deref(), Some("permanent_data"));
     assert!(reason.contains("a person must merge them"), "{reason}");
     assert_eq!(sf.records(), 0, "nothing written");
 
@@ -228,14 +220,10 @@ async fn several_matching_records_and_a_missing_required_field_are_data_dead_let
     assert_eq!(app.post_plain(&serde_json::json!({"id": "nameless", "email": "x@example.com"})).await, 202);
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open, 2);
-    let (class, reason, field): (String, String, Option<String>) = sqlx::query_as(
-        "SELECT d.dead_class, d.dead_reason, d.dead_field FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-         WHERE e.source_ref = 'nameless'",
-    )
-    .fetch_one(app.server.app.store.read_pool())
-    .await
-    .unwrap();
-    assert_eq!(class, "permanent_data");
+    let steps = app.server.app.store.deliveries().await.unwrap();
+    let nameless = steps.into_iter().find(|d| d.source_ref == "nameless").expect("the nameless lead's step");
+    let (reason, field) = (nameless.dead_reason.unwrap_or_default(), nameless.dead_field);
+    assert_eq!(nameless.dead_class.as_deref(), Some("permanent_data"));
     assert!(reason.contains("REQUIRED_FIELD_MISSING"), "{reason}");
     assert_eq!(field.as_deref(), Some("LastName"));
     app.server.shutdown().await.unwrap();
@@ -270,11 +258,9 @@ async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
     assert_eq!(h.overall.dead_open, 0);
     each_once(&sf, &ids);
     assert_eq!(attempts_counted(&app).await, 10, "only the deliveries counted");
-    let (limited,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM attempt WHERE class = 'rate_limited'")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
-    assert_eq!(limited as usize, sent);
+    let attempts = app.server.app.store.all_attempts().await.unwrap();
+    let limited = attempts.iter().filter(|a| a.class.as_deref() == Some("rate_limited")).count();
+    assert_eq!(limited, sent);
     app.server.shutdown().await.unwrap();
 }
 

@@ -249,19 +249,16 @@ async fn a_lead_whose_request_cannot_be_built_is_a_data_error_and_never_trips_th
     let h = app.wait_settled(std::time::Duration::from_secs(20)).await;
     assert_eq!(h.overall.delivered, 5);
     assert_eq!(h.overall.dead_open, 5);
-    let dead: Vec<(String, String)> =
-        sqlx::query_as("SELECT dead_class, dead_reason FROM delivery WHERE state = 'dead'")
-            .fetch_all(app.server.app.store.read_pool())
-            .await
-            .unwrap();
+    let dead: Vec<(String, String)> = (app.server.app.store.deliveries().await.unwrap().into_iter())
+        .filter(|d| d.state == "dead")
+        .map(|d| (d.dead_class.unwrap_or_default(), d.dead_reason.unwrap_or_default()))
+        .collect();
+    assert_eq!(dead.len(), 5);
     for (class, reason) in &dead {
         assert_eq!(class, "permanent_data", "{reason}");
         assert!(reason.contains("cannot be built"), "{reason}");
     }
-    let (transitions,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM breaker_transition")
-        .fetch_one(app.server.app.store.read_pool())
-        .await
-        .unwrap();
+    let transitions = app.server.app.store.all_breaker_transitions().await.unwrap().len();
     assert_eq!(transitions, 0, "the breaker never opened");
     assert_eq!(app.crm.stats().records, 5);
     app.server.shutdown().await.unwrap();

@@ -23,6 +23,7 @@ use crate::config::{
     TargetConfig, TargetKind,
 };
 use crate::ingest::signature;
+use crate::store::EventCountPoint;
 use mock_crm::{Behaviour, MockCrm};
 use mock_hubspot::{HubspotBehaviour, Secondly};
 
@@ -292,11 +293,17 @@ pub async fn seed_history(
         hourly_rate(source, t.hour(), per_minute) * weekly
     };
     let mut rng = rand::rng();
-    let mut points: Vec<(&str, i64, i64, f64)> = Vec::new();
+    let mut points: Vec<EventCountPoint> = Vec::new();
+    let point = |source: &str, resolution_seconds: i64, at: i64, events: f64| EventCountPoint {
+        source: source.to_string(),
+        resolution_seconds,
+        at: chrono::DateTime::from_timestamp_millis(at).unwrap_or_default(),
+        events,
+    };
     for h in 1..=28 * 24 {
         let at = current - h * hour_ms;
         for source in SOURCES {
-            points.push((source, 3600, at, (expected(source, at) * rng.random_range(0.9..1.1)).round()));
+            points.push(point(source, 3600, at, (expected(source, at) * rng.random_range(0.9..1.1)).round()));
         }
     }
     // Minutes: the last day, and this hour up to the start.
@@ -304,24 +311,10 @@ pub async fn seed_history(
     for at in (first_minute..now.timestamp_millis() / 60_000 * 60_000).step_by(60_000) {
         let hour = at / hour_ms * hour_ms;
         for source in SOURCES {
-            points.push((source, 60, at, (expected(source, hour) / 60.0 * rng.random_range(0.7..1.3)).round()));
+            points.push(point(source, 60, at, (expected(source, hour) / 60.0 * rng.random_range(0.7..1.3)).round()));
         }
     }
-    let mut tx = store.begin_write().await?;
-    for (source, resolution, at, value) in points {
-        sqlx::query(
-            "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', ?, ?, ?, ?)
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(source)
-        .bind(resolution)
-        .bind(at)
-        .bind(value)
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(())
+    store.seed_event_history(&points).await
 }
 
 /// Posts synthetic leads to the ingest server at `ingest` (about `per_minute` at the daily peak) forever.

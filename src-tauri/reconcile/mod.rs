@@ -30,9 +30,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::api::{App, LiveEvent};
@@ -41,28 +39,12 @@ use crate::ingest::IngestState;
 use crate::monitor::alerts::{AlertSpec, Severity};
 use crate::monitor::{self, Notifier};
 use crate::pipeline;
-use crate::store::{from_ms, ms, InsertOutcome, NewEvent, Store, Via};
+use crate::store::{InsertOutcome, NewEvent, RunResult, Store, Via};
 
 /// Most pages read in one run (a safety net against a list endpoint that never ends).
 const MAX_PAGES: usize = 200;
 
-#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
-pub struct ReconciliationRun {
-    pub id: i64,
-    pub source: String,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    /// Leads created after this were listed.
-    pub since: DateTime<Utc>,
-    pub listed: i64,
-    /// Listed by the source, never received as a webhook.
-    pub missing: i64,
-    /// Of those, stored now (the rest arrived in the meantime).
-    pub ingested: i64,
-    /// The source's ids of the recovered leads (the first 100).
-    pub missing_refs: Vec<String>,
-    pub error: Option<String>,
-}
+pub use crate::store::ReconciliationRun;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -160,33 +142,20 @@ pub async fn reconcile(
     let sc = app.config.sources.get(source).ok_or_else(|| ReconcileError::NotConfigured(source.into()))?;
     let rc = sc.reconcile.as_ref().ok_or_else(|| ReconcileError::NotConfigured(source.into()))?;
     let since = watermark(&app.store, source, rc, now).await?;
-    let (run_id,): (i64,) =
-        sqlx::query_as("INSERT INTO reconciliation_run (source, started_at, since) VALUES (?, ?, ?) RETURNING id")
-            .bind(source)
-            .bind(ms(now))
-            .bind(ms(since))
-            .fetch_one(app.store.write_pool())
-            .await
-            .context("cannot record reconciliation run")?;
+    let run_id = app.store.start_reconciliation_run(source, now, since).await?;
     let outcome = compare(app, ingest, client, source, sc, rc, since, now).await;
-    let (listed, missing, ingested, refs, error) = match &outcome {
-        Ok((listed, missing, ingested, refs)) => (*listed, *missing, *ingested, refs.clone(), None),
-        Err(e) => (0, 0, 0, vec![], Some(e.to_string())),
+    let result = match &outcome {
+        Ok((listed, missing, ingested, refs)) => RunResult {
+            listed: *listed,
+            missing: *missing,
+            ingested: *ingested,
+            missing_refs: refs.clone(),
+            error: None,
+        },
+        Err(e) => RunResult { error: Some(e.to_string()), ..Default::default() },
     };
-    sqlx::query(
-        "UPDATE reconciliation_run SET finished_at = ?, listed = ?, missing = ?, ingested = ?, missing_refs = ?,
-                error = ? WHERE id = ?",
-    )
-    .bind(ms(Utc::now()))
-    .bind(listed)
-    .bind(missing)
-    .bind(ingested)
-    .bind(serde_json::to_string(&refs.iter().take(100).collect::<Vec<_>>()).unwrap_or_default())
-    .bind(&error)
-    .bind(run_id)
-    .execute(app.store.write_pool())
-    .await
-    .context("cannot finish reconciliation run")?;
+    let (missing, ingested) = (result.missing, result.ingested);
+    app.store.finish_reconciliation_run(run_id, Utc::now(), &result).await?;
     if let Err(e) = &outcome {
         failure_alert(app, notifier, source, sc, e, now).await;
     } else {
@@ -294,18 +263,7 @@ async fn failure_alert(
 
 /// The start of the first failed run after the last good one, if the latest run failed.
 async fn failing_since(store: &Store, source: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
-    let (first,): (Option<i64>,) = sqlx::query_as(
-        "SELECT MIN(started_at) FROM reconciliation_run
-          WHERE source = ? AND error IS NOT NULL
-            AND started_at > COALESCE((SELECT MAX(started_at) FROM reconciliation_run
-                                        WHERE source = ? AND error IS NULL AND finished_at IS NOT NULL), 0)",
-    )
-    .bind(source)
-    .bind(source)
-    .fetch_one(store.read_pool())
-    .await
-    .context("cannot read failed reconciliation runs")?;
-    Ok(first.map(from_ms))
+    store.reconciliation_failing_since(source).await
 }
 
 async fn watermark(
@@ -314,15 +272,9 @@ async fn watermark(
     rc: &ReconcileConfig,
     now: DateTime<Utc>,
 ) -> anyhow::Result<DateTime<Utc>> {
-    let (last,): (Option<i64>,) = sqlx::query_as(
-        "SELECT MAX(started_at) FROM reconciliation_run WHERE source = ? AND error IS NULL AND finished_at IS NOT NULL",
-    )
-    .bind(source)
-    .fetch_one(store.read_pool())
-    .await
-    .context("cannot read the reconciliation watermark")?;
+    let last = store.last_good_reconciliation(source).await?;
     Ok(match last {
-        Some(t) => from_ms(t) - chrono::Duration::minutes(rc.overlap_minutes as i64),
+        Some(t) => t - chrono::Duration::minutes(rc.overlap_minutes as i64),
         None => now - chrono::Duration::minutes(rc.lookback_minutes as i64),
     })
 }
@@ -343,20 +295,9 @@ async fn compare(
         SourceKind::Meta => list_meta(app, client, sc, rc, since, now).await?,
         SourceKind::Generic => list_generic(app, client, sc, rc, since).await?,
     };
-    // Compare with what is stored, in chunks.
-    let mut known: BTreeSet<String> = BTreeSet::new();
-    for chunk in listed.chunks(500) {
-        let refs = serde_json::to_string(&chunk.iter().map(|(r, _)| r).collect::<Vec<_>>()).context("refs")?;
-        let rows: Vec<(String,)> = sqlx::query_as(
-            "SELECT source_ref FROM inbound_event WHERE source = ? AND source_ref IN (SELECT value FROM json_each(?))",
-        )
-        .bind(source)
-        .bind(refs)
-        .fetch_all(app.store.read_pool())
-        .await
-        .context("cannot compare with stored events")?;
-        known.extend(rows.into_iter().map(|r| r.0));
-    }
+    // Compare with what is stored.
+    let listed_refs: Vec<String> = listed.iter().map(|(r, _)| r.clone()).collect();
+    let known: BTreeSet<String> = app.store.stored_refs(source, &listed_refs).await?.into_iter().collect();
     let mut seen = BTreeSet::new();
     let missing: Vec<NewEvent> = listed
         .iter()
@@ -524,45 +465,12 @@ async fn list_meta(
     Ok(out)
 }
 
-type RunRow = (i64, String, i64, Option<i64>, i64, i64, i64, i64, Option<String>, Option<String>);
-const RUN_COLUMNS: &str = "id, source, started_at, finished_at, since, listed, missing, ingested, missing_refs, error";
-
-fn to_run(r: RunRow) -> ReconciliationRun {
-    ReconciliationRun {
-        id: r.0,
-        source: r.1,
-        started_at: from_ms(r.2),
-        finished_at: r.3.map(from_ms),
-        since: from_ms(r.4),
-        listed: r.5,
-        missing: r.6,
-        ingested: r.7,
-        missing_refs: r.8.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
-        error: r.9,
-    }
-}
-
 /// The latest run of `source`.
 pub async fn latest(store: &Store, source: &str) -> anyhow::Result<Option<ReconciliationRun>> {
-    let row: Option<RunRow> = sqlx::query_as(&format!(
-        "SELECT {RUN_COLUMNS} FROM reconciliation_run WHERE source = ? ORDER BY id DESC LIMIT 1"
-    ))
-    .bind(source)
-    .fetch_optional(store.read_pool())
-    .await
-    .context("cannot read reconciliation runs")?;
-    Ok(row.map(to_run))
+    store.latest_reconciliation(source).await
 }
 
 /// Leads of `source` recovered by reconciliation since `since`.
 pub async fn recovered_since(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<i64> {
-    let (n,): (i64,) = sqlx::query_as(
-        "SELECT COALESCE(SUM(ingested), 0) FROM reconciliation_run WHERE source = ? AND started_at >= ?",
-    )
-    .bind(source)
-    .bind(ms(since))
-    .fetch_one(store.read_pool())
-    .await
-    .context("cannot count recovered leads")?;
-    Ok(n)
+    store.recovered_since(source, since).await
 }

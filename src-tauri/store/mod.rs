@@ -48,13 +48,17 @@ mod alerts;
 mod dead_letters;
 mod events;
 mod figures;
+mod fixtures;
 mod health;
+mod inspect;
 mod jobs;
 mod links;
 mod metrics;
 mod operators;
 pub mod postgres;
 mod replays;
+mod seed;
+mod sources;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -68,7 +72,12 @@ pub use dead_letters::{
 };
 pub use events::{InsertOutcome, NewEvent, Via};
 pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
+#[doc(hidden)]
+pub use fixtures::{BenchFill, LeadFixture, StepFixture, StepFixtureState};
 pub use health::{QueueHealth, TargetHealth};
+pub use inspect::{
+    AttemptEntry, BreakerTransitionRecord, CrmLinkRecord, DeliveryRecord, EventRecord, ReplayItemRecord,
+};
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
 pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
 pub use operators::TargetPause;
@@ -76,6 +85,8 @@ pub use replays::{
     DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
     ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,
 };
+pub use seed::EventCountPoint;
+pub use sources::{ReconciliationRun, RunResult};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]
@@ -121,31 +132,6 @@ impl Store {
         match &*self.backend {
             Backend::Sqlite(db) => db.close().await,
             Backend::Postgres(db) => db.close().await,
-        }
-    }
-
-    /// TRANSITION ONLY (removed when every feature's SQL has moved into the store): the SQLite pools.
-    #[doc(hidden)]
-    pub fn write_pool(&self) -> &sqlx::SqlitePool {
-        match &*self.backend {
-            Backend::Sqlite(db) => db.writer(),
-            Backend::Postgres(_) => panic!("not available on PostgreSQL"),
-        }
-    }
-
-    #[doc(hidden)]
-    pub fn read_pool(&self) -> &sqlx::SqlitePool {
-        match &*self.backend {
-            Backend::Sqlite(db) => db.reader(),
-            Backend::Postgres(_) => panic!("not available on PostgreSQL"),
-        }
-    }
-
-    #[doc(hidden)]
-    pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        match &*self.backend {
-            Backend::Sqlite(db) => db.begin_write().await,
-            Backend::Postgres(_) => panic!("not available on PostgreSQL"),
         }
     }
 }

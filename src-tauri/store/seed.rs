@@ -1,0 +1,49 @@
+//! History written from outside the delivery path: event counts per source for the volume baselines and charts
+//! (the demo gives its sources weeks of past so volume-drop and silence detection work from its first minutes).
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+
+use super::{ms, Store};
+
+/// How many events a source received in one bucket of the metric history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventCountPoint {
+    pub source: String,
+    /// The bucket's length in seconds: 60 (per minute) or 3600 (per hour).
+    pub resolution_seconds: i64,
+    /// The bucket's start.
+    pub at: DateTime<Utc>,
+    pub events: f64,
+}
+
+impl Store {
+    /// Writes event counts into the metric history (`events` per source), in one transaction. A bucket that
+    /// already has a value keeps it.
+    pub async fn seed_event_history(&self, points: &[EventCountPoint]) -> anyhow::Result<()> {
+        dispatch!(self, seed_event_history(points))
+    }
+}
+
+backends! {
+    shared {
+        pub async fn seed_event_history(db: &Db, points: &[EventCountPoint]) -> anyhow::Result<()> {
+            let mut tx = db.begin_write().await?;
+            for p in points {
+                sqlx::query(
+                    "INSERT INTO metric_point (metric, key, resolution, at, value) VALUES ('events', $1, $2, $3, $4)
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&p.source)
+                .bind(p.resolution_seconds)
+                .bind(ms(p.at))
+                .bind(p.events)
+                .execute(&mut *tx)
+                .await
+                .context("cannot write event history")?;
+            }
+            tx.commit().await.context("cannot commit event history")?;
+            Ok(())
+        }
+    }
+}
