@@ -865,7 +865,13 @@ impl Config {
         let file = url.strip_prefix("sqlite://").or_else(|| (!url.contains("://")).then_some(url.as_str()));
         match file.map(|f| f.split('?').next().unwrap_or(f)).filter(|f| !f.is_empty() && *f != ":memory:") {
             Some(f) => Ok(PathBuf::from(format!("{f}.pid"))),
-            None => Ok(default_data_dir()?.join("leadline.pid")),
+            // A server database (PostgreSQL) has no file to sit beside: the pid file goes to the data folder,
+            // named for the database URL, so servers of different databases on one machine do not share one.
+            None => {
+                use sha2::Digest;
+                let digest = hex::encode(sha2::Sha256::digest(url.as_bytes()));
+                Ok(default_data_dir()?.join(format!("leadline-{}.pid", &digest[..12])))
+            }
         }
     }
 }

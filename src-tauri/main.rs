@@ -152,6 +152,9 @@ async fn serve(
     let pid_file = config.pid_file()?;
     let server = Server::start_with(config, StartOptions { demo: demo_running, ..Default::default() }).await?;
     // `leadline reload` finds this process here.
+    if let Some(dir) = pid_file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::create_dir_all(dir);
+    }
     if let Err(e) = std::fs::write(&pid_file, format!("{}\n", std::process::id())) {
         tracing::warn!(file = %pid_file.display(), error = %e, "cannot write the pid file: `leadline reload` will not find this process");
     }

@@ -101,8 +101,7 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
     child.kill().unwrap();
     child.wait().unwrap();
     // The jobs in flight at the kill were rescued after their lease expired and checked before any resend.
-    let store =
-        leadline::store::Store::open(&format!("sqlite://{}", dir.path().join("leadline.db").display())).await.unwrap();
+    let store = leadline::store::Store::open(&database_url(&dir.path().join("leadline.db"))).await.unwrap();
     let rescued = store.all_attempts().await.unwrap().iter().filter(|a| a.outcome == "rescued").count();
     assert!(rescued > 0, "no job was in flight at the kill: the test proved nothing");
     let stats = crm.stats();

@@ -399,7 +399,7 @@ async fn shutdown_releases_jobs_still_in_flight_after_the_grace_period() {
     assert!(started.elapsed() < Duration::from_millis(2_500), "shutdown waited {:?}", started.elapsed());
 
     // Back in the queue, unleased, no attempt used: the next start sends it again (safely, with its key).
-    let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+    let store = leadline::store::Store::open(&database_url(&db)).await.unwrap();
     let step = store.delivery(1).await.unwrap().expect("the step");
     assert_eq!((step.state.as_str(), step.attempts, step.lease_owner), ("pending", 0, None));
 }

@@ -188,7 +188,7 @@ async fn a_crash_between_the_person_and_the_lead_makes_no_second_person() {
     assert!(pd.leads().is_empty());
     // The persons were linked durably before their leads were asked for.
     {
-        let store = leadline::store::Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+        let store = leadline::store::Store::open(&database_url(&db)).await.unwrap();
         let links = store.crm_links().await.unwrap().len();
         assert_eq!(links, concurrency as usize);
         store.close().await;

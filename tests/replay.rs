@@ -2,9 +2,12 @@
 //! through rate limits and an outage, preview = replay, cancelling, fixing data before a replay, time-sensitive
 //! fallbacks, resolving by hand with retention, and auto-replay after a target recovers.
 
+mod common;
+
 use std::time::Duration;
 
 use chrono::Utc;
+use common::database_url;
 use serde_json::json;
 
 use leadline::api::{self, ApiError, FixRequest, ReplayRequest, ResolveRequest};
@@ -33,7 +36,7 @@ async fn start(extra_crm: &str) -> Setup {
 [server]
 listen = "127.0.0.1:0"
 [database]
-url = "sqlite://{db}"
+url = "{db}"
 [worker]
 lease_seconds = 5
 poll_interval_ms = 20
@@ -67,7 +70,7 @@ url = "http://{addr}/tasks/{{external_id}}"
 strategy = "upsert"
 backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600 }}
 "#,
-        db = dir.path().join("leadline.db").display(),
+        db = database_url(&dir.path().join("leadline.db")),
     );
     let config = Config::parse(&text, std::path::Path::new("test.toml")).expect("valid test config");
     let server = Server::start(config).await.unwrap();
