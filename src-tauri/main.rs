@@ -37,7 +37,7 @@ enum Command {
         /// Override `server.listen`.
         #[arg(long)]
         listen: Option<SocketAddr>,
-        /// Override `database.url` (an SQLite file path or `sqlite://` URL).
+        /// Override `database.url`: an SQLite file path or `sqlite://` URL, or `postgres://user:password@host/database`.
         #[arg(long, env = "LEADLINE_DATABASE_URL")]
         database: Option<String>,
         /// Demo only: leads per minute at the daily peak.
