@@ -28,8 +28,15 @@ impl Db {
         Ok(Db { pool })
     }
 
+    /// A transaction. Its `BEGIN` runs in a task of its own, as on SQLite: a caller dropped half-way (a task
+    /// aborted at shutdown, a request whose client went away) cannot leave a connection inside a transaction the
+    /// client side does not know about.
     pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        self.pool.begin().await.context("cannot start a transaction")
+        let pool = self.pool.clone();
+        tokio::spawn(async move { pool.begin().await })
+            .await
+            .context("the task starting a transaction failed")?
+            .context("cannot start a transaction")
     }
 
     pub fn writer(&self) -> &PgPool {
