@@ -1,4 +1,4 @@
--- Leadline's delivery model for PostgreSQL (DESIGN.md, "The delivery model"). Times are Unix milliseconds (UTC).
+-- Leadline's delivery model for PostgreSQL (docs/architecture.md, "The delivery model"). Times are Unix milliseconds (UTC).
 --
 -- This file mirrors migrations/sqlite/0001…0005 one for one, as the schema stands after all five: the same
 -- tables, columns, CHECKs, unique keys and (partial) indexes, so the store's portable SQL reads and writes both
