@@ -940,7 +940,10 @@ impl MonitorConfig {
             if kind.parse::<AlertKind>().is_err() {
                 return Err(invalid(
                     format!("monitor.alerts.{kind}"),
-                    format!("is not an alert kind; the kinds are {}", AlertKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")),
+                    format!(
+                        "is not an alert kind; the kinds are {}",
+                        AlertKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
                 ));
             }
             if policy.renotify_minutes == Some(0) {

@@ -5,7 +5,6 @@
 //! which is a rate limit, not a configuration error). The body mapping wins over the status mapping because it
 //! is the more specific statement of the CRM.
 
-
 use crate::config::ClassifyConfig;
 
 pub use crate::store::ErrorClass;

@@ -21,7 +21,13 @@ pub async fn refresh(store: &Store, kind: AlertKind, key: &str, title: &str, det
 }
 
 /// Resolves the unresolved alert of (kind, key), if any. Returns whether one was resolved.
-pub async fn resolve(store: &Store, kind: AlertKind, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+pub async fn resolve(
+    store: &Store,
+    kind: AlertKind,
+    key: &str,
+    note: &str,
+    now: DateTime<Utc>,
+) -> anyhow::Result<bool> {
     store.resolve_alert(kind, key, note, now).await
 }
 

@@ -365,7 +365,8 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
                 .copied()
                 .unwrap_or(0);
             if open == 0 {
-                resolve(app, AlertKind::PermanentConfig, &key, "no configuration dead letter is open any more", now).await;
+                resolve(app, AlertKind::PermanentConfig, &key, "no configuration dead letter is open any more", now)
+                    .await;
             }
         }
     }
@@ -420,7 +421,9 @@ pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
                 };
                 raise(app, notifier, spec, now).await;
             }
-            Ok(_) => resolve(app, AlertKind::RetryBudget, target, "no lead is close to its retry budget any more", now).await,
+            Ok(_) => {
+                resolve(app, AlertKind::RetryBudget, target, "no lead is close to its retry budget any more", now).await
+            }
             Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read retry budgets"),
         }
     }

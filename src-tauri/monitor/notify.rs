@@ -99,12 +99,12 @@ mod tests {
         let immediate = AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) };
         let digest = AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None };
         let none = AlertPolicy { notify: NotifyPolicy::None, renotify_minutes: None };
-        assert_eq!(on_open(&immediate, "warning", false, false), Announce::Now);
-        assert_eq!(on_open(&immediate, "warning", true, false), Announce::Hold(Held::QuietHours));
-        assert_eq!(on_open(&immediate, "critical", true, false), Announce::Now);
-        assert_eq!(on_open(&immediate, "critical", true, true), Announce::Hold(Held::QuietHours));
-        assert_eq!(on_open(&digest, "critical", false, false), Announce::Hold(Held::Digest));
-        assert_eq!(on_open(&none, "critical", false, false), Announce::Never);
+        assert_eq!(on_open(&immediate, Severity::Warning, false, false), Announce::Now);
+        assert_eq!(on_open(&immediate, Severity::Warning, true, false), Announce::Hold(Held::QuietHours));
+        assert_eq!(on_open(&immediate, Severity::Critical, true, false), Announce::Now);
+        assert_eq!(on_open(&immediate, Severity::Critical, true, true), Announce::Hold(Held::QuietHours));
+        assert_eq!(on_open(&digest, Severity::Critical, false, false), Announce::Hold(Held::Digest));
+        assert_eq!(on_open(&none, Severity::Critical, false, false), Announce::Never);
     }
 
     #[test]

@@ -183,7 +183,8 @@ pub async fn reconcile(
         };
         monitor::raise(app, notifier, spec, now).await;
     } else {
-        monitor::resolve(app, AlertKind::ReconciliationFound, source, "a later comparison found nothing missing", now).await;
+        monitor::resolve(app, AlertKind::ReconciliationFound, source, "a later comparison found nothing missing", now)
+            .await;
     }
     let _ = app.live.send(LiveEvent::SourcesChanged);
     latest(&app.store, source).await?.ok_or_else(|| ReconcileError::Storage(anyhow::anyhow!("run vanished")))

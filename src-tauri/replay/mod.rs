@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::store::{
-    FallbackRule as Rule, NewReplay, PreviewCategory, ReplayEventKind, ReplayOutcome, ReplayStatus, Resolution, ResolveOutcome, StartOutcome, StatusChange, Store,
+    FallbackRule as Rule, NewReplay, PreviewCategory, ReplayEventKind, ReplayOutcome, ReplayStatus, Resolution,
+    ResolveOutcome, StartOutcome, StatusChange, Store,
 };
 pub use crate::store::{ReplayEvent, ReplayHistoryEntry, ReplayProgress, ReplayReportItem, ReplaySelection};
 
@@ -295,12 +296,30 @@ pub async fn cancel(store: &Store, replay_id: i64, actor: &str, now: DateTime<Ut
 
 /// Pauses a running replay (nothing more is sent back until resumed).
 pub async fn pause(store: &Store, replay_id: i64, actor: &str, now: DateTime<Utc>) -> Result<(), ReplayError> {
-    set_status(store, replay_id, &[ReplayStatus::Running], ReplayStatus::Paused, ReplayEventKind::Paused, &format!("paused by {actor}"), now).await
+    set_status(
+        store,
+        replay_id,
+        &[ReplayStatus::Running],
+        ReplayStatus::Paused,
+        ReplayEventKind::Paused,
+        &format!("paused by {actor}"),
+        now,
+    )
+    .await
 }
 
 /// Resumes a paused replay — also one the canary stopped, which then goes on past the canary.
 pub async fn resume(store: &Store, replay_id: i64, actor: &str, now: DateTime<Utc>) -> Result<(), ReplayError> {
-    set_status(store, replay_id, &[ReplayStatus::Paused], ReplayStatus::Running, ReplayEventKind::Resumed, &format!("resumed by {actor}"), now).await
+    set_status(
+        store,
+        replay_id,
+        &[ReplayStatus::Paused],
+        ReplayStatus::Running,
+        ReplayEventKind::Resumed,
+        &format!("resumed by {actor}"),
+        now,
+    )
+    .await
 }
 
 async fn set_status(

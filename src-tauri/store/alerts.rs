@@ -120,7 +120,13 @@ impl Store {
     }
 
     /// Resolves the unresolved alert of (kind, key), if any. Returns whether one was resolved.
-    pub async fn resolve_alert(&self, kind: AlertKind, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+    pub async fn resolve_alert(
+        &self,
+        kind: AlertKind,
+        key: &str,
+        note: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
         dispatch!(self, resolve_alert(kind, key, note, now))
     }
 

@@ -259,7 +259,12 @@ mod tests {
     fn every_word_round_trips_and_matches_serde() {
         fn check<T>(all: &[T])
         where
-            T: Copy + std::fmt::Debug + PartialEq + Serialize + std::str::FromStr<Err = UnknownWord> + std::fmt::Display,
+            T: Copy
+                + std::fmt::Debug
+                + PartialEq
+                + Serialize
+                + std::str::FromStr<Err = UnknownWord>
+                + std::fmt::Display,
         {
             for &w in all {
                 let text = w.to_string();
