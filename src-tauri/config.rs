@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::delivery::classify::ErrorClass;
+use crate::store::AlertKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -173,22 +174,6 @@ impl Default for MonitorConfig {
     }
 }
 
-/// Every alert kind Leadline raises.
-pub const ALERT_KINDS: [&str; 12] = [
-    "volume_drop",
-    "silence",
-    "permanent_config",
-    "dead_letter_growth",
-    "oldest_pending",
-    "breaker_open",
-    "retry_budget",
-    "reconciliation_found",
-    "auto_replay",
-    "credentials",
-    "source_failing",
-    "new_cause",
-];
-
 impl MonitorConfig {
     pub fn tz(&self) -> chrono_tz::Tz {
         self.timezone.parse().unwrap_or(chrono_tz::UTC)
@@ -196,18 +181,23 @@ impl MonitorConfig {
 
     /// The policy for `kind`: the configured one, else the default (immediate; digest for the kinds that are
     /// about trends rather than a broken flow).
-    pub fn policy(&self, kind: &str) -> AlertPolicy {
-        if let Some(p) = self.alerts.get(kind) {
+    pub fn policy(&self, kind: AlertKind) -> AlertPolicy {
+        if let Some(p) = self.alerts.get(kind.as_str()) {
             return p.clone();
         }
         match kind {
-            "dead_letter_growth" | "reconciliation_found" | "auto_replay" => {
+            AlertKind::DeadLetterGrowth | AlertKind::ReconciliationFound | AlertKind::AutoReplay => {
                 AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None }
             }
-            "permanent_config" | "breaker_open" | "silence" | "volume_drop" | "credentials" | "source_failing" => {
-                AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) }
+            AlertKind::PermanentConfig
+            | AlertKind::BreakerOpen
+            | AlertKind::Silence
+            | AlertKind::VolumeDrop
+            | AlertKind::Credentials
+            | AlertKind::SourceFailing => AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) },
+            AlertKind::OldestPending | AlertKind::NewCause | AlertKind::RetryBudget => {
+                AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: None }
             }
-            _ => AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: None },
         }
     }
 }
@@ -947,10 +937,13 @@ impl MonitorConfig {
             ));
         }
         for (kind, policy) in &self.alerts {
-            if !ALERT_KINDS.contains(&kind.as_str()) {
+            if kind.parse::<AlertKind>().is_err() {
                 return Err(invalid(
                     format!("monitor.alerts.{kind}"),
-                    format!("is not an alert kind; the kinds are {}", ALERT_KINDS.join(", ")),
+                    format!(
+                        "is not an alert kind; the kinds are {}",
+                        AlertKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
                 ));
             }
             if policy.renotify_minutes == Some(0) {

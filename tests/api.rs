@@ -40,7 +40,10 @@ async fn wait_replay_done(a: &leadline::api::App, id: i64) {
 }
 
 fn class_filter(class: &str) -> ReplaySelection {
-    ReplaySelection { ids: None, filter: Some(DeadLetterFilter { class: Some(class.into()), ..Default::default() }) }
+    ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter { class: Some(class.parse().unwrap()), ..Default::default() }),
+    }
 }
 
 #[tokio::test]
@@ -83,8 +86,8 @@ async fn a_replay_confirmed_in_the_dialog_requeues_and_delivers_and_a_no_changes
     let view = api::dead_letter(a, 1).await.unwrap();
     assert_eq!(view.replays.len(), 1);
     assert_eq!(view.replays[0].reason, "scope granted");
-    assert_eq!(view.replays[0].prior_class.as_deref(), Some("permanent_config"));
-    assert_eq!(view.detail.letter.resolution, "replayed");
+    assert_eq!(view.replays[0].prior_class.map(|c| c.as_str()), Some("permanent_config"));
+    assert_eq!(view.detail.letter.resolution.as_str(), "replayed");
     assert!(view.crm_record.is_some());
     let last = view.detail.attempts_timeline.last().unwrap();
     assert_eq!((last.outcome.as_str(), last.trigger.as_str()), ("delivered", "manual"));
@@ -140,7 +143,7 @@ async fn a_configuration_error_opens_one_alert_that_can_be_acknowledged_and_reso
     let alert = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             let alerts = api::alerts(a).await.unwrap();
-            if let Some(x) = alerts.into_iter().find(|x| x.kind == "permanent_config") {
+            if let Some(x) = alerts.into_iter().find(|x| x.kind.as_str() == "permanent_config") {
                 if x.occurrences == 8 {
                     return x;
                 }
@@ -150,12 +153,12 @@ async fn a_configuration_error_opens_one_alert_that_can_be_acknowledged_and_reso
     })
     .await
     .expect("one permanent_config alert with 8 occurrences");
-    assert_eq!(api::alerts(a).await.unwrap().iter().filter(|x| x.kind == "permanent_config").count(), 1);
-    assert_eq!(alert.state, "open");
+    assert_eq!(api::alerts(a).await.unwrap().iter().filter(|x| x.kind.as_str() == "permanent_config").count(), 1);
+    assert_eq!(alert.state.as_str(), "open");
     assert_eq!(alert.key, "crm");
 
     let acked = api::acknowledge_alert(a, alert.id, "desktop user `ops`").await.unwrap();
-    assert_eq!(acked.state, "acknowledged");
+    assert_eq!(acked.state.as_str(), "acknowledged");
     assert_eq!(acked.acknowledged_by.as_deref(), Some("desktop user `ops`"));
     assert!(matches!(api::acknowledge_alert(a, 9999, "x").await, Err(ApiError::NotFound(_))));
 
@@ -168,7 +171,7 @@ async fn a_configuration_error_opens_one_alert_that_can_be_acknowledged_and_reso
     let resolved = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let x = api::alerts(a).await.unwrap().into_iter().find(|x| x.id == alert.id).unwrap();
-            if x.state == "resolved" {
+            if x.state.as_str() == "resolved" {
                 return x;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

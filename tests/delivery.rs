@@ -61,7 +61,7 @@ async fn under_faults_every_lead_is_delivered_once_or_dead_with_a_reason() {
     // The bad phones, and only they, are dead as permanent_data with the CRM's message and field.
     assert_eq!(dead_crm.len(), bad_phone, "{dead_crm:#?}");
     for d in &dead_crm {
-        assert_eq!(d.class, "permanent_data");
+        assert_eq!(d.class.as_str(), "permanent_data");
         assert_eq!(d.http_status, Some(422));
         assert!(d.reason.contains("E.164"), "{}", d.reason);
         assert_eq!(d.field.as_deref(), Some("phone"));
@@ -84,7 +84,7 @@ async fn a_missing_permission_dead_letters_at_once_with_the_crm_message() {
     assert_eq!(h.overall.dead_open_by_class.get("permanent_config"), Some(&1));
     let api = leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap();
     let d = &api.items[0];
-    assert_eq!(d.class, "permanent_config");
+    assert_eq!(d.class.as_str(), "permanent_config");
     assert_eq!(d.http_status, Some(403));
     assert_eq!(d.attempts, 1, "a permanent failure is not retried");
     assert!(d.reason.contains("hasn't been granted all required scopes"), "{}", d.reason);
@@ -126,7 +126,11 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
         assert_eq!(app.post_plain(&json!({"id": format!("X-{i}")})).await, StatusCode::ACCEPTED);
     }
     wait_for("the credentials alert", Duration::from_secs(10), || async {
-        leadline::api::alerts(a).await.unwrap().iter().any(|al| al.kind == "credentials" && al.state == "open")
+        leadline::api::alerts(a)
+            .await
+            .unwrap()
+            .iter()
+            .any(|al| al.kind.as_str() == "credentials" && al.state.as_str() == "open")
     })
     .await;
     // Requests already on their way when the first refusal came back are answered too; after it, the hold lets
@@ -145,7 +149,7 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
     assert!((1..=8).contains(&held_at), "at most the requests in flight (concurrency 8): {held_at}");
     assert_eq!(counted, 0, "a refused credential uses no attempt");
     let alerts: Vec<_> =
-        leadline::api::alerts(a).await.unwrap().into_iter().filter(|al| al.kind == "credentials").collect();
+        leadline::api::alerts(a).await.unwrap().into_iter().filter(|al| al.kind.as_str() == "credentials").collect();
     assert_eq!(alerts.len(), 1, "one alert for the incident: {alerts:?}");
     assert!(alerts[0].title.contains("TEST_CRM_TOKEN"), "{}", alerts[0].title);
     assert!(alerts[0].detail.contains("reload"), "{}", alerts[0].detail);
@@ -165,7 +169,11 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
     assert_eq!(app.crm.distinct_leads(), 20);
     assert_eq!(app.crm.stats().duplicated_external_ids, 0);
     wait_for("the alert resolves", Duration::from_secs(10), || async {
-        leadline::api::alerts(a).await.unwrap().iter().any(|al| al.kind == "credentials" && al.state == "resolved")
+        leadline::api::alerts(a)
+            .await
+            .unwrap()
+            .iter()
+            .any(|al| al.kind.as_str() == "credentials" && al.state.as_str() == "resolved")
     })
     .await;
 
@@ -196,8 +204,8 @@ async fn retry_after_is_honoured_and_a_rate_limit_is_not_a_wasted_attempt() {
     app.wait_settled(Duration::from_secs(10)).await;
     let attempts = dlq::attempts(&store, 1).await.unwrap();
     assert_eq!(attempts.len(), 2, "{attempts:#?}");
-    assert_eq!(attempts[0].class.as_deref(), Some("rate_limited"));
-    assert_eq!(attempts[1].outcome, "delivered");
+    assert_eq!(attempts[0].class.map(|c| c.as_str()), Some("rate_limited"));
+    assert_eq!(attempts[1].outcome.as_str(), "delivered");
     let gap = attempts[1].started_at - attempts[0].started_at;
     assert!(gap >= chrono::Duration::milliseconds(1000), "retried after {gap} despite Retry-After: 1");
     let d = dlq::detail(&store, 1).await.unwrap().unwrap();
@@ -271,7 +279,7 @@ breaker = {{ consecutive_failures = 100, failure_ratio = 0.0 }}
     assert_eq!(app.post_plain(&json!({"id": "X-1"})).await, StatusCode::ACCEPTED);
     app.wait_settled(Duration::from_secs(10)).await;
     let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap().items[0];
-    assert_eq!(d.class, "transient");
+    assert_eq!(d.class.as_str(), "transient");
     assert_eq!(d.attempts, 3);
     assert!(d.reason.starts_with("gave up after 3 attempts; last error: HTTP 500"), "{}", d.reason);
     app.server.shutdown().await.unwrap();
@@ -457,7 +465,8 @@ constant = "Leadline"
     assert_eq!(h.overall.dead_open, 1);
     assert_eq!(app.crm.records_for("plain:m-2"), 0);
     let store = &app.server.app.store;
-    let dead = store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead").expect("a dead letter");
+    let dead =
+        store.deliveries().await.unwrap().into_iter().find(|d| d.state.as_str() == "dead").expect("a dead letter");
     let attempts = store.all_attempts().await.unwrap().iter().filter(|a| a.delivery_id == dead.id).count();
     let reason = dead.dead_reason.unwrap_or_default();
     assert_eq!(dead.dead_class.as_deref(), Some("permanent_data"));
@@ -564,7 +573,13 @@ backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600
     assert_eq!((h.dead_open, h.pending + h.running), (0, 1), "{h:?}");
     assert_eq!(app.crm.records_for("plain:sr-refused"), 0);
     wait_for("one credentials alert", Duration::from_secs(5), || async {
-        leadline::api::alerts(&app.server.app).await.unwrap().iter().filter(|a| a.kind == "credentials").count() == 1
+        leadline::api::alerts(&app.server.app)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|a| a.kind.as_str() == "credentials")
+            .count()
+            == 1
     })
     .await;
     app.server.shutdown().await.unwrap();
@@ -585,7 +600,8 @@ async fn a_409_is_resolved_by_looking_the_lead_up() {
     assert_eq!(app.post_plain(&json!({"id": "c409"})).await, StatusCode::ACCEPTED);
     app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(app.crm.records_for("plain:c409"), 1);
-    let delivered = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "delivered");
+    let delivered =
+        app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state.as_str() == "delivered");
     let result = delivered.and_then(|d| d.result).expect("a delivered step with its result");
     assert!(result.contains("409") && result.contains("crm-1"), "{result}");
     app.server.shutdown().await.unwrap();
@@ -684,7 +700,12 @@ async fn the_first_dead_letter_of_a_new_cause_alerts_once() {
     let app = spawn().await;
     let a = &app.server.app;
     let new_cause = || async {
-        leadline::api::alerts(a).await.unwrap().into_iter().filter(|al| al.kind == "new_cause").collect::<Vec<_>>()
+        leadline::api::alerts(a)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|al| al.kind.as_str() == "new_cause")
+            .collect::<Vec<_>>()
     };
     app.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
     for i in 0..3 {
@@ -710,13 +731,13 @@ async fn the_first_dead_letter_of_a_new_cause_alerts_once() {
     // A person discards them all: the alerts resolve by themselves.
     let request = leadline::api::ResolveRequest {
         selection: leadline::replay::ReplaySelection { ids: None, filter: Some(DeadLetterFilter::default()) },
-        resolution: "discarded".into(),
+        resolution: "discarded".parse().unwrap(),
         note: "test leads".into(),
         expected: None,
     };
     assert_eq!(leadline::api::resolve_dead_letters(a, &request, "test").await.unwrap(), 4);
     wait_for("the new-cause alerts to resolve", Duration::from_secs(15), || async {
-        new_cause().await.iter().all(|al| al.state == "resolved")
+        new_cause().await.iter().all(|al| al.state.as_str() == "resolved")
     })
     .await;
     app.server.shutdown().await.unwrap();

@@ -108,7 +108,7 @@ async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> b
 }
 
 async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
-    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind == kind).collect()
+    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
 }
 
 /// Every lead is a HubSpot contact, written exactly once.

@@ -149,7 +149,7 @@ async fn retries_after_a_timeout_after_the_write_send_the_same_key_and_create_on
     assert_eq!(app.crm.records_for("plain:H-1"), 1);
     let attempts = leadline::dlq::attempts(&app.server.app.store, 1).await.unwrap();
     assert!(attempts[0].reason.contains("no answer"), "{:?}", attempts[0]);
-    assert_eq!(attempts.last().unwrap().outcome, "delivered");
+    assert_eq!(attempts.last().unwrap().outcome.as_str(), "delivered");
     app.server.shutdown().await.unwrap();
 }
 

@@ -56,7 +56,7 @@ async fn startup_reconciliation_done(app: &TestApp) {
 }
 
 async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
-    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind == kind).collect()
+    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
 }
 
 async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
@@ -101,7 +101,8 @@ async fn a_lead_that_meta_no_longer_has_is_a_data_dead_letter_not_sent_on_withou
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open, 1);
     assert_eq!(app.crm.records_for("meta:700000000000000009"), 0, "never sent on without its answers");
-    let dead = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead").unwrap();
+    let dead =
+        app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state.as_str() == "dead").unwrap();
     let reason = dead.dead_reason.unwrap_or_default();
     assert_eq!(dead.dead_class.as_deref(), Some("permanent_data"));
     assert!(reason.contains("does not exist") && reason.contains("90 days"), "{reason}");
@@ -274,7 +275,7 @@ async fn a_failing_reconciliation_alerts_by_the_rules_and_honours_graphs_backoff
     assert!(e.contains("190"), "{e}");
     let creds = alerts_of(&app, "credentials").await;
     assert_eq!(creds.len(), 1);
-    assert_eq!(creds[0].severity, "critical");
+    assert_eq!(creds[0].severity.as_str(), "critical");
     assert!(creds[0].detail.contains("TEST_GRAPH_TOKEN"), "{}", creds[0].detail);
     assert!(creds[0].notifications >= 1, "announced at once");
     app.crm.set_graph(GraphBehaviour::default());

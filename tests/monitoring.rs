@@ -96,7 +96,7 @@ async fn insert_plain(setup: &Setup, refs: impl Iterator<Item = String>, at: Dat
 }
 
 async fn alert(setup: &Setup, kind: &str, key: &str) -> Option<alerts::Alert> {
-    api::alerts(&setup.server.app).await.unwrap().into_iter().find(|a| a.kind == kind && a.key == key)
+    api::alerts(&setup.server.app).await.unwrap().into_iter().find(|a| a.kind.as_str() == kind && a.key == key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,13 +111,13 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     // 45 minutes of listening and nothing from `plain`, which sends 120 an hour: a silence.
     sources::check_sources(app, notes.as_ref(), at(45)).await;
     let silence = alert(&setup, "silence", "plain").await.expect("silence alert");
-    assert_eq!(silence.state, "open");
-    assert_eq!(silence.severity, "critical");
+    assert_eq!(silence.state.as_str(), "open");
+    assert_eq!(silence.severity.as_str(), "critical");
     assert_eq!(notes.titles().iter().filter(|t| t.starts_with("No leads from plain")).count(), 1);
 
     // A check with little listening time behind it (as right after a restart) cannot tell: the alert stays.
     sources::check_sources(app, notes.as_ref(), t0 + chrono::Duration::seconds(30)).await;
-    assert_eq!(alert(&setup, "silence", "plain").await.unwrap().state, "open", "a restart is not a lead");
+    assert_eq!(alert(&setup, "silence", "plain").await.unwrap().state.as_str(), "open", "a restart is not a lead");
 
     // The same condition a minute later: the same alert, one more occurrence, no second notification.
     sources::check_sources(app, notes.as_ref(), at(46)).await;
@@ -126,7 +126,7 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     assert_eq!(notes.titles().len(), 1);
     // One incident, one alert: the silence is not announced a second time as "fewer leads than usual".
     let drop = alert(&setup, "volume_drop", "plain").await;
-    assert!(drop.as_ref().is_none_or(|d| d.state == "resolved"), "{drop:?}");
+    assert!(drop.as_ref().is_none_or(|d| d.state.as_str() == "resolved"), "{drop:?}");
 
     // Nobody acknowledged it: 30 minutes after the notification it is announced again, once.
     let mut last_digest = t0;
@@ -143,15 +143,15 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     insert_plain(&setup, (0..12).map(|i| format!("a-{i}")), at(64)).await;
     sources::check_sources(app, notes.as_ref(), at(79)).await;
     let silence = alert(&setup, "silence", "plain").await.unwrap();
-    assert_eq!(silence.state, "resolved");
+    assert_eq!(silence.state.as_str(), "resolved");
     assert_eq!(silence.resolution_note.as_deref(), Some("leads arrive again"));
     let drop = alert(&setup, "volume_drop", "plain").await.expect("volume drop alert");
-    assert_eq!(drop.state, "open");
+    assert_eq!(drop.state.as_str(), "open");
     assert!(drop.detail.contains("12 in the last"), "{}", drop.detail);
 
     // Acknowledged: someone is on it, so no re-notification, however long it stays open.
     let acked = api::acknowledge_alert(app, drop.id, "ops@example.com").await.unwrap();
-    assert_eq!(acked.state, "acknowledged");
+    assert_eq!(acked.state.as_str(), "acknowledged");
     let before = notes.titles().len();
     monitor::announce_due(app, notes.as_ref(), at(300), &mut last_digest).await;
     assert!(notes.titles()[before..].iter().all(|t| !t.contains("Fewer leads")), "{:?}", notes.titles());
@@ -162,7 +162,7 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     }
     sources::check_sources(app, notes.as_ref(), at(140)).await;
     let drop = alert(&setup, "volume_drop", "plain").await.unwrap();
-    assert_eq!(drop.state, "resolved", "{drop:?}");
+    assert_eq!(drop.state.as_str(), "resolved", "{drop:?}");
     let history = api::alerts(app).await.unwrap();
     assert_eq!(history.iter().filter(|a| a.key == "plain").count(), 2);
     setup.server.shutdown().await.unwrap();
@@ -263,7 +263,7 @@ async fn reconciliation_recovers_dropped_webhooks_without_duplicating_the_ones_t
     // A second comparison finds nothing missing (nothing ingested twice) and resolves the alert.
     let again = api::reconcile_now(app, "plain").await.unwrap();
     assert_eq!((again.listed, again.missing), (60, 0));
-    assert_eq!(alert(&setup, "reconciliation_found", "plain").await.unwrap().state, "resolved");
+    assert_eq!(alert(&setup, "reconciliation_found", "plain").await.unwrap().state.as_str(), "resolved");
     let sources = api::sources(app).await.unwrap();
     let plain = sources.iter().find(|s| s.status.source == "plain").unwrap();
     assert_eq!(plain.recovered_7d, 10);
@@ -311,7 +311,7 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
     let budget = alert(&setup, "retry_budget", "crm").await.expect("retry budget alert");
-    assert_eq!(budget.state, "open");
+    assert_eq!(budget.state.as_str(), "open");
     assert!(budget.title.starts_with("3 leads to crm will run out of retry time"), "{}", budget.title);
     assert!(notes.titles().iter().any(|t| t.contains("will run out of retry time")));
 
@@ -329,7 +329,7 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     .await
     .expect("the retrying leads were delivered");
     monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
-    assert_eq!(alert(&setup, "retry_budget", "crm").await.unwrap().state, "resolved");
+    assert_eq!(alert(&setup, "retry_budget", "crm").await.unwrap().state.as_str(), "resolved");
     setup.server.shutdown().await.unwrap();
 }
 

@@ -276,7 +276,12 @@ async fn a_refused_token_on_the_search_holds_the_target_with_one_alert_and_loses
     let ids: Vec<String> = (0..5).map(|i| format!("U-{i}")).collect();
     post_all(&app, &ids).await;
     let alerts = async || -> Vec<leadline::monitor::alerts::Alert> {
-        leadline::api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind == "credentials").collect()
+        leadline::api::alerts(&app.server.app)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|a| a.kind.as_str() == "credentials")
+            .collect()
     };
     wait_for("the credentials alert", Duration::from_secs(10), async || !alerts().await.is_empty()).await;
     tokio::time::sleep(Duration::from_millis(800)).await;

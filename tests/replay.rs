@@ -103,7 +103,7 @@ async fn seed_dead_letters_purging(setup: &Setup, n: i64, received_minutes_ago: 
                     http_status: Some(401),
                     reason: "HTTP 401: token expired".into(),
                     field: None,
-                    resolution: "open".into(),
+                    resolution: "open".parse().unwrap(),
                 },
             }],
         })
@@ -112,7 +112,10 @@ async fn seed_dead_letters_purging(setup: &Setup, n: i64, received_minutes_ago: 
 }
 
 fn class(c: &str) -> ReplaySelection {
-    ReplaySelection { ids: None, filter: Some(DeadLetterFilter { class: Some(c.into()), ..Default::default() }) }
+    ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter { class: Some(c.parse().unwrap()), ..Default::default() }),
+    }
 }
 
 /// Waits until `check` holds for a replay's progress. The replay runner announces every step it commits (items
@@ -178,11 +181,11 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
 
     // The canary goes first; nothing else is sent until all ten are delivered.
     wait_replay(app, "the canary passes", Duration::from_secs(20), || async {
-        api::replay_progress(app, receipt.replay_id).await.unwrap().phase == "rest"
+        api::replay_progress(app, receipt.replay_id).await.unwrap().phase.as_str() == "rest"
     })
     .await;
     let after_canary = api::replay_progress(app, receipt.replay_id).await.unwrap();
-    assert!(after_canary.events.iter().any(|e| e.kind == "canary_passed"), "{:?}", after_canary.events);
+    assert!(after_canary.events.iter().any(|e| e.kind.as_str() == "canary_passed"), "{:?}", after_canary.events);
 
     // Mid-replay the CRM rate-limits for 3 s, then goes down (503) for 7 s: longer than the 5 s the runner keeps
     // holding back after the last rate-limited answer, so the replay meets the outage itself (whether the worker
@@ -217,13 +220,14 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
     let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
     assert_eq!((p.total, p.delivered, p.queued, p.in_progress), (N, N, 0, 0));
     assert_eq!((p.failed_same_reason, p.failed_new_reason, p.resolved_by_hand), (0, 0, 0));
-    assert_eq!(p.status, "finished");
+    assert_eq!(p.status.as_str(), "finished");
     let kinds: Vec<&str> = p.events.iter().map(|e| e.kind.as_str()).collect();
     println!("replay of {N} took {elapsed:?}; events: {:#?}", p.events);
     for k in ["started", "canary_sent", "canary_passed", "waiting", "continued", "finished"] {
         assert!(kinds.contains(&k), "no `{k}` event in {kinds:?}");
     }
-    let waits: Vec<&str> = p.events.iter().filter(|e| e.kind == "waiting").map(|e| e.detail.as_str()).collect();
+    let waits: Vec<&str> =
+        p.events.iter().filter(|e| e.kind.as_str() == "waiting").map(|e| e.detail.as_str()).collect();
     assert!(waits.iter().any(|d| d.contains("rate-limiting")), "{waits:?}");
     assert!(waits.iter().any(|d| d.contains("looks down")), "{waits:?}");
     assert_eq!(
@@ -259,7 +263,7 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
     let discard = ReplaySelection { ids: Some((1..=100).collect()), filter: None };
     let r = ResolveRequest {
         selection: discard,
-        resolution: "discarded".into(),
+        resolution: "discarded".parse().unwrap(),
         note: "test leads".into(),
         expected: Some(100),
     };
@@ -267,7 +271,7 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
 
     let selection = ReplaySelection {
         ids: None,
-        filter: Some(DeadLetterFilter { class: Some("permanent_config".into()), ..Default::default() }),
+        filter: Some(DeadLetterFilter { class: Some("permanent_config".parse().unwrap()), ..Default::default() }),
     };
     let preview = api::replay_preview(app, &selection).await.unwrap();
     assert_eq!(preview.eligible, 180);
@@ -289,7 +293,7 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
     })
     .await;
     let p = api::control_replay(app, receipt.replay_id, "cancel", "ops").await.unwrap();
-    assert_eq!(p.status, "cancelled");
+    assert_eq!(p.status.as_str(), "cancelled");
     wait_replay(app, "the sent ones finish", Duration::from_secs(20), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
@@ -305,7 +309,7 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
     assert_eq!(health.dead_open, p.queued + 20);
     let again = api::replay_preview(app, &selection).await.unwrap();
     assert_eq!(again.eligible, p.queued);
-    assert!(p.events.iter().any(|e| e.kind == "cancelled" && e.detail == "cancelled by ops"));
+    assert!(p.events.iter().any(|e| e.kind.as_str() == "cancelled" && e.detail == "cancelled by ops"));
     // A cancelled replay cannot be resumed.
     assert!(matches!(api::control_replay(app, receipt.replay_id, "resume", "ops").await, Err(ApiError::BadRequest(_))));
     setup.server.shutdown().await.unwrap();
@@ -435,7 +439,7 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
                             http_status: Some(503),
                             reason: "HTTP 503: down".into(),
                             field: None,
-                            resolution: "open".into(),
+                            resolution: "open".parse().unwrap(),
                         },
                     },
                 ],
@@ -468,7 +472,9 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
     let steps = app.store.deliveries().await.unwrap();
     let moved = steps
         .iter()
-        .filter(|d| d.target == "call_task" && d.fallback_of.as_deref() == Some("sms") && d.state == "delivered")
+        .filter(|d| {
+            d.target == "call_task" && d.fallback_of.as_deref() == Some("sms") && d.state.as_str() == "delivered"
+        })
         .count();
     assert_eq!(moved, 4);
     // The tallies followed the move.
@@ -484,14 +490,18 @@ async fn resolved_by_hand_dead_letters_keep_their_audit_and_lose_their_data_afte
     let app = &setup.server.app;
     seed_dead_letters(&setup, 10, 5).await;
     let pick = ReplaySelection { ids: Some(vec![1, 2, 3]), filter: None };
-    let no_note =
-        ResolveRequest { selection: pick.clone(), resolution: "discarded".into(), note: " ".into(), expected: None };
+    let no_note = ResolveRequest {
+        selection: pick.clone(),
+        resolution: "discarded".parse().unwrap(),
+        note: " ".into(),
+        expected: None,
+    };
     assert!(matches!(api::resolve_dead_letters(app, &no_note, "ops").await, Err(ApiError::BadRequest(_))));
     let discard = ResolveRequest { note: "spam from a bot".into(), ..no_note };
     assert_eq!(api::resolve_dead_letters(app, &discard, "ops").await.unwrap(), 3);
     let fixed = ResolveRequest {
         selection: ReplaySelection { ids: Some(vec![4]), filter: None },
-        resolution: "fixed_manually".into(),
+        resolution: "fixed_manually".parse().unwrap(),
         note: "entered in HubSpot by Anna".into(),
         expected: Some(1),
     };
@@ -499,7 +509,7 @@ async fn resolved_by_hand_dead_letters_keep_their_audit_and_lose_their_data_afte
     let health = api::health(app).await.unwrap().queue.overall;
     assert_eq!(health.dead_open, 6);
     let view = api::dead_letter(app, 4).await.unwrap().detail;
-    assert_eq!(view.letter.resolution, "fixed_manually");
+    assert_eq!(view.letter.resolution.as_str(), "fixed_manually");
     assert_eq!(view.letter.resolved_by.as_deref(), Some("anna"));
     assert_eq!(view.letter.resolution_note.as_deref(), Some("entered in HubSpot by Anna"));
 
@@ -513,7 +523,7 @@ async fn resolved_by_hand_dead_letters_keep_their_audit_and_lose_their_data_afte
     assert_eq!(view.letter.reason, "HTTP 401: token expired");
     let open = api::dead_letter(app, 5).await.unwrap().detail;
     assert!(!open.letter.purged, "open dead letters keep their data");
-    let all = DeadLetterFilter { resolution: Some("all".into()), ..Default::default() };
+    let all = DeadLetterFilter { resolution: Some("all".parse().unwrap()), ..Default::default() };
     assert_eq!(api::dead_letters(app, &all).await.unwrap().items.len(), 10);
     setup.server.shutdown().await.unwrap();
 }
@@ -551,10 +561,14 @@ async fn a_target_with_auto_replay_gets_its_dead_letters_back_once_it_recovers()
     assert_eq!(r.total, 12);
     assert_eq!(setup.crm.stats().records, 13);
     wait_for("the auto-replay alert resolves with the result", Duration::from_secs(10), || async {
-        api::alerts(app).await.unwrap().iter().any(|a| a.kind == "auto_replay" && a.state == "resolved")
+        api::alerts(app)
+            .await
+            .unwrap()
+            .iter()
+            .any(|a| a.kind.as_str() == "auto_replay" && a.state.as_str() == "resolved")
     })
     .await;
-    let alert = api::alerts(app).await.unwrap().into_iter().find(|a| a.kind == "auto_replay").unwrap();
+    let alert = api::alerts(app).await.unwrap().into_iter().find(|a| a.kind.as_str() == "auto_replay").unwrap();
     assert_eq!(alert.title, "Auto-replay: 12 leads to crm are being sent again");
     assert_eq!(
         alert.resolution_note.as_deref(),

@@ -75,7 +75,7 @@ async fn post(app: &TestApp, ids: impl IntoIterator<Item = String>) {
 }
 
 async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
-    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind == kind).collect()
+    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
 }
 
 async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
@@ -209,7 +209,8 @@ async fn several_matching_records_and_a_missing_required_field_are_data_dead_let
     post(&app, ["dup".to_string()]).await;
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open, 1);
-    let dead = app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state == "dead").unwrap();
+    let dead =
+        app.server.app.store.deliveries().await.unwrap().into_iter().find(|d| d.state.as_str() == "dead").unwrap();
     let reason = dead.dead_reason.unwrap_or_default();
     assert_eq!(dead.dead_class.as_deref(), Some("permanent_data"));
     assert!(reason.contains("a person must merge them"), "{reason}");

@@ -250,7 +250,7 @@ async fn a_lead_whose_request_cannot_be_built_is_a_data_error_and_never_trips_th
     assert_eq!(h.overall.delivered, 5);
     assert_eq!(h.overall.dead_open, 5);
     let dead: Vec<(String, String)> = (app.server.app.store.deliveries().await.unwrap().into_iter())
-        .filter(|d| d.state == "dead")
+        .filter(|d| d.state.as_str() == "dead")
         .map(|d| (d.dead_class.unwrap_or_default(), d.dead_reason.unwrap_or_default()))
         .collect();
     assert_eq!(dead.len(), 5);

@@ -26,7 +26,7 @@ use crate::replay::{
     self, ReplayError, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress, ReplayReceipt,
     ReplayReportItem, ReplaySelection,
 };
-use crate::store::{QueueHealth, Store};
+use crate::store::{AlertKind, QueueHealth, ReplayOutcome, Resolution, Severity, Store};
 
 /// What the API needs: the store, the configuration, the running worker (if this process runs one), and the
 /// live feed the UI listens to.
@@ -220,12 +220,16 @@ pub enum VerdictLevel {
 }
 
 /// The page an alert of `kind` is acted on.
-fn page_for(kind: &str) -> &'static str {
+fn page_for(kind: AlertKind) -> &'static str {
     match kind {
-        "credentials" | "permanent_config" | "breaker_open" | "retry_budget" => "targets",
-        "silence" | "volume_drop" | "source_failing" | "reconciliation_found" => "sources",
-        "dead_letter_growth" | "auto_replay" | "new_cause" => "dead_letters",
-        _ => "alerts",
+        AlertKind::Credentials | AlertKind::PermanentConfig | AlertKind::BreakerOpen | AlertKind::RetryBudget => {
+            "targets"
+        }
+        AlertKind::Silence | AlertKind::VolumeDrop | AlertKind::SourceFailing | AlertKind::ReconciliationFound => {
+            "sources"
+        }
+        AlertKind::DeadLetterGrowth | AlertKind::AutoReplay | AlertKind::NewCause => "dead_letters",
+        AlertKind::OldestPending => "alerts",
     }
 }
 
@@ -233,12 +237,12 @@ fn page_for(kind: &str) -> &'static str {
 pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], queue: &QueueHealth) -> HealthVerdict {
     let say = |level, reason: String, link: &str| HealthVerdict { level, reason, link: Some(link.to_string()) };
     let more = |n: usize| if n > 1 { format!(" (and {} more)", n - 1) } else { String::new() };
-    let critical: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == "critical").collect();
+    let critical: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Critical).collect();
     if let Some(first) = critical.first() {
         return say(
             VerdictLevel::NeedsPerson,
             format!("{}{}", first.title, more(critical.len())),
-            page_for(&first.kind),
+            page_for(first.kind),
         );
     }
     for (name, situation) in targets {
@@ -260,9 +264,9 @@ pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], que
             _ => {}
         }
     }
-    let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == "warning").collect();
+    let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Warning).collect();
     if let Some(first) = warnings.first() {
-        return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), page_for(&first.kind));
+        return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), page_for(first.kind));
     }
     for (name, situation) in targets {
         let reason = match situation {
@@ -343,13 +347,6 @@ pub struct DeadLetterList {
 }
 
 fn check_filter(filter: &DeadLetterFilter) -> Result<(), ApiError> {
-    if let Some(c) = &filter.class {
-        if crate::delivery::classify::ErrorClass::parse(c).is_none() {
-            return Err(ApiError::BadRequest(format!(
-                "unknown class `{c}`: use transient, rate_limited, permanent_data, permanent_config or ambiguous"
-            )));
-        }
-    }
     if let (Some(a), Some(b)) = (filter.since, filter.until) {
         if a >= b {
             return Err(ApiError::BadRequest("`since` must be before `until`".into()));
@@ -459,13 +456,10 @@ pub async fn replay_report(
     replay_id: i64,
     outcome: Option<&str>,
 ) -> Result<Vec<ReplayReportItem>, ApiError> {
-    if let Some(o) = outcome {
-        const OUTCOMES: [&str; 6] =
-            ["delivered", "in_progress", "queued", "failed_same_reason", "failed_new_reason", "resolved_by_hand"];
-        if !OUTCOMES.contains(&o) {
-            return Err(ApiError::BadRequest(format!("unknown outcome `{o}`: use one of {}", OUTCOMES.join(", "))));
-        }
-    }
+    let outcome = outcome
+        .map(|o| o.parse::<ReplayOutcome>())
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(format!("unknown outcome `{}`: use one of {}", e.value, e.expected)))?;
     replay_progress(app, replay_id).await?;
     Ok(replay::report(&app.store, replay_id, outcome, 500).await?)
 }
@@ -487,7 +481,7 @@ pub async fn control_replay(app: &App, replay_id: i64, action: &str, actor: &str
 pub struct ResolveRequest {
     pub selection: ReplaySelection,
     /// `discarded` or `fixed_manually`.
-    pub resolution: String,
+    pub resolution: Resolution,
     /// Why (kept with each dead letter).
     pub note: String,
     /// How many the operator saw; nothing happens if the selection changed.
@@ -500,7 +494,7 @@ pub async fn resolve_dead_letters(app: &App, request: &ResolveRequest, actor: &s
     let n = replay::resolve(
         &app.store,
         &request.selection,
-        &request.resolution,
+        request.resolution,
         &request.note,
         actor,
         request.expected,
@@ -895,9 +889,9 @@ mod tests {
         let t = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z").unwrap().to_utc();
         Alert {
             id: 1,
-            kind: kind.into(),
+            kind: kind.parse().unwrap(),
             key: "k".into(),
-            severity: severity.into(),
+            severity: severity.parse().unwrap(),
             title: title.into(),
             detail: String::new(),
             opened_at: t,
@@ -907,7 +901,7 @@ mod tests {
             acknowledged_by: None,
             resolved_at: None,
             resolution_note: None,
-            state: "open".into(),
+            state: crate::store::AlertState::Open,
             notified_at: None,
             notifications: 0,
             held: None,

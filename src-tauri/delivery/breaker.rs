@@ -9,27 +9,10 @@
 use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use crate::config::BreakerConfig;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakerState {
-    Closed,
-    Open,
-    HalfOpen,
-}
-
-impl BreakerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half_open",
-        }
-    }
-}
+pub use crate::store::BreakerState;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::store::Store;
-pub use crate::store::{Alert, AlertSpec, Held, Severity};
+pub use crate::store::{Alert, AlertKind, AlertSpec, AlertState, Held, Severity};
 
 /// Opens the alert, or counts another occurrence of the unresolved one. Returns the alert and whether it is new.
 pub async fn raise(store: &Store, spec: &AlertSpec, now: DateTime<Utc>) -> anyhow::Result<(Alert, bool)> {
@@ -16,12 +16,18 @@ pub async fn raise(store: &Store, spec: &AlertSpec, now: DateTime<Utc>) -> anyho
 
 /// Keeps the figures of the unresolved alert of (kind, key) current (a silence that goes on: "for 25 min", not
 /// the 10 it had when raised), without counting an occurrence or announcing anything. Returns whether one was open.
-pub async fn refresh(store: &Store, kind: &str, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
+pub async fn refresh(store: &Store, kind: AlertKind, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
     store.refresh_alert(kind, key, title, detail).await
 }
 
 /// Resolves the unresolved alert of (kind, key), if any. Returns whether one was resolved.
-pub async fn resolve(store: &Store, kind: &str, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+pub async fn resolve(
+    store: &Store,
+    kind: AlertKind,
+    key: &str,
+    note: &str,
+    now: DateTime<Utc>,
+) -> anyhow::Result<bool> {
     store.resolve_alert(kind, key, note, now).await
 }
 
@@ -41,7 +47,7 @@ pub async fn unresolved(store: &Store) -> anyhow::Result<Vec<Alert>> {
 }
 
 /// Keys of the unresolved alerts of one kind.
-pub async fn unresolved_keys(store: &Store, kind: &str) -> anyhow::Result<Vec<String>> {
+pub async fn unresolved_keys(store: &Store, kind: AlertKind) -> anyhow::Result<Vec<String>> {
     store.unresolved_alert_keys(kind).await
 }
 

@@ -38,7 +38,7 @@ use crate::api::{self, App, LiveEvent};
 use crate::delivery::breaker::BreakerState;
 use crate::delivery::classify::ErrorClass;
 use crate::delivery::worker::WorkerEvent;
-use alerts::{AlertSpec, Held, Severity};
+use alerts::{AlertKind, AlertSpec, Held, Severity};
 use notify::Announce;
 
 /// Where alerts are announced: desktop notifications in the app, the log in `leadline serve`.
@@ -69,7 +69,7 @@ pub async fn raise(app: &App, notifier: &dyn Notifier, spec: AlertSpec, now: Dat
     };
     let m = &app.config.monitor;
     let decision =
-        notify::on_open(&m.policy(&alert.kind), &alert.severity, quiet_now(app, now), m.quiet_hours_hold_critical);
+        notify::on_open(&m.policy(alert.kind), alert.severity, quiet_now(app, now), m.quiet_hours_hold_critical);
     let result = match decision {
         Announce::Now => {
             notifier.notify(&alert.title, &alert.detail);
@@ -84,7 +84,7 @@ pub async fn raise(app: &App, notifier: &dyn Notifier, spec: AlertSpec, now: Dat
     let _ = app.live.send(LiveEvent::AlertsChanged);
 }
 
-pub async fn resolve(app: &App, kind: &str, key: &str, note: &str, now: DateTime<Utc>) {
+pub async fn resolve(app: &App, kind: AlertKind, key: &str, note: &str, now: DateTime<Utc>) {
     match alerts::resolve(&app.store, kind, key, note, now).await {
         Ok(true) => {
             let _ = app.live.send(LiveEvent::AlertsChanged);
@@ -121,7 +121,7 @@ pub async fn announce_due(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>
         Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot read open alerts"),
     };
     for alert in open {
-        if notify::renotify_due(&m.policy(&alert.kind), &alert, now, quiet, m.quiet_hours_hold_critical) {
+        if notify::renotify_due(&m.policy(alert.kind), &alert, now, quiet, m.quiet_hours_hold_critical) {
             let since = human_duration((now - alert.opened_at).num_seconds() as f64);
             notifier.notify(
                 &format!("Still open: {}", alert.title),
@@ -142,7 +142,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                 app,
                 notifier,
                 AlertSpec {
-                    kind: "permanent_config",
+                    kind: AlertKind::PermanentConfig,
                     key: target.clone(),
                     severity: Severity::Critical,
                     title: format!("Leads to {target} are being rejected: check the connection settings"),
@@ -161,7 +161,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                 app,
                 notifier,
                 AlertSpec {
-                    kind: "breaker_open",
+                    kind: AlertKind::BreakerOpen,
                     key: target.clone(),
                     severity: Severity::Critical,
                     title: format!("{target} looks down: Leadline paused sending to it"),
@@ -187,7 +187,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                 app,
                 notifier,
                 AlertSpec {
-                    kind: "new_cause",
+                    kind: AlertKind::NewCause,
                     key: format!("{target}: {cause}"),
                     severity: Severity::Warning,
                     title: format!("A new cause of dead letters at {target}: {what}"),
@@ -202,14 +202,14 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
             .await
         }
         WorkerEvent::Breaker { target, to: BreakerState::Closed, .. } => {
-            resolve(app, "breaker_open", &target, "the target answers again", now).await
+            resolve(app, AlertKind::BreakerOpen, &target, "the target answers again", now).await
         }
         WorkerEvent::CredentialRefused { target, credential, reason } => {
             raise(
                 app,
                 notifier,
                 AlertSpec {
-                    kind: "credentials",
+                    kind: AlertKind::Credentials,
                     key: credential.clone(),
                     severity: Severity::Critical,
                     title: format!("{target} refused its credential ({credential}): its leads are waiting"),
@@ -226,7 +226,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
             .await
         }
         WorkerEvent::CredentialAccepted { credential, .. } => {
-            resolve(app, "credentials", &credential, "a request with the credential worked again", now).await
+            resolve(app, AlertKind::Credentials, &credential, "a request with the credential worked again", now).await
         }
         _ => {}
     }
@@ -321,7 +321,7 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
                 app,
                 notifier,
                 AlertSpec {
-                    kind: "oldest_pending",
+                    kind: AlertKind::OldestPending,
                     key: "*".into(),
                     severity: Severity::Warning,
                     title: format!("A lead has been waiting {} for delivery", human_duration(age)),
@@ -334,10 +334,10 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
             )
             .await
         }
-        _ => resolve(app, "oldest_pending", "*", "the queue caught up", now).await,
+        _ => resolve(app, AlertKind::OldestPending, "*", "the queue caught up", now).await,
     }
     // new_cause alerts resolve once their target has no open dead letter of bad data or unknown outcome.
-    if let Ok(keys) = alerts::unresolved_keys(&app.store, "new_cause").await {
+    if let Ok(keys) = alerts::unresolved_keys(&app.store, AlertKind::NewCause).await {
         for key in keys {
             let target = key.split(": ").next().unwrap_or_default();
             let open: i64 = queue
@@ -350,12 +350,12 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
                 })
                 .unwrap_or(0);
             if open == 0 {
-                resolve(app, "new_cause", &key, "no such dead letter is open any more", now).await;
+                resolve(app, AlertKind::NewCause, &key, "no such dead letter is open any more", now).await;
             }
         }
     }
     // permanent_config alerts resolve once no such dead letter is open for their target.
-    if let Ok(keys) = alerts::unresolved_keys(&app.store, "permanent_config").await {
+    if let Ok(keys) = alerts::unresolved_keys(&app.store, AlertKind::PermanentConfig).await {
         for key in keys {
             let open = queue
                 .targets
@@ -365,7 +365,8 @@ async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::Q
                 .copied()
                 .unwrap_or(0);
             if open == 0 {
-                resolve(app, "permanent_config", &key, "no configuration dead letter is open any more", now).await;
+                resolve(app, AlertKind::PermanentConfig, &key, "no configuration dead letter is open any more", now)
+                    .await;
             }
         }
     }
@@ -383,7 +384,7 @@ pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
         let n = growth.get(target).copied().unwrap_or(0.0);
         if n >= threshold {
             let spec = AlertSpec {
-                kind: "dead_letter_growth",
+                kind: AlertKind::DeadLetterGrowth,
                 key: target.clone(),
                 severity: Severity::Warning,
                 title: format!("{n:.0} leads to {target} were dead-lettered in the last hour"),
@@ -394,7 +395,7 @@ pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
             };
             raise(app, notifier, spec, now).await;
         } else if n < threshold / 2.0 {
-            resolve(app, "dead_letter_growth", target, "dead letters no longer accumulate", now).await;
+            resolve(app, AlertKind::DeadLetterGrowth, target, "dead letters no longer accumulate", now).await;
         }
         let budget = tc.backoff.budget_seconds as i64;
         let warn = (m.retry_budget_warning_minutes * 60) as i64;
@@ -404,7 +405,7 @@ pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
                     .map(|o| (o + chrono::Duration::seconds(budget) - now).num_seconds().max(0) as f64)
                     .unwrap_or(0.0);
                 let spec = AlertSpec {
-                    kind: "retry_budget",
+                    kind: AlertKind::RetryBudget,
                     key: target.clone(),
                     severity: Severity::Warning,
                     title: format!(
@@ -420,7 +421,9 @@ pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
                 };
                 raise(app, notifier, spec, now).await;
             }
-            Ok(_) => resolve(app, "retry_budget", target, "no lead is close to its retry budget any more", now).await,
+            Ok(_) => {
+                resolve(app, AlertKind::RetryBudget, target, "no lead is close to its retry budget any more", now).await
+            }
             Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read retry budgets"),
         }
     }

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::{AlertPolicy, NotifyPolicy};
 
-use super::alerts::{Alert, Held, Severity};
+use super::alerts::{Alert, AlertState, Held, Severity};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Announce {
@@ -21,12 +21,12 @@ pub enum Announce {
 }
 
 /// Whether quiet hours silence an alert of this severity right now.
-pub fn silenced(severity: &str, quiet_now: bool, hold_critical: bool) -> bool {
-    quiet_now && (severity != Severity::Critical.as_str() || hold_critical)
+pub fn silenced(severity: Severity, quiet_now: bool, hold_critical: bool) -> bool {
+    quiet_now && (severity != Severity::Critical || hold_critical)
 }
 
 /// What to do with an alert that just opened.
-pub fn on_open(policy: &AlertPolicy, severity: &str, quiet_now: bool, hold_critical: bool) -> Announce {
+pub fn on_open(policy: &AlertPolicy, severity: Severity, quiet_now: bool, hold_critical: bool) -> Announce {
     match policy.notify {
         NotifyPolicy::None => Announce::Never,
         NotifyPolicy::Digest => Announce::Hold(Held::Digest),
@@ -44,10 +44,10 @@ pub fn renotify_due(
     hold_critical: bool,
 ) -> bool {
     let (Some(every), Some(last)) = (policy.renotify_minutes, alert.notified_at) else { return false };
-    alert.state == "open"
+    alert.state == AlertState::Open
         && policy.notify != NotifyPolicy::None
         && now - last >= chrono::Duration::minutes(every as i64)
-        && !silenced(&alert.severity, quiet_now, hold_critical)
+        && !silenced(alert.severity, quiet_now, hold_critical)
 }
 
 /// The one notification a digest becomes: a title and up to five lines.
@@ -57,7 +57,7 @@ pub fn digest_text(alerts: &[Alert]) -> (String, String) {
         .iter()
         .take(5)
         .map(|a| {
-            let state = if a.state == "resolved" { " (resolved since)" } else { "" };
+            let state = if a.state == AlertState::Resolved { " (resolved since)" } else { "" };
             format!("• {}{state}", a.title)
         })
         .collect();
@@ -75,9 +75,9 @@ mod tests {
     fn alert(severity: &str, state: &str, notified_minutes_ago: Option<i64>, now: DateTime<Utc>) -> Alert {
         Alert {
             id: 1,
-            kind: "silence".into(),
+            kind: super::super::alerts::AlertKind::Silence,
             key: "webform".into(),
-            severity: severity.into(),
+            severity: severity.parse().unwrap(),
             title: "t".into(),
             detail: "d".into(),
             opened_at: now,
@@ -87,7 +87,7 @@ mod tests {
             acknowledged_by: None,
             resolved_at: None,
             resolution_note: None,
-            state: state.into(),
+            state: state.parse().unwrap(),
             notified_at: notified_minutes_ago.map(|m| now - chrono::Duration::minutes(m)),
             notifications: 1,
             held: None,
@@ -99,12 +99,12 @@ mod tests {
         let immediate = AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) };
         let digest = AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None };
         let none = AlertPolicy { notify: NotifyPolicy::None, renotify_minutes: None };
-        assert_eq!(on_open(&immediate, "warning", false, false), Announce::Now);
-        assert_eq!(on_open(&immediate, "warning", true, false), Announce::Hold(Held::QuietHours));
-        assert_eq!(on_open(&immediate, "critical", true, false), Announce::Now);
-        assert_eq!(on_open(&immediate, "critical", true, true), Announce::Hold(Held::QuietHours));
-        assert_eq!(on_open(&digest, "critical", false, false), Announce::Hold(Held::Digest));
-        assert_eq!(on_open(&none, "critical", false, false), Announce::Never);
+        assert_eq!(on_open(&immediate, Severity::Warning, false, false), Announce::Now);
+        assert_eq!(on_open(&immediate, Severity::Warning, true, false), Announce::Hold(Held::QuietHours));
+        assert_eq!(on_open(&immediate, Severity::Critical, true, false), Announce::Now);
+        assert_eq!(on_open(&immediate, Severity::Critical, true, true), Announce::Hold(Held::QuietHours));
+        assert_eq!(on_open(&digest, Severity::Critical, false, false), Announce::Hold(Held::Digest));
+        assert_eq!(on_open(&none, Severity::Critical, false, false), Announce::Never);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::alerts::{AlertSpec, Severity};
+use super::alerts::{AlertKind, AlertSpec, Severity};
 use super::volume::{self, Assessment, Baseline, Verdict};
 use super::{human_duration, metrics, raise, resolve, Notifier};
 use crate::api::App;
@@ -95,7 +95,7 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
     let silent = a.silence == Verdict::Raise || (silent_for.is_some() && a.silence != Verdict::Clear);
     if let Some(minutes) = silent_for.filter(|_| silent) {
         let spec = AlertSpec {
-            kind: "silence",
+            kind: AlertKind::Silence,
             key: source.clone(),
             severity: Severity::Critical,
             title: format!("No leads from {source} for {}", human_duration(minutes * 60.0)),
@@ -119,18 +119,18 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
         }
     }
     if a.silence == Verdict::Clear {
-        resolve(app, "silence", source, "leads arrive again", now).await;
+        resolve(app, AlertKind::Silence, source, "leads arrive again", now).await;
     }
     // One incident, one alert: a silence is also "fewer leads than usual", which the silence alert already says.
     if silent {
-        resolve(app, "volume_drop", source, "the source fell silent: see the silence alert", now).await;
+        resolve(app, AlertKind::VolumeDrop, source, "the source fell silent: see the silence alert", now).await;
         return;
     }
     match a.drop {
         Verdict::Raise => {
             let expected = a.expected.unwrap_or(0.0);
             let spec = AlertSpec {
-                kind: "volume_drop",
+                kind: AlertKind::VolumeDrop,
                 key: source.clone(),
                 severity: Severity::Warning,
                 title: format!("Fewer leads than usual from {source}"),
@@ -146,7 +146,7 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
             };
             raise(app, notifier, spec, now).await;
         }
-        Verdict::Clear => resolve(app, "volume_drop", source, "volume is back to normal", now).await,
+        Verdict::Clear => resolve(app, AlertKind::VolumeDrop, source, "volume is back to normal", now).await,
         Verdict::Keep => {}
     }
 }

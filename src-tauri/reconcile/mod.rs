@@ -36,7 +36,7 @@ use serde_json::{json, Value};
 use crate::api::{App, LiveEvent};
 use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetKind};
 use crate::ingest::IngestState;
-use crate::monitor::alerts::{AlertSpec, Severity};
+use crate::monitor::alerts::{AlertKind, AlertSpec, Severity};
 use crate::monitor::{self, Notifier};
 use crate::pipeline;
 use crate::store::{InsertOutcome, NewEvent, RunResult, Store, Via};
@@ -160,15 +160,15 @@ pub async fn reconcile(
         failure_alert(app, notifier, source, sc, e, now).await;
     } else {
         let note = "the next reconciliation worked";
-        monitor::resolve(app, "source_failing", source, note, now).await;
+        monitor::resolve(app, AlertKind::SourceFailing, source, note, now).await;
         if let Some(credential) = credential_of(app, sc) {
-            monitor::resolve(app, "credentials", &credential, note, now).await;
+            monitor::resolve(app, AlertKind::Credentials, &credential, note, now).await;
         }
     }
     outcome?;
     if missing > 0 {
         let spec = AlertSpec {
-            kind: "reconciliation_found",
+            kind: AlertKind::ReconciliationFound,
             key: source.to_string(),
             severity: Severity::Warning,
             title: format!(
@@ -183,7 +183,8 @@ pub async fn reconcile(
         };
         monitor::raise(app, notifier, spec, now).await;
     } else {
-        monitor::resolve(app, "reconciliation_found", source, "a later comparison found nothing missing", now).await;
+        monitor::resolve(app, AlertKind::ReconciliationFound, source, "a later comparison found nothing missing", now)
+            .await;
     }
     let _ = app.live.send(LiveEvent::SourcesChanged);
     latest(&app.store, source).await?.ok_or_else(|| ReconcileError::Storage(anyhow::anyhow!("run vanished")))
@@ -219,7 +220,7 @@ async fn failure_alert(
     if refused {
         let credential = credential_of(app, sc).unwrap_or_else(|| source.to_string());
         let spec = AlertSpec {
-            kind: "credentials",
+            kind: AlertKind::Credentials,
             key: credential.clone(),
             severity: Severity::Critical,
             title: format!("{source} refused Leadline's access token: its leads cannot be fetched or checked"),
@@ -242,7 +243,7 @@ async fn failure_alert(
     let throttled = matches!(error, ReconcileError::Throttled(_))
         || matches!(error, ReconcileError::Graph(g) if g.kind == crate::graph::GraphErrorKind::Throttled);
     let spec = AlertSpec {
-        kind: "source_failing",
+        kind: AlertKind::SourceFailing,
         key: source.to_string(),
         severity: if throttled { Severity::Warning } else { Severity::Critical },
         title: if throttled {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{selected_events, ReplayError, ReplaySelection};
 use crate::config::Config;
-use crate::store::{LeadFix, Store};
+use crate::store::{LeadFix, Resolution, Store};
 
 /// What to do to the field.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ts_rs::TS)]
@@ -220,7 +220,7 @@ pub async fn edit(
         return Err(ReplayError::Invalid(format!("{delivery_id} is not a dead letter")));
     };
     let (event_id, source) = (dead.event_id, dead.source);
-    if dead.resolution != "open" || dead.purged {
+    if dead.resolution != Resolution::Open || dead.purged {
         return Err(ReplayError::Invalid("only open dead letters with their data can be edited".into()));
     }
     let (_, current) = store.lead_data(event_id).await?;

@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::store::{
-    FallbackRule as Rule, NewReplay, PreviewCategory, ResolveOutcome, StartOutcome, StatusChange, Store,
+    FallbackRule as Rule, NewReplay, PreviewCategory, ReplayEventKind, ReplayOutcome, ReplayStatus, Resolution,
+    ResolveOutcome, StartOutcome, StatusChange, Store,
 };
 pub use crate::store::{ReplayEvent, ReplayHistoryEntry, ReplayProgress, ReplayReportItem, ReplaySelection};
 
@@ -284,9 +285,9 @@ pub async fn cancel(store: &Store, replay_id: i64, actor: &str, now: DateTime<Ut
     set_status(
         store,
         replay_id,
-        &["running", "paused"],
-        "cancelled",
-        "cancelled",
+        &[ReplayStatus::Running, ReplayStatus::Paused],
+        ReplayStatus::Cancelled,
+        ReplayEventKind::Cancelled,
         &format!("cancelled by {actor}"),
         now,
     )
@@ -295,20 +296,38 @@ pub async fn cancel(store: &Store, replay_id: i64, actor: &str, now: DateTime<Ut
 
 /// Pauses a running replay (nothing more is sent back until resumed).
 pub async fn pause(store: &Store, replay_id: i64, actor: &str, now: DateTime<Utc>) -> Result<(), ReplayError> {
-    set_status(store, replay_id, &["running"], "paused", "paused", &format!("paused by {actor}"), now).await
+    set_status(
+        store,
+        replay_id,
+        &[ReplayStatus::Running],
+        ReplayStatus::Paused,
+        ReplayEventKind::Paused,
+        &format!("paused by {actor}"),
+        now,
+    )
+    .await
 }
 
 /// Resumes a paused replay — also one the canary stopped, which then goes on past the canary.
 pub async fn resume(store: &Store, replay_id: i64, actor: &str, now: DateTime<Utc>) -> Result<(), ReplayError> {
-    set_status(store, replay_id, &["paused"], "running", "resumed", &format!("resumed by {actor}"), now).await
+    set_status(
+        store,
+        replay_id,
+        &[ReplayStatus::Paused],
+        ReplayStatus::Running,
+        ReplayEventKind::Resumed,
+        &format!("resumed by {actor}"),
+        now,
+    )
+    .await
 }
 
 async fn set_status(
     store: &Store,
     replay_id: i64,
-    from: &[&str],
-    to: &str,
-    kind: &str,
+    from: &[ReplayStatus],
+    to: ReplayStatus,
+    kind: ReplayEventKind,
     detail: &str,
     now: DateTime<Utc>,
 ) -> Result<(), ReplayError> {
@@ -340,7 +359,7 @@ pub async fn recent(store: &Store, limit: u32) -> anyhow::Result<Vec<ReplayProgr
 pub async fn report(
     store: &Store,
     replay_id: i64,
-    outcome: Option<&str>,
+    outcome: Option<ReplayOutcome>,
     limit: u32,
 ) -> anyhow::Result<Vec<ReplayReportItem>> {
     store.replay_report(replay_id, outcome, limit).await
@@ -355,13 +374,13 @@ pub async fn history(store: &Store, delivery_id: i64) -> anyhow::Result<Vec<Repl
 pub async fn resolve(
     store: &Store,
     selection: &ReplaySelection,
-    resolution: &str,
+    resolution: Resolution,
     note: &str,
     actor: &str,
     expected: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<i64, ReplayError> {
-    if !matches!(resolution, "discarded" | "fixed_manually") {
+    if !matches!(resolution, Resolution::Discarded | Resolution::FixedManually) {
         return Err(ReplayError::Invalid(format!(
             "`{resolution}` is not a resolution: use discarded or fixed_manually"
         )));
@@ -378,7 +397,7 @@ pub async fn resolve(
             return Err(ReplayError::SelectionChanged { expected: expected.unwrap_or(found), found })
         }
     };
-    tracing::info!(resolution, n, actor, "dead letters resolved by hand");
+    tracing::info!(resolution = resolution.as_str(), n, actor, "dead letters resolved by hand");
     Ok(n)
 }
 

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::{start, ReplayOptions, ReplaySelection};
 use crate::api::{App, LiveEvent};
 use crate::delivery::breaker::BreakerState;
-use crate::monitor::alerts::{AlertSpec, Severity};
-use crate::store::RunningReplay;
+use crate::monitor::alerts::{AlertKind, AlertSpec, Severity};
+use crate::store::{ReplayEventKind, ReplayPhase, RunningReplay};
 
 /// What the runner knows about a target right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,7 @@ async fn advance(
     let RunningReplay { id, phase, canary_size: canary, rate_per_second: rate, waiting_for: waiting, auto } = replay;
     let counts = app.store.replay_item_counts(id).await?;
     let (sent, unfinished, failed, queued) = (counts.sent, counts.unfinished, counts.failed, counts.queued);
-    if phase == "canary" {
+    if phase == ReplayPhase::Canary {
         if sent < canary && queued > 0 {
             let (n, hold) = send_back(app, signals, id, (canary - sent) as usize, now).await?;
             note_waiting(app, id, waiting, hold, now).await?;
@@ -136,7 +136,7 @@ async fn advance(
                     .record_replay_event(
                         id,
                         now,
-                        "canary_sent",
+                        ReplayEventKind::CanarySent,
                         &format!("canary of {} sent; the rest waits for it", sent + n as i64),
                     )
                     .await?;
@@ -197,8 +197,8 @@ async fn note_waiting(
         return Ok(false);
     }
     let (kind, detail) = match &now_waiting {
-        Some(why) => ("waiting", format!("holding back: {why}")),
-        None => ("continued", "the target takes leads again: sending".to_string()),
+        Some(why) => (ReplayEventKind::Waiting, format!("holding back: {why}")),
+        None => (ReplayEventKind::Continued, "the target takes leads again: sending".to_string()),
     };
     app.store.set_replay_waiting(id, now_waiting.as_deref(), kind, &detail, now).await?;
     Ok(true)
@@ -267,7 +267,7 @@ async fn finish(app: &App, id: i64, auto: bool, now: DateTime<Utc>) -> anyhow::R
     app.store.finish_replay(id, &detail, now).await?;
     tracing::info!(replay_id = id, %detail, "replay finished");
     if auto {
-        crate::monitor::resolve(app, "auto_replay", &format!("replay-{id}"), &detail, now).await;
+        crate::monitor::resolve(app, AlertKind::AutoReplay, &format!("replay-{id}"), &detail, now).await;
     }
     Ok(())
 }
@@ -313,7 +313,7 @@ async fn auto_replay(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
             Err(e) => return Err(anyhow::anyhow!(e)),
         };
         let spec = AlertSpec {
-            kind: "auto_replay",
+            kind: AlertKind::AutoReplay,
             key: format!("replay-{}", receipt.replay_id),
             severity: Severity::Info,
             title: format!(

@@ -5,31 +5,13 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::words::{decode, AlertKind, AlertState, Held, Severity};
 use super::{from_ms, ms, Store};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Critical,
-    Warning,
-    Info,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Critical => "critical",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        }
-    }
-}
 
 /// What to raise.
 #[derive(Debug, Clone)]
 pub struct AlertSpec {
-    /// `permanent_config`, `breaker_open`, `oldest_pending`, ...
-    pub kind: &'static str,
+    pub kind: AlertKind,
     /// What it is about (a target name, `*`).
     pub key: String,
     pub severity: Severity,
@@ -40,9 +22,9 @@ pub struct AlertSpec {
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct Alert {
     pub id: i64,
-    pub kind: String,
+    pub kind: AlertKind,
     pub key: String,
-    pub severity: String,
+    pub severity: Severity,
     pub title: String,
     pub detail: String,
     pub opened_at: DateTime<Utc>,
@@ -52,23 +34,21 @@ pub struct Alert {
     pub acknowledged_by: Option<String>,
     pub resolved_at: Option<DateTime<Utc>>,
     pub resolution_note: Option<String>,
-    /// `open`, `acknowledged` or `resolved`.
-    pub state: String,
+    pub state: AlertState,
     /// When it was last announced (notification or digest); `null` while not announced.
     pub notified_at: Option<DateTime<Utc>>,
     /// How many times it was announced (re-notifications included).
     pub notifications: i64,
     /// Waiting to be announced: in the next digest, or when quiet hours end.
-    pub held: Option<String>,
+    pub held: Option<Held>,
 }
 
-/// Why an alert waits to be announced (stored in `alert.digest_pending`; 0 is "not held").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Held {
-    /// Its kind's policy is `digest`.
-    Digest = 1,
-    /// It opened during quiet hours.
-    QuietHours = 2,
+/// How a hold is stored in `alert.digest_pending` (0 is "not held").
+fn held_code(why: Held) -> i64 {
+    match why {
+        Held::Digest => 1,
+        Held::QuietHours => 2,
+    }
 }
 
 type Row = (
@@ -92,19 +72,19 @@ type Row = (
 const COLUMNS: &str = "id, kind, key, severity, title, detail, opened_at, last_seen_at, occurrences, acknowledged_at,
                        acknowledged_by, resolved_at, resolution_note, notified_at, notifications, digest_pending";
 
-fn to_alert(r: Row) -> Alert {
+fn to_alert(r: Row) -> anyhow::Result<Alert> {
     let state = if r.11.is_some() {
-        "resolved"
+        AlertState::Resolved
     } else if r.9.is_some() {
-        "acknowledged"
+        AlertState::Acknowledged
     } else {
-        "open"
+        AlertState::Open
     };
-    Alert {
+    Ok(Alert {
         id: r.0,
-        kind: r.1,
+        kind: decode(&r.1)?,
         key: r.2,
-        severity: r.3,
+        severity: decode(&r.3)?,
         title: r.4,
         detail: r.5,
         opened_at: from_ms(r.6),
@@ -114,15 +94,16 @@ fn to_alert(r: Row) -> Alert {
         acknowledged_by: r.10,
         resolved_at: r.11.map(from_ms),
         resolution_note: r.12,
-        state: state.into(),
+        state,
         notified_at: r.13.map(from_ms),
         notifications: r.14,
         held: match r.15 {
-            1 => Some("digest".into()),
-            2 => Some("quiet_hours".into()),
-            _ => None,
+            0 => None,
+            1 => Some(Held::Digest),
+            2 => Some(Held::QuietHours),
+            n => anyhow::bail!("unexpected value in the database: alert {} is held for `{n}`", r.0),
         },
-    }
+    })
 }
 
 impl Store {
@@ -134,12 +115,18 @@ impl Store {
 
     /// Sets the title and detail of the unresolved alert of (kind, key) without counting an occurrence. Returns
     /// whether one was open with other figures.
-    pub async fn refresh_alert(&self, kind: &str, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
+    pub async fn refresh_alert(&self, kind: AlertKind, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
         dispatch!(self, refresh_alert(kind, key, title, detail))
     }
 
     /// Resolves the unresolved alert of (kind, key), if any. Returns whether one was resolved.
-    pub async fn resolve_alert(&self, kind: &str, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+    pub async fn resolve_alert(
+        &self,
+        kind: AlertKind,
+        key: &str,
+        note: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
         dispatch!(self, resolve_alert(kind, key, note, now))
     }
 
@@ -159,7 +146,7 @@ impl Store {
     }
 
     /// Keys of the unresolved alerts of one kind.
-    pub async fn unresolved_alert_keys(&self, kind: &str) -> anyhow::Result<Vec<String>> {
+    pub async fn unresolved_alert_keys(&self, kind: AlertKind) -> anyhow::Result<Vec<String>> {
         dispatch!(self, unresolved_alert_keys(kind))
     }
 
@@ -198,7 +185,7 @@ backends! {
                                detail = excluded.detail, title = excluded.title
                  RETURNING {COLUMNS}"
             ))
-            .bind(spec.kind)
+            .bind(spec.kind.as_str())
             .bind(&spec.key)
             .bind(spec.severity.as_str())
             .bind(&spec.title)
@@ -209,10 +196,10 @@ backends! {
             .await
             .context("cannot raise alert")?;
             tx.commit().await.context("cannot commit alert")?;
-            Ok(to_alert(row))
+            to_alert(row)
         }
 
-        pub async fn refresh_alert(db: &Db, kind: &str, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
+        pub async fn refresh_alert(db: &Db, kind: AlertKind, key: &str, title: &str, detail: &str) -> anyhow::Result<bool> {
             let mut tx = db.begin_write().await?;
             let r = sqlx::query(
                 "UPDATE alert SET title = $1, detail = $2 WHERE kind = $3 AND key = $4 AND resolved_at IS NULL
@@ -220,7 +207,7 @@ backends! {
             )
             .bind(title)
             .bind(detail)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(key)
             .bind(title)
             .bind(detail)
@@ -231,7 +218,7 @@ backends! {
             Ok(r.rows_affected() > 0)
         }
 
-        pub async fn resolve_alert(db: &Db, kind: &str, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        pub async fn resolve_alert(db: &Db, kind: AlertKind, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
             let mut tx = db.begin_write().await?;
             let r = sqlx::query(
                 "UPDATE alert SET resolved_at = $1, resolution_note = $2
@@ -239,7 +226,7 @@ backends! {
             )
             .bind(ms(now))
             .bind(note)
-            .bind(kind)
+            .bind(kind.as_str())
             .bind(key)
             .execute(&mut *tx)
             .await
@@ -262,7 +249,7 @@ backends! {
             .await
             .context("cannot acknowledge alert")?;
             tx.commit().await.context("cannot commit acknowledgement")?;
-            Ok(row.map(to_alert))
+            row.map(to_alert).transpose()
         }
 
         pub async fn alerts(db: &Db, limit: u32) -> anyhow::Result<Vec<Alert>> {
@@ -273,7 +260,7 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot list alerts")?;
-            Ok(rows.into_iter().map(to_alert).collect())
+            rows.into_iter().map(to_alert).collect()
         }
 
         pub async fn unresolved_alerts(db: &Db) -> anyhow::Result<Vec<Alert>> {
@@ -284,12 +271,12 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read unresolved alerts")?;
-            Ok(rows.into_iter().map(to_alert).collect())
+            rows.into_iter().map(to_alert).collect()
         }
 
-        pub async fn unresolved_alert_keys(db: &Db, kind: &str) -> anyhow::Result<Vec<String>> {
+        pub async fn unresolved_alert_keys(db: &Db, kind: AlertKind) -> anyhow::Result<Vec<String>> {
             let rows: Vec<(String,)> = sqlx::query_as("SELECT key FROM alert WHERE kind = $1 AND resolved_at IS NULL")
-                .bind(kind)
+                .bind(kind.as_str())
                 .fetch_all(db.reader())
                 .await
                 .context("cannot read alerts")?;
@@ -310,7 +297,7 @@ backends! {
 
         pub async fn hold_alert(db: &Db, id: i64, why: Held) -> anyhow::Result<()> {
             sqlx::query("UPDATE alert SET digest_pending = $1 WHERE id = $2")
-                .bind(why as i64)
+                .bind(held_code(why))
                 .bind(id)
                 .execute(db.writer())
                 .await
@@ -325,12 +312,12 @@ backends! {
                   WHERE digest_pending = $2 RETURNING {COLUMNS}"
             ))
             .bind(ms(now))
-            .bind(why as i64)
+            .bind(held_code(why))
             .fetch_all(&mut *tx)
             .await
             .context("cannot take held alerts")?;
             tx.commit().await.context("cannot commit digest")?;
-            let mut alerts: Vec<Alert> = rows.into_iter().map(to_alert).collect();
+            let mut alerts = rows.into_iter().map(to_alert).collect::<anyhow::Result<Vec<Alert>>>()?;
             alerts.sort_by_key(|a| a.id);
             Ok(alerts)
         }
@@ -344,7 +331,7 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read unacknowledged alerts")?;
-            Ok(rows.into_iter().map(to_alert).collect())
+            rows.into_iter().map(to_alert).collect()
         }
     }
 }

@@ -11,6 +11,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::words::{decode, ErrorClass, Resolution, ResolutionFilter};
 use super::{from_ms, ms, Store};
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -24,7 +25,7 @@ pub struct DeadLetter {
     pub source_ref: String,
     pub target: String,
     pub step_index: i64,
-    pub class: String,
+    pub class: ErrorClass,
     pub http_status: Option<i64>,
     /// The CRM's own message where it gave one, and what Leadline concluded.
     pub reason: String,
@@ -36,7 +37,7 @@ pub struct DeadLetter {
     pub received_at: DateTime<Utc>,
     /// When it was dead-lettered (the time of its last attempt).
     pub dead_at: DateTime<Utc>,
-    pub resolution: String,
+    pub resolution: Resolution,
     /// Who resolved it by hand (discarded, fixed in the CRM), when and why.
     pub resolved_by: Option<String>,
     pub resolved_at: Option<DateTime<Utc>>,
@@ -51,7 +52,7 @@ pub struct DeadLetter {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ts_rs::TS)]
 #[serde(default)]
 pub struct DeadLetterFilter {
-    pub class: Option<String>,
+    pub class: Option<ErrorClass>,
     pub source: Option<String>,
     pub target: Option<String>,
     pub since: Option<DateTime<Utc>>,
@@ -67,7 +68,7 @@ pub struct DeadLetterFilter {
     /// …whose value contains this (case-insensitive), e.g. `@gmail.com` or a form id.
     pub lead_value: Option<String>,
     /// `open` (default), `all`, or one resolution.
-    pub resolution: Option<String>,
+    pub resolution: Option<ResolutionFilter>,
     pub limit: Option<u32>,
     /// Page: only dead letters with a smaller delivery id.
     pub before_id: Option<i64>,
@@ -88,7 +89,7 @@ impl DeadLetterFilter {
 
     /// The same filter over every resolution, unpaged: a selection's candidates.
     pub(super) fn any_resolution(&self) -> DeadLetterFilter {
-        DeadLetterFilter { resolution: Some("all".into()), limit: None, before_id: None, ..self.clone() }
+        DeadLetterFilter { resolution: Some(ResolutionFilter::All), limit: None, before_id: None, ..self.clone() }
     }
 }
 
@@ -109,7 +110,7 @@ pub fn lead_field_path(field: &str) -> Option<Vec<String>> {
 /// Dead letters with the same class, target and cause: one problem, however many leads it hit.
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct DeadLetterGroup {
-    pub class: String,
+    pub class: ErrorClass,
     pub target: String,
     pub cause: String,
     pub count: i64,
@@ -126,7 +127,7 @@ pub struct Attempt {
     pub duration_ms: i64,
     pub http_status: Option<i64>,
     pub outcome: String,
-    pub class: Option<String>,
+    pub class: Option<ErrorClass>,
     pub reason: String,
     pub response_excerpt: Option<String>,
     pub trigger: String,
@@ -358,11 +359,8 @@ fn push_like(q: &mut Sql, column: &str, pattern: String) {
 /// Appends the WHERE clause of `filter` (over `delivery d JOIN inbound_event e`).
 pub(super) fn push_where(q: &mut Sql, filter: &DeadLetterFilter) {
     q.push(" WHERE d.state = 'dead'");
-    match filter.resolution.as_deref().unwrap_or("open") {
-        "all" => {}
-        r => {
-            q.push(" AND d.resolution = ").bind(r);
-        }
+    if let Some(r) = filter.resolution.unwrap_or_default().resolution() {
+        q.push(" AND d.resolution = ").bind(r.as_str());
     }
     if let Some(c) = &filter.class {
         q.push(" AND d.dead_class = ").bind(c.as_str());
@@ -426,10 +424,10 @@ pub(super) fn push_where(q: &mut Sql, filter: &DeadLetterFilter) {
 
 /// Appends the conditions of `filter` over `dead_letter_tally` (alias `t`), after a `WHERE`. Only meaningful when
 /// [`DeadLetterFilter::tally_answers`] holds. `resolution`: `None` for every resolution.
-pub(super) fn push_tally_where(q: &mut Sql, filter: &DeadLetterFilter, resolution: Option<&str>) {
+pub(super) fn push_tally_where(q: &mut Sql, filter: &DeadLetterFilter, resolution: Option<Resolution>) {
     q.push(" t.n != 0");
     if let Some(r) = resolution {
-        q.push(" AND t.resolution = ").bind(r);
+        q.push(" AND t.resolution = ").bind(r.as_str());
     }
     if let Some(c) = &filter.class {
         q.push(" AND t.class = ").bind(c.as_str());
@@ -510,16 +508,16 @@ fn select() -> String {
     )
 }
 
-fn to_letter(r: Row) -> DeadLetter {
+fn to_letter(r: Row) -> anyhow::Result<DeadLetter> {
     let reason = r.dead_reason.unwrap_or_default();
-    DeadLetter {
+    Ok(DeadLetter {
         delivery_id: r.id,
         event_id: r.event_id,
         source: r.source,
         source_ref: r.source_ref,
         target: r.target,
         step_index: r.step_index,
-        class: r.dead_class.unwrap_or_default(),
+        class: dead_class(r.id, r.dead_class.as_deref())?,
         http_status: r.dead_status,
         cause: r.dead_cause.unwrap_or_else(|| reason.clone()),
         reason,
@@ -527,12 +525,20 @@ fn to_letter(r: Row) -> DeadLetter {
         attempts: r.attempts,
         received_at: from_ms(r.received_at),
         dead_at: from_ms(r.dead_at.unwrap_or(0)),
-        resolution: r.resolution.unwrap_or_else(|| "open".into()),
+        resolution: r.resolution.as_deref().map(decode).transpose()?.unwrap_or(Resolution::Open),
         resolved_by: r.resolved_by,
         resolved_at: r.resolved_at.map(from_ms),
         resolution_note: r.resolution_note,
         purged: r.purged_at.is_some(),
         queued_in_replay: r.queued_in_replay,
+    })
+}
+
+/// A dead letter's stored class: every dead letter has one.
+fn dead_class(delivery_id: i64, stored: Option<&str>) -> anyhow::Result<ErrorClass> {
+    match stored {
+        Some(c) if !c.is_empty() => decode(c),
+        _ => anyhow::bail!("unexpected value in the database: dead letter {delivery_id} has no class"),
     }
 }
 
@@ -574,7 +580,7 @@ impl Store {
     pub async fn resolve_dead_letters(
         &self,
         selection: &ReplaySelection,
-        resolution: &str,
+        resolution: Resolution,
         note: &str,
         actor: &str,
         expected: Option<i64>,
@@ -598,16 +604,16 @@ backends! {
             push_where(&mut q, filter);
             q.push(" ORDER BY d.id DESC LIMIT ").bind(i64::from(filter.limit.unwrap_or(100).min(1000)));
             let rows: Vec<Row> = built_as(&q).fetch_all(db.reader()).await.context("cannot list dead letters")?;
-            Ok(rows.into_iter().map(to_letter).collect())
+            rows.into_iter().map(to_letter).collect()
         }
 
         pub async fn dead_letter_groups(db: &Db, filter: &DeadLetterFilter) -> anyhow::Result<Vec<DeadLetterGroup>> {
-            let resolution = filter.resolution.as_deref().unwrap_or("open");
+            let resolution = filter.resolution.unwrap_or_default().resolution();
             // Counts from the kept tally; each group's first and last time and its example are index seeks.
             // Filters the tally or the seeks cannot answer (time, text, lead fields, the HTTP status or source of
             // the seeks) scan.
             let by_tally = filter.tally_answers()
-                && resolution != "all"
+                && resolution.is_some()
                 && filter.http_status.is_none()
                 && filter.source.is_none();
             let rows: Vec<GroupRow> = if by_tally {
@@ -635,7 +641,7 @@ backends! {
                         seek("MAX(id)")
                     ),
                 );
-                push_tally_where(&mut q, filter, Some(resolution));
+                push_tally_where(&mut q, filter, resolution);
                 q.push(
                     " GROUP BY t.class, t.target, t.cause, t.cause_null, t.resolution HAVING SUM(t.n) > 0
                       ORDER BY SUM(t.n) DESC, t.class, t.target, t.cause LIMIT 200) g
@@ -658,19 +664,20 @@ backends! {
                 q.push(" GROUP BY d.dead_class, d.target, d.dead_cause ORDER BY COUNT(*) DESC LIMIT 200");
                 built_as(&q).fetch_all(db.reader()).await.context("cannot group dead letters")?
             };
-            Ok(rows
-                .into_iter()
-                .map(|(class, target, cause, count, http_status, first, last, example)| DeadLetterGroup {
-                    class: class.unwrap_or_default(),
-                    target,
-                    cause,
-                    count,
-                    http_status,
-                    first_dead_at: from_ms(first.unwrap_or(0)),
-                    last_dead_at: from_ms(last.unwrap_or(0)),
-                    example_id: example,
+            rows.into_iter()
+                .map(|(class, target, cause, count, http_status, first, last, example)| {
+                    Ok(DeadLetterGroup {
+                        class: dead_class(example, class.as_deref())?,
+                        target,
+                        cause,
+                        count,
+                        http_status,
+                        first_dead_at: from_ms(first.unwrap_or(0)),
+                        last_dead_at: from_ms(last.unwrap_or(0)),
+                        example_id: example,
+                    })
                 })
-                .collect())
+                .collect()
         }
 
         pub async fn dead_letter_detail(db: &Db, delivery_id: i64) -> anyhow::Result<Option<DeadLetterDetail>> {
@@ -681,7 +688,7 @@ backends! {
                 .await
                 .context("cannot read dead letter")?;
             let Some(row) = row else { return Ok(None) };
-            let letter = to_letter(row);
+            let letter = to_letter(row)?;
             let (payload, original): (String, Option<String>) =
                 sqlx::query_as("SELECT payload, original_payload FROM inbound_event WHERE id = $1")
                     .bind(letter.event_id)
@@ -724,19 +731,20 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read attempts")?;
-            Ok(rows
-                .into_iter()
-                .map(|a| Attempt {
-                    started_at: from_ms(a.0),
-                    duration_ms: a.1,
-                    http_status: a.2,
-                    outcome: a.3,
-                    class: a.4,
-                    reason: a.5,
-                    response_excerpt: a.6,
-                    trigger: a.7,
+            rows.into_iter()
+                .map(|a| {
+                    Ok(Attempt {
+                        started_at: from_ms(a.0),
+                        duration_ms: a.1,
+                        http_status: a.2,
+                        outcome: a.3,
+                        class: a.4.as_deref().map(decode).transpose()?,
+                        reason: a.5,
+                        response_excerpt: a.6,
+                        trigger: a.7,
+                    })
                 })
-                .collect())
+                .collect()
         }
 
         /// Whether any replay is running or paused (only then can a dead letter be queued in one).
@@ -751,7 +759,7 @@ backends! {
         pub async fn resolve_dead_letters(
             db: &Db,
             selection: &ReplaySelection,
-            resolution: &str,
+            resolution: Resolution,
             note: &str,
             actor: &str,
             expected: Option<i64>,
@@ -759,7 +767,7 @@ backends! {
         ) -> anyhow::Result<ResolveOutcome> {
             let check_queued = any_replay_active(db).await?;
             let mut q = Sql::new(DIALECT, "UPDATE delivery SET resolution = ");
-            q.bind(resolution)
+            q.bind(resolution.as_str())
                 .push(", resolved_at = ")
                 .bind(ms(now))
                 .push(", resolved_by = ")

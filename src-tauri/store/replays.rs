@@ -15,6 +15,7 @@ use super::dead_letters::{
     open_condition, push_selection, push_tally_where, push_where, Dialect, ReplaySelection, Sql, ANY_REPLAY_ACTIVE,
     QUEUED_IN_REPLAY,
 };
+use super::words::{decode, ErrorClass, ReplayEventKind, ReplayOutcome, ReplayPhase, ReplayStatus, Resolution};
 use super::{from_ms, ms, Store};
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -91,15 +92,13 @@ pub enum StatusChange {
     Changed,
     NotFound,
     /// The replay's status was this, not one the change starts from: nothing changed.
-    Refused(String),
+    Refused(ReplayStatus),
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct ReplayEvent {
     pub at: DateTime<Utc>,
-    /// `started`, `canary_sent`, `canary_passed`, `canary_failed`, `waiting`, `resumed`, `paused`, `cancelled`,
-    /// `finished`.
-    pub kind: String,
+    pub kind: ReplayEventKind,
     pub detail: String,
 }
 
@@ -112,10 +111,8 @@ pub struct ReplayProgress {
     /// The selection as the operator made it (filter or ids).
     #[ts(type = "unknown")]
     pub selection: serde_json::Value,
-    /// `running`, `paused`, `cancelled` or `finished`.
-    pub status: String,
-    /// `canary`, `canary_failed` (paused: a canary lead failed again) or `rest`.
-    pub phase: String,
+    pub status: ReplayStatus,
+    pub phase: ReplayPhase,
     pub canary_size: i64,
     pub rate_per_second: f64,
     /// Why it is not sending right now, while running (breaker open, rate-limited, paused target).
@@ -147,8 +144,7 @@ pub struct ReplayReportItem {
     pub source: String,
     pub source_ref: String,
     pub target: String,
-    /// `delivered`, `in_progress`, `queued`, `failed_same_reason`, `failed_new_reason`, `resolved_by_hand`.
-    pub outcome: String,
+    pub outcome: ReplayOutcome,
     pub prior_reason: Option<String>,
     /// The reason it failed this time, when it did.
     pub reason: Option<String>,
@@ -161,7 +157,7 @@ pub struct ReplayHistoryEntry {
     pub at: DateTime<Utc>,
     pub actor: String,
     pub reason: String,
-    pub prior_class: Option<String>,
+    pub prior_class: Option<ErrorClass>,
     pub prior_reason: Option<String>,
 }
 
@@ -169,7 +165,7 @@ pub struct ReplayHistoryEntry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunningReplay {
     pub id: i64,
-    pub phase: String,
+    pub phase: ReplayPhase,
     pub canary_size: i64,
     pub rate_per_second: f64,
     pub waiting_for: Option<String>,
@@ -202,7 +198,7 @@ pub struct QueuedItem {
 pub struct DeadLetterLead {
     pub event_id: i64,
     pub source: String,
-    pub resolution: String,
+    pub resolution: Resolution,
     pub purged: bool,
 }
 
@@ -289,9 +285,9 @@ impl Store {
     pub async fn change_replay_status(
         &self,
         replay_id: i64,
-        from: &[&str],
-        to: &str,
-        kind: &str,
+        from: &[ReplayStatus],
+        to: ReplayStatus,
+        kind: ReplayEventKind,
         detail: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<StatusChange> {
@@ -312,7 +308,7 @@ impl Store {
     pub async fn replay_report(
         &self,
         replay_id: i64,
-        outcome: Option<&str>,
+        outcome: Option<ReplayOutcome>,
         limit: u32,
     ) -> anyhow::Result<Vec<ReplayReportItem>> {
         dispatch!(self, replay_report(replay_id, outcome, limit))
@@ -348,7 +344,7 @@ impl Store {
         &self,
         replay_id: i64,
         at: DateTime<Utc>,
-        kind: &str,
+        kind: ReplayEventKind,
         detail: &str,
     ) -> anyhow::Result<()> {
         dispatch!(self, record_replay_event(replay_id, at, kind, detail))
@@ -376,7 +372,7 @@ impl Store {
         &self,
         replay_id: i64,
         waiting_for: Option<&str>,
-        kind: &str,
+        kind: ReplayEventKind,
         detail: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
@@ -628,7 +624,7 @@ backends! {
             .bind(replay.reason)
             .bind(serde_json::to_string(replay.selection).context("selection")?)
             .bind(replay.expected)
-            .bind(if replay.canary > 0 { "canary" } else { "rest" })
+            .bind(if replay.canary > 0 { ReplayPhase::Canary } else { ReplayPhase::Rest }.as_str())
             .bind(i64::from(replay.canary))
             .bind(replay.rate_per_second)
             .bind(i64::from(replay.auto))
@@ -657,7 +653,7 @@ backends! {
                 .execute(&mut *tx)
                 .await
                 .context("cannot finish replay record")?;
-            event_in(&mut tx, replay_id, replay.now, "started", replay.detail).await?;
+            event_in(&mut tx, replay_id, replay.now, ReplayEventKind::Started, replay.detail).await?;
             tx.commit().await.context("cannot commit replay")?;
             Ok(StartOutcome::Started { replay_id, queued })
         }
@@ -666,13 +662,13 @@ backends! {
             tx: &mut sqlx::Transaction<'static, DbKind>,
             replay_id: i64,
             at: DateTime<Utc>,
-            kind: &str,
+            kind: ReplayEventKind,
             detail: &str,
         ) -> anyhow::Result<()> {
             sqlx::query("INSERT INTO replay_event (replay_id, at, kind, detail) VALUES ($1, $2, $3, $4)")
                 .bind(replay_id)
                 .bind(ms(at))
-                .bind(kind)
+                .bind(kind.as_str())
                 .bind(detail)
                 .execute(&mut **tx)
                 .await
@@ -683,9 +679,9 @@ backends! {
         pub async fn change_replay_status(
             db: &Db,
             replay_id: i64,
-            from: &[&str],
-            to: &str,
-            kind: &str,
+            from: &[ReplayStatus],
+            to: ReplayStatus,
+            kind: ReplayEventKind,
             detail: &str,
             now: DateTime<Utc>,
         ) -> anyhow::Result<StatusChange> {
@@ -696,7 +692,8 @@ backends! {
                 .await
                 .context("cannot read replay")?;
             let Some((status,)) = current else { return Ok(StatusChange::NotFound) };
-            if !from.contains(&status.as_str()) {
+            let status: ReplayStatus = decode(&status)?;
+            if !from.contains(&status) {
                 return Ok(StatusChange::Refused(status));
             }
             // A replay the canary stopped goes on past the canary when resumed: a person looked and decided.
@@ -706,7 +703,7 @@ backends! {
                         phase = CASE WHEN $1 = 'running' AND phase = 'canary_failed' THEN 'rest' ELSE phase END
                   WHERE id = $3",
             )
-            .bind(to)
+            .bind(to.as_str())
             .bind(ms(now))
             .bind(replay_id)
             .execute(&mut *tx)
@@ -760,7 +757,9 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read replay events")?;
-            let done = matches!(status.as_str(), "finished" | "cancelled") && in_progress == 0;
+            let status: ReplayStatus = decode(&status)?;
+            let phase: ReplayPhase = decode(&phase)?;
+            let done = matches!(status, ReplayStatus::Finished | ReplayStatus::Cancelled) && in_progress == 0;
             Ok(Some(ReplayProgress {
                 replay_id,
                 created_at: from_ms(created_at),
@@ -786,8 +785,8 @@ backends! {
                 events: events
                     .into_iter()
                     .rev()
-                    .map(|(at, kind, detail)| ReplayEvent { at: from_ms(at), kind, detail })
-                    .collect(),
+                    .map(|(at, kind, detail)| Ok(ReplayEvent { at: from_ms(at), kind: decode(&kind)?, detail }))
+                    .collect::<anyhow::Result<_>>()?,
             }))
         }
 
@@ -803,7 +802,7 @@ backends! {
         pub async fn replay_report(
             db: &Db,
             replay_id: i64,
-            outcome: Option<&str>,
+            outcome: Option<ReplayOutcome>,
             limit: u32,
         ) -> anyhow::Result<Vec<ReplayReportItem>> {
             let mut q = Sql::new(
@@ -825,7 +824,7 @@ backends! {
             );
             q.bind(replay_id).push(") AS items");
             if let Some(outcome) = outcome {
-                q.push(" WHERE outcome = ").bind(outcome);
+                q.push(" WHERE outcome = ").bind(outcome.as_str());
             }
             q.push(
                 " ORDER BY CASE outcome WHEN 'failed_new_reason' THEN 0 WHEN 'failed_same_reason' THEN 1 ELSE 2 END, id
@@ -833,12 +832,12 @@ backends! {
             )
             .bind(i64::from(limit));
             let rows: Vec<ItemRow> = built_as(&q).fetch_all(db.reader()).await.context("cannot read replay report")?;
-            Ok(rows
-                .into_iter()
+            rows.into_iter()
                 .map(|(delivery_id, source, source_ref, target, outcome, prior_reason, reason, fallback_to)| {
-                    ReplayReportItem { delivery_id, source, source_ref, target, outcome, prior_reason, reason, fallback_to }
+                    let outcome = decode(&outcome)?;
+                    Ok(ReplayReportItem { delivery_id, source, source_ref, target, outcome, prior_reason, reason, fallback_to })
                 })
-                .collect())
+                .collect()
         }
 
         pub async fn replay_history(db: &Db, delivery_id: i64) -> anyhow::Result<Vec<ReplayHistoryEntry>> {
@@ -851,17 +850,18 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read replay history")?;
-            Ok(rows
-                .into_iter()
-                .map(|(replay_id, at, actor, reason, prior_class, prior_reason)| ReplayHistoryEntry {
-                    replay_id,
-                    at: from_ms(at),
-                    actor,
-                    reason,
-                    prior_class,
-                    prior_reason,
+            rows.into_iter()
+                .map(|(replay_id, at, actor, reason, prior_class, prior_reason)| {
+                    Ok(ReplayHistoryEntry {
+                        replay_id,
+                        at: from_ms(at),
+                        actor,
+                        reason,
+                        prior_class: prior_class.as_deref().map(decode).transpose()?,
+                        prior_reason,
+                    })
                 })
-                .collect())
+                .collect()
         }
 
         pub async fn selected_open_events(db: &Db, selection: &ReplaySelection) -> anyhow::Result<Vec<(i64, i64)>> {
@@ -891,17 +891,18 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read running replays")?;
-            Ok(rows
-                .into_iter()
-                .map(|(id, phase, canary_size, rate_per_second, waiting_for, auto)| RunningReplay {
-                    id,
-                    phase,
-                    canary_size,
-                    rate_per_second,
-                    waiting_for,
-                    auto: auto != 0,
+            rows.into_iter()
+                .map(|(id, phase, canary_size, rate_per_second, waiting_for, auto)| {
+                    Ok(RunningReplay {
+                        id,
+                        phase: decode(&phase)?,
+                        canary_size,
+                        rate_per_second,
+                        waiting_for,
+                        auto: auto != 0,
+                    })
                 })
-                .collect())
+                .collect()
         }
 
         pub async fn replay_item_counts(db: &Db, replay_id: i64) -> anyhow::Result<ReplayItemCounts> {
@@ -924,7 +925,7 @@ backends! {
             db: &Db,
             replay_id: i64,
             at: DateTime<Utc>,
-            kind: &str,
+            kind: ReplayEventKind,
             detail: &str,
         ) -> anyhow::Result<()> {
             let mut tx = db.begin_write().await?;
@@ -962,14 +963,14 @@ backends! {
                 .execute(&mut *tx)
                 .await
                 .context("cannot hold replay")?;
-                event_in(&mut tx, replay_id, now, "canary_failed", detail).await?;
+                event_in(&mut tx, replay_id, now, ReplayEventKind::CanaryFailed, detail).await?;
             } else {
                 sqlx::query("UPDATE replay SET phase = 'rest' WHERE id = $1")
                     .bind(replay_id)
                     .execute(&mut *tx)
                     .await
                     .context("cannot pass canary")?;
-                event_in(&mut tx, replay_id, now, "canary_passed", detail).await?;
+                event_in(&mut tx, replay_id, now, ReplayEventKind::CanaryPassed, detail).await?;
             }
             tx.commit().await.context("cannot commit canary")?;
             Ok(())
@@ -979,7 +980,7 @@ backends! {
             db: &Db,
             replay_id: i64,
             waiting_for: Option<&str>,
-            kind: &str,
+            kind: ReplayEventKind,
             detail: &str,
             now: DateTime<Utc>,
         ) -> anyhow::Result<()> {
@@ -1055,7 +1056,7 @@ backends! {
                 .execute(&mut *tx)
                 .await
                 .context("cannot finish replay")?;
-            event_in(&mut tx, replay_id, now, "finished", detail).await?;
+            event_in(&mut tx, replay_id, now, ReplayEventKind::Finished, detail).await?;
             tx.commit().await.context("cannot commit replay end")?;
             Ok(())
         }
@@ -1114,12 +1115,15 @@ backends! {
             .fetch_optional(db.reader())
             .await
             .context("cannot read the dead letter")?;
-            Ok(row.map(|(event_id, source, resolution, purged)| DeadLetterLead {
-                event_id,
-                source,
-                resolution: resolution.unwrap_or_default(),
-                purged: purged.is_some(),
-            }))
+            row.map(|(event_id, source, resolution, purged)| {
+                Ok(DeadLetterLead {
+                    event_id,
+                    source,
+                    resolution: resolution.as_deref().map(decode).transpose()?.unwrap_or(Resolution::Open),
+                    purged: purged.is_some(),
+                })
+            })
+            .transpose()
         }
 
         pub async fn record_lead_fixes(
