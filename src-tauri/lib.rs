@@ -15,6 +15,7 @@ pub mod dlq;
 pub mod figures;
 pub mod graph;
 pub mod ingest;
+pub mod model;
 pub mod monitor;
 pub mod pipeline;
 pub mod reconcile;

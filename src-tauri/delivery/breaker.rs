@@ -9,35 +9,9 @@
 use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use crate::config::BreakerConfig;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakerState {
-    Closed,
-    Open,
-    HalfOpen,
-}
-
-impl BreakerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half_open",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Transition {
-    pub from: BreakerState,
-    pub to: BreakerState,
-    pub at: DateTime<Utc>,
-    pub reason: String,
-}
+pub use crate::model::{BreakerState, Transition};
 
 /// What the worker may do with a target right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

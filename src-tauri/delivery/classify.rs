@@ -5,60 +5,8 @@
 //! which is a rate limit, not a configuration error). The body mapping wins over the status mapping because it
 //! is the more specific statement of the CRM.
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::ClassifyConfig;
-
-/// Why an attempt failed, which decides what happens next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorClass {
-    /// The target or the network hiccuped: retry with backoff.
-    Transient,
-    /// The target asked us to slow down: wait as it says; not a wasted attempt.
-    RateLimited,
-    /// The lead itself is wrong for the CRM (validation, format): dead letter; fix the data and replay.
-    PermanentData,
-    /// Our setup is wrong (credentials, deleted field or endpoint): dead letter and alert; replay after the fix.
-    PermanentConfig,
-    /// The request was sent and no answer came: the CRM may or may not have the lead.
-    Ambiguous,
-}
-
-impl ErrorClass {
-    pub const ALL: [ErrorClass; 5] = [
-        ErrorClass::Transient,
-        ErrorClass::RateLimited,
-        ErrorClass::PermanentData,
-        ErrorClass::PermanentConfig,
-        ErrorClass::Ambiguous,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::Transient => "transient",
-            ErrorClass::RateLimited => "rate_limited",
-            ErrorClass::PermanentData => "permanent_data",
-            ErrorClass::PermanentConfig => "permanent_config",
-            ErrorClass::Ambiguous => "ambiguous",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ErrorClass> {
-        ErrorClass::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
-    /// Classes that go straight to the dead-letter queue without a retry.
-    pub fn is_permanent(self) -> bool {
-        matches!(self, ErrorClass::PermanentData | ErrorClass::PermanentConfig)
-    }
-}
-
-impl std::fmt::Display for ErrorClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::model::ErrorClass;
 
 /// What came back from one attempt, reduced to what classification needs.
 #[derive(Debug, Clone)]
