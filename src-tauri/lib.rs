@@ -20,6 +20,7 @@ pub mod monitor;
 pub mod pipeline;
 pub mod reconcile;
 pub mod replay;
+pub mod runtime;
 pub mod server;
 pub mod store;
 pub mod targets;
