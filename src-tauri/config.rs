@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::delivery::classify::ErrorClass;
-use crate::store::AlertKind;
+use crate::model::{AlertKind, ErrorClass};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -1201,7 +1200,7 @@ impl TargetConfig {
                 "does not apply to kind = \"pipedrive\" (it searches persons by person_field_key)",
             ));
         }
-        crate::targets::pipedrive::validate_mapping(&self.mapping, field).map_err(|(i, message)| match i {
+        crate::targets::mapping::validate_pipedrive(&self.mapping, field).map_err(|(i, message)| match i {
             Some(i) => invalid(format!("{key}.mapping[{i}].to"), message),
             None => invalid(format!("{key}.mapping"), message),
         })

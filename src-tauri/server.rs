@@ -8,22 +8,24 @@ use anyhow::Context;
 use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
-use crate::api::App;
 use crate::config::Config;
 use crate::delivery::worker::Worker;
 use crate::ingest::{self, IngestState};
 use crate::monitor::{LogNotifier, Notifier};
+use crate::runtime::{App, Clock};
 use crate::store::Store;
 
-/// How to start: whether the demo runs (the UI says so) and where alerts are announced.
+/// How to start: whether the demo runs (the UI says so), where alerts are announced, and the clock (the
+/// system's unless a test brings a manual one).
 pub struct StartOptions {
     pub demo: bool,
     pub notifier: Arc<dyn Notifier>,
+    pub clock: Option<Clock>,
 }
 
 impl Default for StartOptions {
     fn default() -> Self {
-        Self { demo: false, notifier: Arc::new(LogNotifier) }
+        Self { demo: false, notifier: Arc::new(LogNotifier), clock: None }
     }
 }
 
@@ -52,27 +54,29 @@ impl Server {
         for warning in preflight(&config)? {
             tracing::warn!("{warning}");
         }
+        let clock = options.clock.clone().unwrap_or_default();
         let url = config.database_url()?;
         let store = Store::open(&url).await?;
         let (worker, handle) = if config.worker.enabled {
-            let w = Worker::new(store.clone(), &config)?;
+            let w = Worker::new(store.clone(), &config, clock.clone())?;
             let h = w.handle();
             (Some(tokio::spawn(w.run())), Some(h))
         } else {
             (None, None)
         };
         let wake = handle.as_ref().map(|h| h.wake.clone()).unwrap_or_else(|| Arc::new(Notify::new()));
-        let ingest_state = IngestState::new(&config, store.clone(), wake)?;
+        let ingest_state = IngestState::new(&config, store.clone(), wake, clock.clone())?;
         let (live, _) = broadcast::channel(256);
         let (stop_http, closing) = watch::channel(false);
         let app = App {
             store,
             config: Arc::new(config),
+            clock: clock.clone(),
             worker: handle,
             live,
             ingest: ingest_state.clone(),
             notifier: options.notifier.clone(),
-            started_at: chrono::Utc::now(),
+            started_at: clock.now(),
             demo: options.demo,
             closing,
         };

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use leadline::api;
 use leadline::monitor::{self, alerts, sources, Notifier};
+use leadline::runtime::Clock;
 use leadline::server::{Server, StartOptions};
 use leadline::store::{EventCountPoint, NewEvent};
 
@@ -39,7 +40,18 @@ struct Setup {
     _dir: tempfile::TempDir,
 }
 
+/// A fixed instant for tests that drive the manual clock (a Monday morning).
+fn t0() -> DateTime<Utc> {
+    "2026-03-02T10:00:00Z".parse().unwrap()
+}
+
+/// A server on the system clock.
 async fn start() -> Setup {
+    start_with_clock(None).await
+}
+
+/// A server whose every decision takes its time from `clock` (a manual clock the test sets and advances).
+async fn start_with_clock(clock: Option<Clock>) -> Setup {
     let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &common::idempotent_crm(crm_addr));
@@ -62,7 +74,8 @@ renotify_minutes = 30
     ));
     let config = common::parse_config(&text);
     let notes = Arc::new(Recording::default());
-    let server = Server::start_with(config, StartOptions { demo: false, notifier: notes.clone() }).await.unwrap();
+    let server =
+        Server::start_with(config, StartOptions { demo: false, notifier: notes.clone(), clock }).await.unwrap();
     Setup { server, crm, notes, http: reqwest::Client::new(), _dir: dir }
 }
 
@@ -101,12 +114,18 @@ async fn alert(setup: &Setup, kind: &str, key: &str) -> Option<alerts::Alert> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_themselves() {
-    let setup = start().await;
+    // The server's clock is manual: the background monitor and the checks below see the same time, the one
+    // the test sets.
+    let setup = start_with_clock(Some(Clock::manual(t0()))).await;
     let app = &setup.server.app;
     let notes = setup.notes.clone();
     seed_history(&setup, "plain", 120.0).await;
     let t0 = app.started_at;
-    let at = |minutes: i64| t0 + chrono::Duration::minutes(minutes);
+    assert_eq!(t0, self::t0(), "the server started at the manual clock's time");
+    let at = |minutes: i64| {
+        app.clock.set(t0 + chrono::Duration::minutes(minutes));
+        app.clock.now()
+    };
 
     // 45 minutes of listening and nothing from `plain`, which sends 120 an hour: a silence.
     sources::check_sources(app, notes.as_ref(), at(45)).await;
@@ -116,7 +135,8 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     assert_eq!(notes.titles().iter().filter(|t| t.starts_with("No leads from plain")).count(), 1);
 
     // A check with little listening time behind it (as right after a restart) cannot tell: the alert stays.
-    sources::check_sources(app, notes.as_ref(), t0 + chrono::Duration::seconds(30)).await;
+    app.clock.set(t0 + chrono::Duration::seconds(30));
+    sources::check_sources(app, notes.as_ref(), app.clock.now()).await;
     assert_eq!(alert(&setup, "silence", "plain").await.unwrap().state.as_str(), "open", "a restart is not a lead");
 
     // The same condition a minute later: the same alert, one more occurrence, no second notification.
@@ -140,7 +160,7 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
 
     // A trickle arrives (12 in 15 minutes where 30 are normal): the silence resolves by itself, and the
     // volume is still improbably low: a volume drop opens.
-    insert_plain(&setup, (0..12).map(|i| format!("a-{i}")), at(64)).await;
+    insert_plain(&setup, (0..12).map(|i| format!("a-{i}")), t0 + chrono::Duration::minutes(64)).await;
     sources::check_sources(app, notes.as_ref(), at(79)).await;
     let silence = alert(&setup, "silence", "plain").await.unwrap();
     assert_eq!(silence.state.as_str(), "resolved");
@@ -158,7 +178,7 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
 
     // Normal volume again (130 over the next hour): the drop resolves by itself; history keeps both alerts.
     for m in 0..13 {
-        insert_plain(&setup, (0..10).map(|i| format!("b-{m}-{i}")), at(80 + m * 5)).await;
+        insert_plain(&setup, (0..10).map(|i| format!("b-{m}-{i}")), t0 + chrono::Duration::minutes(80 + m * 5)).await;
     }
     sources::check_sources(app, notes.as_ref(), at(140)).await;
     let drop = alert(&setup, "volume_drop", "plain").await.unwrap();
@@ -183,7 +203,7 @@ async fn reconciliation_recovers_dropped_webhooks_without_duplicating_the_ones_t
         .await
         .expect("the first scheduled reconciliation ran");
     }
-    let now = Utc::now();
+    let now = app.clock.now();
     // The generic source lists 60 leads; 50 arrive as webhooks (one of them twice).
     for i in 0..60 {
         let id = format!("p-{i}");
@@ -293,10 +313,16 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     .expect("25 dead letters");
     let mut recorder = leadline::monitor::metrics::Recorder::default();
     let health = api::health(app).await.unwrap().queue;
-    leadline::monitor::metrics::record(&app.store, &mut recorder, &health, &app.config.monitor.metrics, Utc::now())
-        .await
-        .unwrap();
-    monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
+    leadline::monitor::metrics::record(
+        &app.store,
+        &mut recorder,
+        &health,
+        &app.config.monitor.metrics,
+        app.clock.now(),
+    )
+    .await
+    .unwrap();
+    monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
     let growth = alert(&setup, "dead_letter_growth", "crm").await.expect("growth alert");
     assert_eq!(growth.title, "25 leads to crm were dead-lettered in the last hour");
     // Its policy is the digest: no notification yet.
@@ -309,7 +335,7 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
         assert_eq!(post(format!("r-{i}")).send().await.unwrap().status(), 202);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
+    monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
     let budget = alert(&setup, "retry_budget", "crm").await.expect("retry budget alert");
     assert_eq!(budget.state.as_str(), "open");
     assert!(budget.title.starts_with("3 leads to crm will run out of retry time"), "{}", budget.title);
@@ -328,7 +354,7 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     })
     .await
     .expect("the retrying leads were delivered");
-    monitor::check_targets(app, notes.as_ref(), Utc::now()).await;
+    monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
     assert_eq!(alert(&setup, "retry_budget", "crm").await.unwrap().state.as_str(), "resolved");
     setup.server.shutdown().await.unwrap();
 }
@@ -336,9 +362,10 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
     use leadline::monitor::metrics::{self, Range, Recorder};
-    let setup = start().await;
+    let setup = start_with_clock(Some(Clock::manual(t0()))).await;
     let app = &setup.server.app;
-    let now = Utc::now();
+    let now = app.clock.now();
+    assert_eq!(now, t0());
     // 5 events 2 hours ago, 7 events 30 hours ago, 4 in this minute.
     insert_plain(&setup, (0..5).map(|i| format!("h2-{i}")), now - chrono::Duration::hours(2)).await;
     insert_plain(&setup, (0..7).map(|i| format!("h30-{i}")), now - chrono::Duration::hours(30)).await;
@@ -362,7 +389,8 @@ async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
     assert!(volume(metrics::series(&app.store, Range::Week, now).await.unwrap()) >= 16.0);
 
     // Two days later, the retention pass drops the minutes older than 48 h but keeps their hours.
-    let later = now + chrono::Duration::hours(20);
+    app.clock.advance(chrono::Duration::hours(20));
+    let later = app.clock.now();
     metrics::record(&app.store, &mut recorder, &health, &app.config.monitor.metrics, later).await.unwrap();
     let minutes = app.store.metric_points("events", "plain", 60).await.unwrap();
     let old_minutes = minutes.iter().filter(|p| p.0 < later - chrono::Duration::hours(48)).count();

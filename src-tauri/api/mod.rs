@@ -3,63 +3,30 @@
 
 pub mod http;
 
+pub use crate::monitor::health::{
+    situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
+};
+pub use crate::runtime::{App, Clock, LiveEvent};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
 
-use crate::config::Config;
 use crate::delivery::breaker::BreakerState;
-use crate::delivery::worker::WorkerHandle;
 use crate::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup};
 use crate::figures::{self, DeliveryFigures};
-use crate::ingest::IngestState;
 use crate::monitor::alerts::{self, Alert};
 use crate::monitor::metrics::{self, MetricSeries, Range};
 use crate::monitor::sources::SourceStatus;
-use crate::monitor::Notifier;
 use crate::reconcile::{self, ReconcileError, ReconciliationRun};
 use crate::replay::fix::{self, FieldFix, FixReport};
 use crate::replay::{
     self, ReplayError, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress, ReplayReceipt,
     ReplayReportItem, ReplaySelection,
 };
-use crate::store::{AlertKind, QueueHealth, ReplayOutcome, Resolution, Severity, Store};
-
-/// What the API needs: the store, the configuration, the running worker (if this process runs one), and the
-/// live feed the UI listens to.
-#[derive(Clone)]
-pub struct App {
-    pub store: Store,
-    pub config: Arc<Config>,
-    pub worker: Option<WorkerHandle>,
-    pub live: broadcast::Sender<LiveEvent>,
-    /// The ingest path (reconciliation feeds recovered leads through it).
-    pub ingest: IngestState,
-    /// Where alerts are announced.
-    pub notifier: Arc<dyn Notifier>,
-    /// When this process started: volume is judged only over time Leadline was listening.
-    pub started_at: DateTime<Utc>,
-    /// The built-in demo is running (mock CRM and synthetic traffic): the UI says so.
-    pub demo: bool,
-    /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.
-    pub closing: tokio::sync::watch::Receiver<bool>,
-}
-
-/// Pushed to the UI when something changed, so it does not poll in a tight loop.
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
-#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
-pub enum LiveEvent {
-    Health(Box<HealthView>),
-    AlertsChanged,
-    ReplayChanged {
-        replay_id: i64,
-    },
-    /// A reconciliation ran.
-    SourcesChanged,
-}
+use crate::store::{ReplayOutcome, Resolution};
 
 /// Errors at the API boundary, serialised as `{code, message}`; the UI branches on `code`.
 #[derive(Debug, thiserror::Error)]
@@ -131,166 +98,6 @@ impl Serialize for ApiError {
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
-pub struct BreakerView {
-    pub target: String,
-    pub state: BreakerState,
-    pub opened_at: Option<DateTime<Utc>>,
-    /// What the target is doing, all things considered (a person's pause, a hold, the breaker).
-    pub situation: TargetSituation,
-}
-
-/// What a target is really doing now, in the order a person needs to know it: a person's pause first, then a
-/// refused credential, a target that looks down, a rate limit, a probe after failures; otherwise it is sending.
-#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum TargetSituation {
-    Sending,
-    /// Someone paused it; its leads queue until resumed.
-    PausedByPerson,
-    /// It refused the credential in this variable; one lead probes at `next_try`.
-    RefusingCredentials {
-        credential: String,
-        next_try: DateTime<Utc>,
-    },
-    /// The breaker opened: it kept failing, sending is paused (since `since`) until a probe succeeds.
-    Down {
-        since: Option<DateTime<Utc>>,
-    },
-    /// It said when to come back (or Leadline paces it near its limit): nothing is sent before `until`.
-    RateLimited {
-        until: DateTime<Utc>,
-    },
-    /// After failures, one lead tests whether it answers again.
-    Testing,
-}
-
-/// A target's situation from its facts. Pure.
-pub fn situation(
-    paused: bool,
-    hold: Option<crate::delivery::worker::Hold>,
-    breaker: BreakerState,
-    opened_at: Option<DateTime<Utc>>,
-) -> TargetSituation {
-    use crate::delivery::worker::HoldReason;
-    match (paused, hold, breaker) {
-        (true, _, _) => TargetSituation::PausedByPerson,
-        (_, Some(h), _) if matches!(h.reason, HoldReason::Credentials { .. }) => match h.reason {
-            HoldReason::Credentials { credential } => {
-                TargetSituation::RefusingCredentials { credential, next_try: h.until }
-            }
-            HoldReason::RateLimited => unreachable!("matched as credentials"),
-        },
-        (_, _, BreakerState::Open) => TargetSituation::Down { since: opened_at },
-        (_, Some(h), _) => TargetSituation::RateLimited { until: h.until },
-        (_, None, BreakerState::HalfOpen) => TargetSituation::Testing,
-        (_, None, BreakerState::Closed) => TargetSituation::Sending,
-    }
-}
-
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
-pub struct HealthView {
-    #[serde(flatten)]
-    pub queue: QueueHealth,
-    /// Breaker state per target, as this process's worker sees it (empty when no worker runs here).
-    pub breakers: Vec<BreakerView>,
-    /// The one answer to "is everything all right?", from the same facts as the alerts.
-    pub verdict: HealthVerdict,
-}
-
-/// How things stand, in one level and one sentence, with the page where a person can act.
-#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
-pub struct HealthVerdict {
-    pub level: VerdictLevel,
-    /// In words: what is wrong (or that nothing is).
-    pub reason: String,
-    /// The page to act on: `alerts`, `targets`, `sources` or `dead_letters`; none when all is well.
-    pub link: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ts_rs::TS)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictLevel {
-    /// Leads flow; nothing needs anyone.
-    AllWell,
-    /// Leads are slowed (rate-limited, retrying, a source quieter than usual); Leadline copes by itself.
-    Degraded,
-    /// Something only a person can fix (a target down or refusing credentials, a silent source, a new cause of
-    /// dead letters).
-    NeedsPerson,
-}
-
-/// The page an alert of `kind` is acted on.
-fn page_for(kind: AlertKind) -> &'static str {
-    match kind {
-        AlertKind::Credentials | AlertKind::PermanentConfig | AlertKind::BreakerOpen | AlertKind::RetryBudget => {
-            "targets"
-        }
-        AlertKind::Silence | AlertKind::VolumeDrop | AlertKind::SourceFailing | AlertKind::ReconciliationFound => {
-            "sources"
-        }
-        AlertKind::DeadLetterGrowth | AlertKind::AutoReplay | AlertKind::NewCause => "dead_letters",
-        AlertKind::OldestPending => "alerts",
-    }
-}
-
-/// The verdict from the open alerts and each target's situation. Pure.
-pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], queue: &QueueHealth) -> HealthVerdict {
-    let say = |level, reason: String, link: &str| HealthVerdict { level, reason, link: Some(link.to_string()) };
-    let more = |n: usize| if n > 1 { format!(" (and {} more)", n - 1) } else { String::new() };
-    let critical: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Critical).collect();
-    if let Some(first) = critical.first() {
-        return say(
-            VerdictLevel::NeedsPerson,
-            format!("{}{}", first.title, more(critical.len())),
-            page_for(first.kind),
-        );
-    }
-    for (name, situation) in targets {
-        match situation {
-            TargetSituation::RefusingCredentials { credential, .. } => {
-                return say(
-                    VerdictLevel::NeedsPerson,
-                    format!("{name} refuses the credential in {credential}: its leads are waiting"),
-                    "targets",
-                )
-            }
-            TargetSituation::Down { .. } => {
-                return say(
-                    VerdictLevel::NeedsPerson,
-                    format!("{name} looks down: sending is paused by the breaker"),
-                    "targets",
-                )
-            }
-            _ => {}
-        }
-    }
-    let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Warning).collect();
-    if let Some(first) = warnings.first() {
-        return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), page_for(first.kind));
-    }
-    for (name, situation) in targets {
-        let reason = match situation {
-            TargetSituation::RateLimited { until } => format!(
-                "{name} is rate-limited until {} UTC: leads wait and go on by themselves",
-                until.format("%H:%M:%S")
-            ),
-            TargetSituation::Testing => format!("{name} is being tested with one lead after failing"),
-            TargetSituation::PausedByPerson => format!("{name} is paused by a person: its leads wait until resumed"),
-            _ => continue,
-        };
-        return say(VerdictLevel::Degraded, reason, "targets");
-    }
-    let o = &queue.overall;
-    let waiting = o.pending + o.running;
-    let reason = if waiting == 0 {
-        "every lead is delivered".to_string()
-    } else {
-        format!("{waiting} {} on the way, nothing stuck", if waiting == 1 { "lead" } else { "leads" })
-    };
-    HealthVerdict { level: VerdictLevel::AllWell, reason, link: None }
-}
-
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct Session {
     pub version: String,
     pub demo: bool,
@@ -310,33 +117,13 @@ pub fn session(app: &App) -> Session {
 }
 
 pub async fn health(app: &App) -> Result<HealthView, ApiError> {
-    let targets: Vec<String> = app.config.targets.keys().cloned().collect();
-    let now = Utc::now();
-    let queue = app.store.queue_health(now, &targets).await?;
-    let breakers: Vec<BreakerView> = app
-        .worker
-        .as_ref()
-        .map(|w| {
-            w.targets
-                .iter()
-                .map(|(name, t)| {
-                    let (state, opened_at) = t.breaker_state();
-                    let situation = situation(t.is_paused(), t.hold(now), state, opened_at);
-                    BreakerView { target: name.clone(), state, opened_at, situation }
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let situations: Vec<_> = breakers.iter().map(|b| (b.target.clone(), b.situation.clone())).collect();
-    let open = alerts::unresolved(&app.store).await?;
-    let verdict = verdict(&open, &situations, &queue);
-    Ok(HealthView { queue, breakers, verdict })
+    Ok(crate::monitor::health(app, app.clock.now()).await?)
 }
 
 pub async fn metrics(app: &App, range: &str) -> Result<MetricSeries, ApiError> {
     let range = Range::parse(range)
         .ok_or_else(|| ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d")))?;
-    Ok(metrics::series(&app.store, range, Utc::now()).await?)
+    Ok(metrics::series(&app.store, range, app.clock.now()).await?)
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -388,7 +175,7 @@ pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<DeadLe
     check_filter(filter)?;
     let items = dlq::list(&app.store, filter).await?;
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
-    let open_by_class = app.store.queue_health(Utc::now(), &targets).await?.overall.dead_open_by_class;
+    let open_by_class = app.store.queue_health(app.clock.now(), &targets).await?.overall.dead_open_by_class;
     Ok(DeadLetterList { items, open_by_class })
 }
 
@@ -413,7 +200,7 @@ pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterView, 
 
 pub async fn replay_preview(app: &App, selection: &ReplaySelection) -> Result<ReplayPreview, ApiError> {
     check_selection(selection)?;
-    Ok(replay::preview(&app.store, &app.config, selection, Utc::now()).await?)
+    Ok(replay::preview(&app.store, &app.config, selection, app.clock.now()).await?)
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
@@ -440,7 +227,7 @@ pub async fn replay(app: &App, request: &ReplayRequest, actor: &str) -> Result<R
         actor,
         reason,
         false,
-        Utc::now(),
+        app.clock.now(),
     )
     .await?;
     let _ = app.live.send(LiveEvent::ReplayChanged { replay_id: receipt.replay_id });
@@ -466,7 +253,7 @@ pub async fn replay_report(
 
 /// `cancel`, `pause` or `resume` a replay.
 pub async fn control_replay(app: &App, replay_id: i64, action: &str, actor: &str) -> Result<ReplayProgress, ApiError> {
-    let now = Utc::now();
+    let now = app.clock.now();
     match action {
         "cancel" => replay::cancel(&app.store, replay_id, actor, now).await?,
         "pause" => replay::pause(&app.store, replay_id, actor, now).await?,
@@ -498,7 +285,7 @@ pub async fn resolve_dead_letters(app: &App, request: &ResolveRequest, actor: &s
         &request.note,
         actor,
         request.expected,
-        Utc::now(),
+        app.clock.now(),
     )
     .await?;
     let _ = app.live.send(LiveEvent::AlertsChanged);
@@ -527,7 +314,7 @@ pub async fn fix_dead_letters(app: &App, request: &FixRequest, actor: &str) -> R
         actor,
         &request.reason,
         request.dry_run,
-        Utc::now(),
+        app.clock.now(),
     )
     .await?)
 }
@@ -545,7 +332,7 @@ pub async fn edit_dead_letter(
     request: &EditRequest,
     actor: &str,
 ) -> Result<DeadLetterView, ApiError> {
-    fix::edit(&app.store, &app.config, delivery_id, &request.payload, actor, &request.reason, Utc::now()).await?;
+    fix::edit(&app.store, &app.config, delivery_id, &request.payload, actor, &request.reason, app.clock.now()).await?;
     dead_letter(app, delivery_id).await
 }
 
@@ -657,7 +444,7 @@ pub struct SourceView {
 }
 
 pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
-    let now = Utc::now();
+    let now = app.clock.now();
     let mut out = Vec::new();
     for (name, sc) in &app.config.sources {
         out.push(SourceView {
@@ -685,12 +472,12 @@ pub async fn reconcile_now(app: &App, source: &str) -> Result<ReconciliationRun,
         )));
     }
     let client = reconcile::client();
-    reconcile::reconcile(app, &app.ingest, &client, app.notifier.as_ref(), source, Utc::now()).await.map_err(
-        |e| match e {
+    reconcile::reconcile(app, &app.ingest, &client, app.notifier.as_ref(), source, app.clock.now()).await.map_err(|e| {
+        match e {
             ReconcileError::Storage(e) => ApiError::Internal(format!("{e:#}")),
             other => ApiError::Conflict(format!("reconciliation failed: {other}")),
-        },
-    )
+        }
+    })
 }
 
 /// Delivery figures over `range` (`24h` or `7d`).
@@ -698,7 +485,7 @@ pub async fn figures(app: &App, range: &str) -> Result<DeliveryFigures, ApiError
     let span = Range::parse(range)
         .ok_or_else(|| ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d")))?
         .span();
-    let now = Utc::now();
+    let now = app.clock.now();
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
     Ok(figures::figures(&app.store, &targets, now - span, now).await?)
 }
@@ -708,7 +495,7 @@ pub async fn alerts(app: &App) -> Result<Vec<Alert>, ApiError> {
 }
 
 pub async fn acknowledge_alert(app: &App, id: i64, by: &str) -> Result<Alert, ApiError> {
-    let alert = alerts::acknowledge(&app.store, id, by, Utc::now())
+    let alert = alerts::acknowledge(&app.store, id, by, app.clock.now())
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no alert with id {id}")))?;
     let _ = app.live.send(LiveEvent::AlertsChanged);
@@ -759,7 +546,7 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
             TargetView {
                 name: name.clone(),
                 kind: serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-                hold: runtime.and_then(|r| r.hold(Utc::now())),
+                hold: runtime.and_then(|r| r.hold(app.clock.now())),
                 rate: rate.or_else(|| t.rate.map(|r| r.to_string())),
                 concurrency,
                 mapping: t.mapping.iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),
@@ -824,7 +611,7 @@ pub async fn reload_secrets(app: &App, by: &str) -> Result<Vec<SecretReload>, Ap
         .worker
         .as_ref()
         .ok_or_else(|| ApiError::BadRequest("this process runs no worker, so it holds no credentials".into()))?;
-    let now = Utc::now();
+    let now = app.clock.now();
     let mut out = Vec::new();
     for (name, runtime) in worker.targets.iter() {
         let (ok, message) = match runtime.reload(&app.config, &app.store) {
@@ -852,7 +639,7 @@ pub async fn set_target_paused(app: &App, name: &str, paused: bool, by: &str) ->
         return Err(ApiError::NotFound(format!("no target named `{name}`")));
     }
     if paused {
-        app.store.pause_target(name, by, Utc::now()).await?;
+        app.store.pause_target(name, by, app.clock.now()).await?;
     } else {
         app.store.resume_target(name).await?;
     }
@@ -883,7 +670,7 @@ pub async fn load_pauses(app: &App) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::delivery::worker::{Hold, HoldReason};
-    use crate::store::TargetHealth;
+    use crate::store::{QueueHealth, TargetHealth};
 
     fn alert(kind: &str, severity: &str, title: &str) -> Alert {
         let t = DateTime::parse_from_rfc3339("2026-11-30T10:00:00Z").unwrap().to_utc();

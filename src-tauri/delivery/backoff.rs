@@ -7,6 +7,7 @@ use rand::Rng;
 
 use crate::config::BackoffConfig;
 use crate::delivery::classify::{ErrorClass, Failure};
+pub use crate::model::parse_retry_after;
 
 /// Full jitter: a uniformly random delay in `[0, min(cap, base · 2^attempt)]` milliseconds.
 /// `attempt` counts from 0 for the first retry.
@@ -19,19 +20,6 @@ pub fn full_jitter_ms(cfg: &BackoffConfig, attempt: u32, rng: &mut impl Rng) -> 
 pub fn exponential_ceiling_ms(cfg: &BackoffConfig, attempt: u32) -> u64 {
     let factor = 1u64.checked_shl(attempt.min(63)).unwrap_or(u64::MAX);
     cfg.base_ms.saturating_mul(factor).min(cfg.cap_ms)
-}
-
-/// Parses `Retry-After` in either form: delay-seconds (`120`) or an HTTP-date. Returns the instant before which
-/// no retry may happen. A date in the past means "now"; garbage means no instruction.
-pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        let seconds = i64::try_from(seconds).ok()?.min(i64::MAX / 1000);
-        return now.checked_add_signed(chrono::Duration::seconds(seconds));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    let at: DateTime<Utc> = at.into();
-    Some(at.max(now))
 }
 
 /// The facts about a failed job that decide its next step.

@@ -11,16 +11,7 @@ use std::collections::VecDeque;
 use chrono::{DateTime, Utc};
 
 use crate::config::BreakerConfig;
-
-pub use crate::store::BreakerState;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Transition {
-    pub from: BreakerState,
-    pub to: BreakerState,
-    pub at: DateTime<Utc>,
-    pub reason: String,
-}
+pub use crate::model::{BreakerState, Transition};
 
 /// What the worker may do with a target right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,8 +6,7 @@
 //! is the more specific statement of the CRM.
 
 use crate::config::ClassifyConfig;
-
-pub use crate::store::ErrorClass;
+pub use crate::model::ErrorClass;
 
 /// What came back from one attempt, reduced to what classification needs.
 #[derive(Debug, Clone)]

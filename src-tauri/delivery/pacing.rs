@@ -46,7 +46,7 @@ use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::delivery::backoff::parse_retry_after;
+use crate::model::parse_retry_after;
 
 /// The guard added to every window, in thousandths of the window (1 %). See the module documentation.
 pub const GUARD_PER_MILLE: u32 = 10;

@@ -25,6 +25,7 @@ use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transit
 use crate::delivery::classify::Failure;
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::delivery::pacing::{Admit, Pacer};
+use crate::runtime::clock::Clock;
 use crate::store::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, Store};
 use crate::targets::hubspot::HubspotTarget;
 use crate::targets::meta_lead::MetaLeadStep;
@@ -236,14 +237,13 @@ impl TargetRuntime {
         }
     }
 
-    async fn perform(&self, job: &Job, linked: Option<String>) -> AttemptReport {
+    async fn perform(&self, job: &Job, linked: Option<String>, now: DateTime<Utc>) -> AttemptReport {
         match &*self.connector() {
-            Connector::Http(h) => h.deliver(job, linked, Utc::now()).await,
-            Connector::MetaLead(m) => m.fetch(job, Utc::now()).await,
-            Connector::Pipedrive(p) => p.deliver(job, linked, Utc::now()).await,
-            Connector::Salesforce(s) => s.deliver(job, Utc::now()).await,
+            Connector::Http(h) => h.deliver(job, linked, now).await,
+            Connector::MetaLead(m) => m.fetch(job, now).await,
+            Connector::Pipedrive(p) => p.deliver(job, linked, now).await,
+            Connector::Salesforce(s) => s.deliver(job, now).await,
             Connector::Hubspot(h) => {
-                let now = Utc::now();
                 h.deliver_batch(std::slice::from_ref(job), now).await.pop().flatten().unwrap_or_else(|| {
                     // Cannot happen (a lone lead has no duplicate in its batch); never claim it was delivered.
                     let mut r = AttemptReport::new(now);
@@ -268,13 +268,13 @@ impl TargetRuntime {
     }
 
     /// One report per job (`None`: not sent this time, back to the queue without an attempt).
-    async fn perform_batch(&self, jobs: &[Job]) -> Vec<Option<AttemptReport>> {
+    async fn perform_batch(&self, jobs: &[Job], now: DateTime<Utc>) -> Vec<Option<AttemptReport>> {
         match &*self.connector() {
-            Connector::Hubspot(h) => h.deliver_batch(jobs, Utc::now()).await,
+            Connector::Hubspot(h) => h.deliver_batch(jobs, now).await,
             _ => {
                 let mut out = Vec::with_capacity(jobs.len());
                 for job in jobs {
-                    out.push(Some(self.perform(job, None).await));
+                    out.push(Some(self.perform(job, None, now).await));
                 }
                 out
             }
@@ -301,6 +301,8 @@ pub struct WorkerHandle {
     pub wake: Arc<Notify>,
     pub events: broadcast::Sender<WorkerEvent>,
     pub targets: Arc<BTreeMap<String, Arc<TargetRuntime>>>,
+    /// What time it is for every decision the worker makes.
+    pub clock: Clock,
     shutdown: watch::Sender<bool>,
 }
 
@@ -318,7 +320,7 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(store: Store, config: &Config) -> anyhow::Result<Worker> {
+    pub fn new(store: Store, config: &Config, clock: Clock) -> anyhow::Result<Worker> {
         let mut targets = BTreeMap::new();
         for (name, tc) in &config.targets {
             targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config)?));
@@ -334,7 +336,7 @@ impl Worker {
             store,
             cfg: config.worker.clone(),
             owner,
-            handle: WorkerHandle { wake: Arc::new(Notify::new()), events, targets: Arc::new(targets), shutdown },
+            handle: WorkerHandle { wake: Arc::new(Notify::new()), events, targets: Arc::new(targets), clock, shutdown },
         })
     }
 
@@ -380,7 +382,8 @@ impl Worker {
                 // Sleep until new work, the poll interval, or the moment a held or paced target may send again.
                 let mut idle = Duration::from_millis(cfg.poll_interval_ms);
                 if let Some(at) = next_wake {
-                    idle = idle.min((at - Utc::now()).to_std().unwrap_or_default().max(Duration::from_millis(1)));
+                    idle =
+                        idle.min((at - handle.clock.now()).to_std().unwrap_or_default().max(Duration::from_millis(1)));
                 }
                 tokio::select! {
                     _ = handle.wake.notified() => {}
@@ -405,7 +408,7 @@ impl Worker {
                 }
             }
         }
-        let now = Utc::now();
+        let now = handle.clock.now();
         for mut unfinished in released_on_shutdown {
             tracing::warn!(delivery_id = unfinished.job_id, "released at shutdown before it finished");
             unfinished.outcome = JobOutcome::Released { at: now };
@@ -438,7 +441,7 @@ async fn dispatch_once(
     for (name, target) in handle.targets.iter() {
         // Requests claimed and not finished (sending, or waiting for their slot or a connection).
         let busy = target.outstanding.load(Ordering::SeqCst);
-        let now = Utc::now();
+        let now = handle.clock.now();
         let (paced, free) = {
             let pacer = target.pacer.lock().expect("pacer lock");
             let paced = pacer.effective_rate().is_some();
@@ -557,7 +560,7 @@ async fn dispatch_once(
             target.outstanding.fetch_add(1, Ordering::SeqCst);
             in_flight.spawn(async move {
                 let _outstanding = Outstanding(&target.outstanding);
-                let (permit, held) = wait_for_slot(&target, send_at).await;
+                let (permit, held) = wait_for_slot(&target, send_at, &handle.clock).await;
                 let completions = match held {
                     Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
                     None if batch => execute_batch(&store, &handle, &target, chunk).await,
@@ -598,8 +601,9 @@ const PACE_HORIZON: chrono::Duration = chrono::Duration::milliseconds(500);
 async fn wait_for_slot(
     target: &TargetRuntime,
     send_at: DateTime<Utc>,
+    clock: &Clock,
 ) -> (Option<tokio::sync::OwnedSemaphorePermit>, Option<DateTime<Utc>>) {
-    let wait = (send_at - Utc::now()).to_std().unwrap_or_default();
+    let wait = (send_at - clock.now()).to_std().unwrap_or_default();
     let waited = !wait.is_zero();
     if waited {
         tokio::time::sleep(wait).await;
@@ -609,7 +613,7 @@ async fn wait_for_slot(
         Ok(permit) => (Some(permit), waited),
         Err(_) => (target.slots.clone().acquire_owned().await.ok(), true),
     };
-    let held = if waited { target.hold(Utc::now()).map(|h| h.until) } else { None };
+    let held = if waited { target.hold(clock.now()).map(|h| h.until) } else { None };
     (permit, held)
 }
 
@@ -648,13 +652,13 @@ pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntim
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), "cannot read crm_link; releasing");
-                return release(&job, Utc::now() + chrono::Duration::seconds(5));
+                return release(&job, handle.clock.now() + chrono::Duration::seconds(5));
             }
         }
     } else {
         None
     };
-    let report = target.perform(&job, linked).await;
+    let report = target.perform(&job, linked, handle.clock.now()).await;
     decide(store, handle, target, &job, report, true).await
 }
 
@@ -667,11 +671,11 @@ pub async fn execute_batch(
     target: &TargetRuntime,
     jobs: Vec<Job>,
 ) -> Vec<Completion> {
-    let reports = target.perform_batch(&jobs).await;
+    let reports = target.perform_batch(&jobs, handle.clock.now()).await;
     let health = batch_health(reports.iter().flatten());
     if let (Some(health), Some(job)) = (health, jobs.first()) {
         let transition =
-            target.breaker.lock().expect("breaker lock").record(health, Utc::now(), &target.config().breaker);
+            target.breaker.lock().expect("breaker lock").record(health, handle.clock.now(), &target.config().breaker);
         if let Some(t) = transition {
             report_transition(store, handle, &job.target, t).await;
         }
@@ -680,7 +684,7 @@ pub async fn execute_batch(
     for (job, report) in jobs.iter().zip(reports) {
         out.push(match report {
             Some(report) => decide(store, handle, target, job, report, false).await,
-            None => release(job, Utc::now()),
+            None => release(job, handle.clock.now()),
         });
     }
     out
@@ -734,7 +738,7 @@ async fn decide(
     report: AttemptReport,
     record_health: bool,
 ) -> Completion {
-    let now = Utc::now();
+    let now = handle.clock.now();
     if let Some((status, headers)) = &report.answered {
         if let Ok(status) = reqwest::StatusCode::from_u16(*status) {
             target.pacer.lock().expect("pacer lock").observe(now, status, headers);
@@ -996,7 +1000,7 @@ async fn rescuer(store: Store, cfg: WorkerConfig, handle: WorkerHandle) {
     let mut tick = tokio::time::interval(Duration::from_secs(cfg.rescue_interval_seconds.max(1)));
     loop {
         tick.tick().await;
-        match store.rescue_expired(Utc::now()).await {
+        match store.rescue_expired(handle.clock.now()).await {
             Ok(0) => {}
             Ok(n) => {
                 tracing::warn!(rescued = n, "returned jobs with expired leases to pending");

@@ -1,52 +1,9 @@
 //! Dead letters: the `dead` deliveries, readable — why (class, HTTP status, the CRM's message and field),
 //! how many attempts, when — with filters and each one's attempt timeline.
 
+pub use crate::model::cause_of;
 use crate::store::{lead_field_path, Store};
 pub use crate::store::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix};
-
-/// The cause of a failure: its reason with what is specific to one lead masked — quoted values, e-mail
-/// addresses, long numbers and ids — so failures with one cause group together.
-pub fn cause_of(reason: &str) -> String {
-    let mut out = String::with_capacity(reason.len());
-    let chars: Vec<char> = reason.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        // A quoted value: 'x' or "x" (an apostrophe inside a word is not a quote).
-        if (c == '\'' || c == '"') && (i == 0 || !chars[i - 1].is_alphanumeric()) {
-            if let Some(len) = chars[i + 1..].iter().position(|&q| q == c) {
-                out.push(c);
-                out.push('…');
-                out.push(c);
-                i += len + 2;
-                continue;
-            }
-        }
-        // A token: masked when it is an e-mail address, or holds 5+ digits, or is a long id.
-        if c.is_alphanumeric() || c == '@' || c == '+' {
-            let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || "@+._-".contains(chars[i])) {
-                i += 1;
-            }
-            // Keep a trailing full stop as punctuation.
-            let mut end = i;
-            while end > start && chars[end - 1] == '.' {
-                end -= 1;
-            }
-            let token: String = chars[start..end].iter().collect();
-            let digits = token.chars().filter(char::is_ascii_digit).count();
-            let masked = token.contains('@') && token.contains('.')
-                || digits >= 5
-                || (token.len() >= 16 && token.chars().all(|c| c.is_ascii_hexdigit() || c == '-'));
-            out.push_str(if masked { "…" } else { &token });
-            out.extend(&chars[end..i]);
-            continue;
-        }
-        out.push(c);
-        i += 1;
-    }
-    out
-}
 
 /// A lead field as an SQLite JSON path: `email` → `$.email`, `/lead/email` → `$.lead.email`, `/items/0` →
 /// `$.items[0]`. `None` when a part is not a plain name or index.

@@ -19,13 +19,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use chrono::Utc;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::{Config, SourceConfig, SourceKind};
 use crate::pipeline;
+use crate::runtime::clock::Clock;
 use crate::store::{InsertOutcome, NewEvent, Store};
 
 /// Every way an ingest request can fail, each with its HTTP status. Serialised as `{code, message}`.
@@ -139,6 +139,8 @@ pub struct IngestState {
     bodies: Arc<tokio::sync::Semaphore>,
     /// A request gets this long, from its headers, to wait for a turn and send its whole body.
     body_timeout: std::time::Duration,
+    /// When an event is received.
+    clock: Clock,
 }
 
 struct WriteRequest {
@@ -149,7 +151,7 @@ struct WriteRequest {
 impl IngestState {
     /// Resolves secrets (failing with the config key when one is missing) and starts the group-commit writer.
     /// `wake` is notified after every commit that stored something new, so the worker picks it up at once.
-    pub fn new(config: &Config, store: Store, wake: Arc<Notify>) -> anyhow::Result<IngestState> {
+    pub fn new(config: &Config, store: Store, wake: Arc<Notify>, clock: Clock) -> anyhow::Result<IngestState> {
         let sources = resolve_sources(config)?;
         let (writer, rx) = mpsc::channel(8192);
         tokio::spawn(group_commit_writer(store, rx, wake));
@@ -158,6 +160,7 @@ impl IngestState {
             writer,
             bodies: Arc::new(tokio::sync::Semaphore::new(config.server.max_ingest_in_flight)),
             body_timeout: std::time::Duration::from_secs(config.server.body_timeout_seconds),
+            clock,
         })
     }
 
@@ -351,7 +354,7 @@ async fn receive(
         }
     }
     let text = std::str::from_utf8(&raw).map_err(|e| IngestError::MalformedJson(format!("not UTF-8: {e}")))?;
-    let now = Utc::now();
+    let now = state.clock.now();
     let mut rejected = Vec::new();
     let events: Vec<NewEvent> = match src.config.kind {
         SourceKind::Generic => {

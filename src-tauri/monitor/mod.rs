@@ -24,6 +24,7 @@
 //! by [`notify`].
 
 pub mod alerts;
+pub mod health;
 pub mod metrics;
 pub mod notify;
 pub mod sources;
@@ -34,16 +35,38 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::api::{self, App, LiveEvent};
 use crate::delivery::breaker::BreakerState;
 use crate::delivery::classify::ErrorClass;
 use crate::delivery::worker::WorkerEvent;
+use crate::runtime::{App, LiveEvent};
 use alerts::{AlertKind, AlertSpec, Held, Severity};
 use notify::Announce;
 
-/// Where alerts are announced: desktop notifications in the app, the log in `leadline serve`.
-pub trait Notifier: Send + Sync + 'static {
-    fn notify(&self, title: &str, body: &str);
+pub use crate::runtime::Notifier;
+use health::{situation, verdict, BreakerView, HealthView};
+
+/// The health view at `now`: the queue, each target's situation as this process's worker sees it, the verdict.
+pub async fn health(app: &App, now: DateTime<Utc>) -> anyhow::Result<HealthView> {
+    let targets: Vec<String> = app.config.targets.keys().cloned().collect();
+    let queue = app.store.queue_health(now, &targets).await?;
+    let breakers: Vec<BreakerView> = app
+        .worker
+        .as_ref()
+        .map(|w| {
+            w.targets
+                .iter()
+                .map(|(name, t)| {
+                    let (state, opened_at) = t.breaker_state();
+                    let situation = situation(t.is_paused(), t.hold(now), state, opened_at);
+                    BreakerView { target: name.clone(), state, opened_at, situation }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let situations: Vec<_> = breakers.iter().map(|b| (b.target.clone(), b.situation.clone())).collect();
+    let open = alerts::unresolved(&app.store).await?;
+    let verdict = verdict(&open, &situations, &queue);
+    Ok(HealthView { queue, breakers, verdict })
 }
 
 /// Announces alerts in the log only.
@@ -135,7 +158,7 @@ pub async fn announce_due(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>
 }
 
 async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent) {
-    let now = Utc::now();
+    let now = app.clock.now();
     match event {
         WorkerEvent::DeadLettered { target, class: ErrorClass::PermanentConfig, reason, .. } => {
             raise(
@@ -240,7 +263,7 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last: Option<serde_json::Value> = None;
     let mut recorder = metrics::Recorder::default();
-    let mut last_digest = Utc::now();
+    let mut last_digest = app.clock.now();
     let mut n: u64 = 0;
     loop {
         tokio::select! {
@@ -253,8 +276,8 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
             _ = tick.tick() => {}
         }
         n += 1;
-        let now = Utc::now();
-        let health = match api::health(&app).await {
+        let now = app.clock.now();
+        let health = match health(&app, now).await {
             Ok(h) => h,
             Err(e) => {
                 tracing::error!(error = %e, "cannot compute health");

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::alerts::{AlertKind, AlertSpec, Severity};
 use super::volume::{self, Assessment, Baseline, Verdict};
 use super::{human_duration, metrics, raise, resolve, Notifier};
-use crate::api::App;
+use crate::runtime::App;
 use crate::store::Store;
 
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]

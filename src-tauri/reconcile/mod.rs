@@ -33,12 +33,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::api::{App, LiveEvent};
 use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetKind};
 use crate::ingest::IngestState;
 use crate::monitor::alerts::{AlertKind, AlertSpec, Severity};
 use crate::monitor::{self, Notifier};
 use crate::pipeline;
+use crate::runtime::{App, LiveEvent};
 use crate::store::{InsertOutcome, NewEvent, RunResult, Store, Via};
 
 /// Most pages read in one run (a safety net against a list endpoint that never ends).
@@ -88,7 +88,7 @@ pub async fn run(app: App, ingest: IngestState, notifier: std::sync::Arc<dyn Not
         let (i, at) = next.iter().enumerate().min_by_key(|(_, t)| **t).map(|(i, t)| (i, *t)).expect("sources");
         tokio::time::sleep_until(at).await;
         let (source, interval) = &sources[i];
-        let now = Utc::now();
+        let now = app.clock.now();
         let wait = match reconcile(&app, &ingest, &client, notifier.as_ref(), source, now).await {
             Ok(r) => {
                 if r.missing > 0 {
@@ -155,7 +155,7 @@ pub async fn reconcile(
         Err(e) => RunResult { error: Some(e.to_string()), ..Default::default() },
     };
     let (missing, ingested) = (result.missing, result.ingested);
-    app.store.finish_reconciliation_run(run_id, Utc::now(), &result).await?;
+    app.store.finish_reconciliation_run(run_id, app.clock.now(), &result).await?;
     if let Err(e) = &outcome {
         failure_alert(app, notifier, source, sc, e, now).await;
     } else {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{selected_events, ReplayError, ReplaySelection};
 use crate::config::Config;
+pub use crate::model::normalize_phone;
 use crate::store::{LeadFix, Resolution, Store};
 
 /// What to do to the field.
@@ -70,26 +71,6 @@ fn pointer(field: &str) -> String {
     } else {
         format!("/{}", field.replace('~', "~0").replace('/', "~1"))
     }
-}
-
-/// E.164 from a national or international number; `None` when it does not look like a phone number.
-pub fn normalize_phone(raw: &str, country_code: &str) -> Option<String> {
-    let trimmed = raw.trim();
-    let plus = trimmed.starts_with('+');
-    let digits: String = trimmed.chars().filter(char::is_ascii_digit).collect();
-    if trimmed.chars().any(|c| !(c.is_ascii_digit() || " +-./()".contains(c))) || digits.len() < 6 {
-        return None;
-    }
-    let cc: String = country_code.chars().filter(char::is_ascii_digit).collect();
-    Some(if plus {
-        format!("+{digits}")
-    } else if let Some(rest) = digits.strip_prefix("00") {
-        format!("+{rest}")
-    } else if let Some(rest) = digits.strip_prefix('0') {
-        format!("+{cc}{rest}")
-    } else {
-        format!("+{cc}{digits}")
-    })
 }
 
 /// The field's value after the fix, or `None` when nothing changes. Pure.

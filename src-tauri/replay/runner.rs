@@ -9,9 +9,9 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{start, ReplayOptions, ReplaySelection};
-use crate::api::{App, LiveEvent};
 use crate::delivery::breaker::BreakerState;
 use crate::monitor::alerts::{AlertKind, AlertSpec, Severity};
+use crate::runtime::{App, LiveEvent};
 use crate::store::{ReplayEventKind, ReplayPhase, RunningReplay};
 
 /// What the runner knows about a target right now.
@@ -66,7 +66,7 @@ pub async fn run(app: App) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        if let Err(e) = step(&app, &mut state, Utc::now()).await {
+        if let Err(e) = step(&app, &mut state, app.clock.now()).await {
             tracing::error!(error = %format!("{e:#}"), "replay runner");
         }
     }

@@ -5,8 +5,8 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::words::{decode, AlertKind, AlertState, Held, Severity};
 use super::{from_ms, ms, Store};
+use crate::model::{decode, AlertKind, AlertState, Held, Severity};
 
 /// What to raise.
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::words::{decode, ErrorClass, Resolution, ResolutionFilter};
 use super::{from_ms, ms, Store};
+use crate::model::{decode, ErrorClass, Resolution, ResolutionFilter};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Types

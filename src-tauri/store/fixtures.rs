@@ -6,7 +6,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{ms, Store};
-use crate::delivery::classify::ErrorClass;
+use crate::model::ErrorClass;
 
 /// A lead to store with its steps already in a final state.
 #[doc(hidden)]
@@ -141,7 +141,7 @@ backends! {
                         .bind(class.as_str())
                         .bind(http_status.map(i64::from))
                         .bind(reason)
-                        .bind(crate::dlq::cause_of(reason))
+                        .bind(crate::model::cause_of(reason))
                         .bind(field)
                         .bind(resolution)
                         .execute(&mut *tx)

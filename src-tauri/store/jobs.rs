@@ -4,7 +4,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{from_ms, ms, Store};
-use crate::delivery::classify::ErrorClass;
+use crate::model::ErrorClass;
 
 /// A claimed delivery step with everything needed to perform it.
 #[derive(Debug, Clone)]
@@ -409,7 +409,7 @@ backends! {
                     .bind(class.as_str())
                     .bind(http_status.map(i64::from))
                     .bind(reason)
-                    .bind(crate::dlq::cause_of(reason))
+                    .bind(crate::model::cause_of(reason))
                     .bind(field)
                     .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
                     .bind(c.job_id)
@@ -688,7 +688,7 @@ backends! {
                     .bind(class.as_str())
                     .bind(http_status.map(i64::from))
                     .bind(reason)
-                    .bind(crate::dlq::cause_of(reason))
+                    .bind(crate::model::cause_of(reason))
                     .bind(field)
                     .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
                     .bind(c.job_id)

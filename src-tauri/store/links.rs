@@ -4,7 +4,7 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::{ms, Store};
-use crate::delivery::breaker::Transition;
+use crate::model::Transition;
 
 impl Store {
     /// Records a breaker transition of a target.

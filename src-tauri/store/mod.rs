@@ -60,12 +60,15 @@ mod replays;
 mod seed;
 mod sources;
 pub mod sqlite;
-mod words;
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+pub use crate::model::{
+    AlertKind, AlertState, BreakerState, DeliveryState, ErrorClass, Held, ReplayEventKind, ReplayOutcome, ReplayPhase,
+    ReplayStatus, Resolution, ResolutionFilter, Severity, UnknownWord,
+};
 pub use alerts::{Alert, AlertSpec};
 pub use dead_letters::{
     lead_field_path, Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix,
@@ -88,10 +91,6 @@ pub use replays::{
 };
 pub use seed::EventCountPoint;
 pub use sources::{ReconciliationRun, RunResult};
-pub use words::{
-    AlertKind, AlertState, BreakerState, DeliveryState, ErrorClass, Held, ReplayEventKind, ReplayOutcome, ReplayPhase,
-    ReplayStatus, Resolution, ResolutionFilter, Severity, UnknownWord,
-};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]

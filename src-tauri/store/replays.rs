@@ -15,8 +15,8 @@ use super::dead_letters::{
     open_condition, push_selection, push_tally_where, push_where, Dialect, ReplaySelection, Sql, ANY_REPLAY_ACTIVE,
     QUEUED_IN_REPLAY,
 };
-use super::words::{decode, ErrorClass, ReplayEventKind, ReplayOutcome, ReplayPhase, ReplayStatus, Resolution};
 use super::{from_ms, ms, Store};
+use crate::model::{decode, ErrorClass, ReplayEventKind, ReplayOutcome, ReplayPhase, ReplayStatus, Resolution};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Types

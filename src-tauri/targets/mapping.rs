@@ -22,7 +22,7 @@ use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::replay::fix::normalize_phone;
+use crate::model::normalize_phone;
 
 /// One CRM field: where its value comes from, how it is transformed, and what happens when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -592,6 +592,50 @@ fn format_time(at: &DateTime<FixedOffset>, format: &str) -> Option<String> {
     let mut out = String::new();
     write!(out, "{}", at.format(format)).ok()?;
     Some(out)
+}
+
+/// Person keys a mapping may write (`/person/<key>`), besides `/person/custom_fields/<field key>`.
+const PIPEDRIVE_PERSON_KEYS: [&str; 3] = ["name", "email", "phone"];
+/// Lead keys Leadline writes itself.
+const PIPEDRIVE_RESERVED_LEAD_KEYS: [&str; 3] = ["person_id", "organization_id", "origin_id"];
+
+/// Checks a `pipedrive` target's mapping: every rule writes `/person/…` or `/lead/…`, the person's name and the
+/// lead's title are written, and nothing Leadline sets itself is. Errors carry the rule's index when one is to
+/// blame.
+pub fn validate_pipedrive(rules: &[FieldRule], person_field_key: &str) -> Result<(), (Option<usize>, String)> {
+    let mut has_name = false;
+    let mut has_title = false;
+    for (i, rule) in rules.iter().enumerate() {
+        let segments: Vec<&str> = rule.to.strip_prefix('/').unwrap_or("").split('/').collect();
+        match segments.as_slice() {
+            ["person", "name"] => has_name = true,
+            ["person", key] if PIPEDRIVE_PERSON_KEYS.contains(key) => {}
+            ["person", "custom_fields", key] if *key == person_field_key => {
+                return Err((Some(i), format!("`{}` holds the external id, which Leadline writes itself", rule.to)))
+            }
+            ["person", "custom_fields", key] if !key.is_empty() => {}
+            ["lead", "title"] => has_title = true,
+            ["lead", key, ..] if PIPEDRIVE_RESERVED_LEAD_KEYS.contains(key) => {
+                return Err((Some(i), format!("`{}` is set by Leadline (it links the lead to its person)", rule.to)))
+            }
+            ["lead", key, ..] if !key.is_empty() => {}
+            _ => {
+                return Err((
+                    Some(i),
+                    format!(
+                        "`{}` is not a Pipedrive field: write /person/name, /person/email, /person/phone, \
+                         /person/custom_fields/<key>, /lead/title or /lead/<field>",
+                        rule.to
+                    ),
+                ))
+            }
+        }
+    }
+    match (has_name, has_title) {
+        (false, _) => Err((None, "must write /person/name (Pipedrive requires a person's name)".into())),
+        (_, false) => Err((None, "must write /lead/title (Pipedrive requires a lead's title)".into())),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,95 @@
+//! Plain domain types and pure functions that the store and the features share (the domain words — error
+//! class, delivery state, resolution, alert kind and severity, breaker state, replay status/phase/outcome — are
+//! in `words.rs`): they sit beneath both, so the
+//! store does not import a feature. The features re-export them from their old paths
+//! (`delivery::classify::ErrorClass`, `delivery::breaker::{BreakerState, Transition}`, `dlq::cause_of`).
+
+use chrono::{DateTime, Utc};
+
+mod words;
+pub use words::*;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub from: BreakerState,
+    pub to: BreakerState,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The cause of a failure: its reason with what is specific to one lead masked — quoted values, e-mail
+/// addresses, long numbers and ids — so failures with one cause group together.
+pub fn cause_of(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let chars: Vec<char> = reason.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        // A quoted value: 'x' or "x" (an apostrophe inside a word is not a quote).
+        if (c == '\'' || c == '"') && (i == 0 || !chars[i - 1].is_alphanumeric()) {
+            if let Some(len) = chars[i + 1..].iter().position(|&q| q == c) {
+                out.push(c);
+                out.push('…');
+                out.push(c);
+                i += len + 2;
+                continue;
+            }
+        }
+        // A token: masked when it is an e-mail address, or holds 5+ digits, or is a long id.
+        if c.is_alphanumeric() || c == '@' || c == '+' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || "@+._-".contains(chars[i])) {
+                i += 1;
+            }
+            // Keep a trailing full stop as punctuation.
+            let mut end = i;
+            while end > start && chars[end - 1] == '.' {
+                end -= 1;
+            }
+            let token: String = chars[start..end].iter().collect();
+            let digits = token.chars().filter(char::is_ascii_digit).count();
+            let masked = token.contains('@') && token.contains('.')
+                || digits >= 5
+                || (token.len() >= 16 && token.chars().all(|c| c.is_ascii_hexdigit() || c == '-'));
+            out.push_str(if masked { "…" } else { &token });
+            out.extend(&chars[end..i]);
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// Parses `Retry-After` in either form: delay-seconds (`120`) or an HTTP-date. Returns the instant before which
+/// no retry may happen. A date in the past means "now"; garbage means no instruction.
+pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        let seconds = i64::try_from(seconds).ok()?.min(i64::MAX / 1000);
+        return now.checked_add_signed(chrono::Duration::seconds(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let at: DateTime<Utc> = at.into();
+    Some(at.max(now))
+}
+
+/// E.164 from a national or international number; `None` when it does not look like a phone number.
+pub fn normalize_phone(raw: &str, country_code: &str) -> Option<String> {
+    let trimmed = raw.trim();
+    let plus = trimmed.starts_with('+');
+    let digits: String = trimmed.chars().filter(char::is_ascii_digit).collect();
+    if trimmed.chars().any(|c| !(c.is_ascii_digit() || " +-./()".contains(c))) || digits.len() < 6 {
+        return None;
+    }
+    let cc: String = country_code.chars().filter(char::is_ascii_digit).collect();
+    Some(if plus {
+        format!("+{digits}")
+    } else if let Some(rest) = digits.strip_prefix("00") {
+        format!("+{rest}")
+    } else if let Some(rest) = digits.strip_prefix('0') {
+        format!("+{cc}{rest}")
+    } else {
+        format!("+{cc}{digits}")
+    })
+}

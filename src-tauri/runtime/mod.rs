@@ -1,0 +1,59 @@
+//! The runtime: the shared state every feature's loop and the API work with — the store, the configuration, the
+//! clock, the live feed, the notifier, the ingest path, the worker's handle, when the process started. It sits
+//! beneath the features (monitor, reconcile, replay's runner and the API take an [`App`]); only the shells and
+//! the API build one.
+
+pub mod clock;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+pub use self::clock::Clock;
+use crate::config::Config;
+use crate::delivery::worker::WorkerHandle;
+use crate::ingest::IngestState;
+use crate::monitor::health::HealthView;
+use crate::store::Store;
+
+/// Where alerts are announced: desktop notifications in the app, the log in `leadline serve`.
+pub trait Notifier: Send + Sync + 'static {
+    fn notify(&self, title: &str, body: &str);
+}
+
+/// What the API needs: the store, the configuration, the running worker (if this process runs one), and the
+/// live feed the UI listens to.
+#[derive(Clone)]
+pub struct App {
+    pub store: Store,
+    pub config: Arc<Config>,
+    /// What time it is: every decision's `now` comes from here.
+    pub clock: Clock,
+    pub worker: Option<WorkerHandle>,
+    pub live: broadcast::Sender<LiveEvent>,
+    /// The ingest path (reconciliation feeds recovered leads through it).
+    pub ingest: IngestState,
+    /// Where alerts are announced.
+    pub notifier: Arc<dyn Notifier>,
+    /// When this process started: volume is judged only over time Leadline was listening.
+    pub started_at: DateTime<Utc>,
+    /// The built-in demo is running (mock CRM and synthetic traffic): the UI says so.
+    pub demo: bool,
+    /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Pushed to the UI when something changed, so it does not poll in a tight loop.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum LiveEvent {
+    Health(Box<HealthView>),
+    AlertsChanged,
+    ReplayChanged {
+        replay_id: i64,
+    },
+    /// A reconciliation ran.
+    SourcesChanged,
+}
