@@ -2,44 +2,220 @@
 //!
 //!     cargo bench --no-default-features --bench engine
 //!     cargo bench --no-default-features --bench engine -- --health-jobs 200000   # smaller, faster
+//!     cargo bench --no-default-features --bench engine -- --backend sqlite       # or postgres; default both
 //!
-//! 1. Ingest: concurrent clients POST signed-off generic webhooks over loopback HTTP to `leadline`'s ingest
-//!    (worker off); accepted per second, p50 and p99 latency. Every 202 is a durable commit (synchronous=FULL).
+//! Figures 1 to 4 measure the store and run on each backend chosen with `--backend sqlite|postgres|both`
+//! (default both); each figure gets a fresh database (a SQLite file in a temporary folder, or a new PostgreSQL
+//! database), and a table at the end puts the backends side by side. For PostgreSQL the bench starts its own
+//! throwaway cluster with `.ci/pg-start` (stopped and removed at the end, also on a panic) unless
+//! `LEADLINE_BENCH_PG_URL` names the admin URL of a running one (it must be allowed to `CREATE DATABASE`).
+//! PostgreSQL's bulk fills are slower, so unless a size flag is given its 1,000,000-job sizes are reduced (the
+//! output says so) to keep a `--backend both` run under about ten minutes on two cores.
+//!
+//! 1. Ingest: concurrent clients (`--clients`, 32) POST signed-off generic webhooks (`--per-client`, 500 each)
+//!    over loopback HTTP to `leadline`'s ingest (worker off); accepted per second, p50 and p99 latency. Every 202
+//!    is a durable commit (SQLite synchronous=FULL; PostgreSQL fsync on, synchronous_commit on).
 //! 2. Delivery: jobs already queued (`--delivery-jobs`, 20,000) are delivered to a loopback sink that answers at
 //!    once; jobs per second, once with 1,000 delivered jobs stored before and once with `--history-jobs`
 //!    (1,000,000): the two figures say whether delivery stays flat as history grows. `--only-delivery` runs
 //!    nothing else.
-//! 3. Queue health: `api::health` latency with 1,000,000 stored jobs (mostly delivered, some pending and dead).
-//! 4. Dead letters: with 1,000,000 stored dead letters, the replay preview over all of them and over one cause,
-//!    grouping by cause, and the time to requeue 10,000 (recording the replay, then sending all back at the
-//!    highest pace).
-//! 5. Pacing: a backlog (`--pacing-leads`, 5,000) drained into a token-bucket CRM that allows R requests a second
-//!    (burst R/10), for R = 50 and 200: achieved rate / allowed rate and the share of requests answered 429, with
-//!    the target's `rate` declared, and without it (the worker then learns from the 429s and their headers).
-//!    `--skip-pacing` leaves it out (it takes about two minutes); `--only-pacing` runs nothing else.
-//! 6. HubSpot batches: a backlog (`--hubspot-leads`, 5,000) drained into the mock HubSpot's batch upsert, once
-//!    unlimited and once with HubSpot's private-app limit (100 requests per 10 s, declared as the target's
-//!    `rate`): leads per second, requests sent, leads per request, 429 answers. `--only-hubspot` runs nothing else.
+//! 3. Queue health: `api::health` latency with `--health-jobs` (1,000,000) stored jobs (mostly delivered, some
+//!    pending and dead).
+//! 4. Dead letters: with `--dead-letters` (1,000,000) stored dead letters, the replay preview over all of them and
+//!    over one cause, grouping by cause, and the time to requeue the 1% of one cause (recording the replay, then
+//!    sending all back at the highest pace). `--only-dead-letters` runs 3 and 4 only.
+//! 5. Pacing (SQLite only: it measures the worker's pacing, not the store): a backlog (`--pacing-leads`, 5,000)
+//!    drained into a token-bucket CRM that allows R requests a second (burst R/10), for R = 50 and 200: achieved
+//!    rate / allowed rate and the share of requests answered 429, with the target's `rate` declared, and without
+//!    it (the worker then learns from the 429s and their headers). `--skip-pacing` leaves it out (it takes about
+//!    two minutes); `--only-pacing` runs nothing else.
+//! 6. HubSpot batches (SQLite only): a backlog (`--hubspot-leads`, 5,000) drained into the mock HubSpot's batch
+//!    upsert, once unlimited and once with HubSpot's private-app limit (100 requests per 10 s, declared as the
+//!    target's `rate`): leads per second, requests sent, leads per request, 429 answers. `--only-hubspot` runs
+//!    nothing else.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use leadline::config::Config;
 use leadline::server::Server;
 use leadline::store::{BenchFill, NewEvent, Store};
 
-fn arg(name: &str, default: usize) -> usize {
+/// The value of `--name N`, if given.
+fn given(name: &str) -> Option<usize> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok())
 }
 
-fn config(db: &Path, sink: std::net::SocketAddr, worker: bool) -> Config {
+fn arg(name: &str, default: usize) -> usize {
+    given(name).unwrap_or(default)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn column(self) -> usize {
+        self as usize
+    }
+}
+
+/// A size flag: its default, and PostgreSQL's (smaller where its bulk fill would make the run too long) unless
+/// the flag is given.
+fn size(flag: &str, default: usize, postgres_default: usize, backend: Backend) -> usize {
+    match (given(flag), backend) {
+        (Some(n), _) => n,
+        (None, Backend::Sqlite) => default,
+        (None, Backend::Postgres) => postgres_default,
+    }
+}
+
+/// `.ci/pg-start`, which starts and stops a throwaway cluster.
+fn pg_start() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/pg-start")
+}
+
+/// A throwaway PostgreSQL cluster in a temporary folder; dropping it (also when a figure panics) stops it and
+/// removes the folder.
+struct PgCluster {
+    dir: PathBuf,
+}
+
+impl PgCluster {
+    /// Starts the cluster and returns it with its admin URL.
+    fn start() -> (PgCluster, String) {
+        let dir = tempfile::Builder::new().prefix("leadline-bench-pg-").tempdir().expect("a temporary folder").keep();
+        let cluster = PgCluster { dir };
+        let out = Command::new("bash").arg(pg_start()).arg(&cluster.dir).output().expect("running .ci/pg-start");
+        if !out.status.success() {
+            panic!("PostgreSQL could not be started: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (cluster, url)
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(pg_start()).arg("--stop").arg(&self.dir).status();
+    }
+}
+
+/// Where each figure gets a fresh, empty database: a SQLite file in a temporary folder, or a new database on
+/// the PostgreSQL server at `pg_admin`.
+struct Databases {
+    files: tempfile::TempDir,
+    pg_admin: Option<String>,
+    seq: AtomicUsize,
+}
+
+impl Databases {
+    async fn fresh(&self, backend: Backend, name: &str) -> String {
+        let name = format!("bench_{name}_{}_{}", std::process::id(), self.seq.fetch_add(1, Ordering::Relaxed));
+        match backend {
+            Backend::Sqlite => format!("sqlite://{}", self.files.path().join(format!("{name}.db")).display()),
+            Backend::Postgres => {
+                let admin = self.pg_admin.as_deref().expect("a PostgreSQL server");
+                Self::admin(admin, &format!("CREATE DATABASE \"{name}\"")).await;
+                let mut url = url::Url::parse(admin).expect("a PostgreSQL URL");
+                url.set_path(&format!("/{name}"));
+                url.to_string()
+            }
+        }
+    }
+
+    /// Removes a database made by [`Databases::fresh`] (its store must be closed).
+    async fn discard(&self, url: &str) {
+        match (&self.pg_admin, url.strip_prefix("sqlite://")) {
+            (_, Some(path)) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{path}{suffix}"));
+                }
+            }
+            (Some(admin), None) => {
+                let name = url::Url::parse(url).expect("a PostgreSQL URL").path().trim_start_matches('/').to_string();
+                Self::admin(admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+            }
+            (None, None) => {}
+        }
+    }
+
+    async fn admin(admin: &str, statement: &str) {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(admin)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to PostgreSQL at {admin}: {e}"));
+        sqlx::query(statement).execute(&mut conn).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
+        let _ = conn.close().await;
+    }
+}
+
+/// The figures of each backend, printed side by side at the end: rows in the order first put.
+#[derive(Default)]
+struct Table {
+    rows: Vec<(String, [Option<String>; 2])>,
+}
+
+impl Table {
+    fn put(&mut self, backend: Backend, figures: Vec<(String, String)>) {
+        for (figure, value) in figures {
+            let i = match self.rows.iter().position(|(f, _)| *f == figure) {
+                Some(i) => i,
+                None => {
+                    self.rows.push((figure, [None, None]));
+                    self.rows.len() - 1
+                }
+            };
+            self.rows[i].1[backend.column()] = Some(value);
+        }
+    }
+
+    fn print(&self) {
+        let width = self.rows.iter().map(|(f, _)| f.chars().count()).max().unwrap_or(0).max(6);
+        let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let w1 = self.rows.iter().map(|(_, v)| cell(&v[0]).chars().count()).max().unwrap_or(0).max(6);
+        println!();
+        println!("{:<width$} | {:>w1$} | PostgreSQL", "figure", "SQLite");
+        println!("{}-|-{}-|-{}", "-".repeat(width), "-".repeat(w1), "-".repeat(10));
+        for (figure, values) in &self.rows {
+            println!("{figure:<width$} | {:>w1$} | {}", cell(&values[0]), cell(&values[1]));
+        }
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn per_second(n: usize, d: Duration) -> String {
+    format!("{} /s", thousands((n as f64 / d.as_secs_f64()).round() as usize))
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+fn config(url: &str, sink: std::net::SocketAddr, worker: bool) -> Config {
     let text = format!(
         r#"
 [server]
 listen = "127.0.0.1:0"
 [database]
-url = "sqlite://{db}"
+url = "{url}"
 [worker]
 enabled = {worker}
 batch_size = 256
@@ -51,8 +227,7 @@ url = "http://{sink}/crm/leads/{{external_id}}"
 strategy = "upsert"
 concurrency = 64
 timeout_ms = 5000
-"#,
-        db = db.display()
+"#
     );
     Config::parse(&text, Path::new("bench.toml")).expect("bench config")
 }
@@ -78,10 +253,9 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-async fn bench_ingest(clients: usize, per_client: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let server =
-        Server::start(config(&dir.path().join("ingest.db"), "127.0.0.1:9".parse().unwrap(), false)).await.unwrap();
+/// Ingest into the database at `url`: accepted per second, p50 and p99.
+async fn bench_ingest(url: &str, clients: usize, per_client: usize) -> Vec<(String, String)> {
+    let server = Server::start(config(url, "127.0.0.1:9".parse().unwrap(), false)).await.unwrap();
     let url = format!("http://{}/ingest/bench", server.addr);
     let http = reqwest::Client::builder().pool_max_idle_per_host(clients).build().unwrap();
     // Warm up connections.
@@ -121,18 +295,20 @@ async fn bench_ingest(clients: usize, per_client: usize) {
         ms(*all.last().unwrap())
     );
     server.shutdown().await.unwrap();
+    vec![
+        (format!("ingest: {} webhooks, {clients} clients", thousands(n)), per_second(n, elapsed)),
+        ("ingest: p50 / p99".into(), format!("{} / {}", ms(percentile(&all, 0.50)), ms(percentile(&all, 0.99)))),
+    ]
 }
 
-/// Delivery: `history` already-delivered jobs stored (one event, one delivered step and one attempt each), then
-/// `jobs` new jobs queued and drained to a loopback sink; jobs per second. The same figure with a small and a
-/// large history says whether delivery stays flat as the tables grow.
-async fn bench_delivery(jobs: usize, history: usize) -> f64 {
+/// Delivery: `history` already-delivered jobs stored in the empty database at `url` (one event, one delivered
+/// step and one attempt each), then `jobs` new jobs queued and drained to a loopback sink. Returns the jobs per
+/// second, the drain's CPU time per job and the time the history took to fill.
+async fn bench_delivery(url: &str, jobs: usize, history: usize) -> (f64, Duration, Duration) {
     let (_sink, sink_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("delivery.db");
     let fill = Instant::now();
     {
-        let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+        let store = Store::open(url).await.unwrap();
         if history > 0 {
             store.bench_fill(BenchFill::DeliveredHistory, history as u64).await.unwrap();
         }
@@ -156,7 +332,7 @@ async fn bench_delivery(jobs: usize, history: usize) -> f64 {
     let fill_time = fill.elapsed();
     let start = Instant::now();
     let cpu = cpu_time();
-    let server = Server::start(config(&db, sink_addr, true)).await.unwrap();
+    let server = Server::start(config(url, sink_addr, true)).await.unwrap();
     loop {
         let h = leadline::api::health(&server.app).await.unwrap().queue.overall;
         if h.delivered as usize == jobs + history {
@@ -176,13 +352,12 @@ async fn bench_delivery(jobs: usize, history: usize) -> f64 {
         cpu.as_secs_f64() * 1e6 / jobs as f64
     );
     server.shutdown().await.unwrap();
-    rate
+    (rate, cpu / jobs as u32, fill_time)
 }
 
-async fn bench_health(total: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("health.db");
-    let store = Store::open(&format!("sqlite://{}", db.display())).await.unwrap();
+/// Queue health with `total` jobs stored in the empty database at `url`.
+async fn bench_health(url: &str, total: usize) -> Vec<(String, String)> {
+    let store = Store::open(url).await.unwrap();
     let fill = Instant::now();
     // 1 event and 1 delivery per job; 1% pending, 0.5% dead (by class), the rest delivered.
     store.bench_fill(BenchFill::QueueMix, total as u64).await.unwrap();
@@ -207,18 +382,21 @@ async fn bench_health(total: usize) {
         ms(percentile(&lat, 0.99))
     );
     store.close().await;
+    vec![
+        ("queue health: stored jobs (fill time)".into(), format!("{} ({})", thousands(total), secs(fill_time))),
+        ("queue health: p50 / p99".into(), format!("{} / {}", ms(percentile(&lat, 0.5)), ms(percentile(&lat, 0.99)))),
+    ]
 }
 
-async fn bench_dead_letters(total: usize) {
+/// Dead letters: `total` of them stored in the empty database at `url`; preview, grouping and requeue times.
+async fn bench_dead_letters(url: &str, total: usize) -> Vec<(String, String)> {
     use leadline::replay::{self, runner, ReplayOptions, ReplaySelection};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("dead.db");
     let text = format!(
         r#"
 [server]
 listen = "127.0.0.1:0"
 [database]
-url = "sqlite://{db}"
+url = "{url}"
 [worker]
 enabled = false
 [sources.bench]
@@ -232,8 +410,7 @@ strategy = "upsert"
 [targets.erp]
 url = "http://127.0.0.1:9/erp"
 strategy = "idempotency_key"
-"#,
-        db = db.display()
+"#
     );
     let config = Config::parse(&text, Path::new("bench.toml")).unwrap();
     let server = Server::start(config).await.unwrap();
@@ -243,21 +420,23 @@ strategy = "idempotency_key"
     // cause, so exactly 1% form one group.
     app.store.bench_fill(BenchFill::DeadLetters, total as u64).await.unwrap();
     let fill_time = fill.elapsed();
-    let time = |label: &str, runs: Vec<Duration>| {
+    let mut figures =
+        vec![("dead letters: stored (fill time)".to_string(), format!("{} ({})", thousands(total), secs(fill_time)))];
+    let mut time = |label: &str, runs: Vec<Duration>| {
         let mut runs = runs;
         runs.sort();
         println!("dead letters: {label}: median {}, slowest {}", ms(runs[runs.len() / 2]), ms(*runs.last().unwrap()));
+        figures.push((format!("dead letters: {label}, median"), ms(runs[runs.len() / 2])));
     };
     let all = ReplaySelection { ids: None, filter: Some(Default::default()) };
     let mut runs = Vec::new();
-    let mut eligible = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        eligible = replay::preview(&app.store, &app.config, &all, chrono::Utc::now()).await.unwrap().eligible;
+        replay::preview(&app.store, &app.config, &all, chrono::Utc::now()).await.unwrap();
         runs.push(t.elapsed());
     }
     println!("dead letters: {total} stored (filled in {:.1} s)", fill_time.as_secs_f64());
-    time(&format!("preview of all ({eligible} eligible)"), runs);
+    time("preview of all", runs);
     let special = leadline::dlq::DeadLetterFilter { cause: Some("cause special".into()), ..Default::default() };
     let group = ReplaySelection { ids: None, filter: Some(special.clone()) };
     let mut runs = Vec::new();
@@ -267,17 +446,16 @@ strategy = "idempotency_key"
         n = replay::preview(&app.store, &app.config, &group, chrono::Utc::now()).await.unwrap().eligible;
         runs.push(t.elapsed());
     }
-    time(&format!("preview of one cause ({n} eligible)"), runs);
+    time("preview of one cause (1%)", runs);
     let mut runs = Vec::new();
-    let mut groups = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        groups = leadline::dlq::groups(&app.store, &Default::default()).await.unwrap().len();
+        leadline::dlq::groups(&app.store, &Default::default()).await.unwrap();
         runs.push(t.elapsed());
     }
-    time(&format!("group all by cause ({groups} groups)"), runs);
+    time("group all by cause", runs);
 
-    // Requeue the 10,000 of one cause: record the replay, then send everything back at the highest pace.
+    // Requeue the 1% of one cause: record the replay, then send everything back at the highest pace.
     let t = Instant::now();
     let options = ReplayOptions { canary: Some(0), rate_per_second: Some(10_000.0) };
     let receipt =
@@ -302,6 +480,11 @@ strategy = "idempotency_key"
         ms(total_time)
     );
     server.shutdown().await.unwrap();
+    figures.push((
+        "dead letters: requeue 1%: recorded / all back".into(),
+        format!("{} / {}", ms(recorded), ms(total_time)),
+    ));
+    figures
 }
 
 /// Queues `leads` leads of source `bench` for target `sink` in the database at `db` (ids `<prefix>-<n>`).
@@ -336,7 +519,7 @@ async fn bench_pacing(leads: usize, allowed: f64, declared: bool) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("pacing.db");
     queue_leads(&db, leads, "p", |id| serde_json::json!({ "id": id })).await;
-    let mut config = config(&db, crm_addr, true);
+    let mut config = config(&format!("sqlite://{}", db.display()), crm_addr, true);
     let sink = config.targets.get_mut("sink").unwrap();
     sink.concurrency = 16;
     sink.backoff.max_attempts = 1000;
@@ -431,18 +614,126 @@ mapping = [
     server.shutdown().await.unwrap();
 }
 
+/// Figures 1 to 4 on each backend in `backends`, side by side in `table`.
+async fn store_figures(dbs: &Databases, backends: &[Backend], table: &mut Table) {
+    let only = |name: &str| std::env::args().any(|a| a == name);
+    if !only("--only-dead-letters") {
+        if !only("--only-delivery") {
+            for &b in backends {
+                let url = dbs.fresh(b, "ingest").await;
+                table.put(b, bench_ingest(&url, arg("--clients", 32), arg("--per-client", 500)).await);
+                dbs.discard(&url).await;
+            }
+        }
+        let jobs = arg("--delivery-jobs", 20_000);
+        for &b in backends {
+            let history = size("--history-jobs", 1_000_000, PG_HISTORY_JOBS, b);
+            let url = dbs.fresh(b, "delivery").await;
+            let (small, _, _) = bench_delivery(&url, jobs, 1_000).await;
+            dbs.discard(&url).await;
+            let url = dbs.fresh(b, "delivery").await;
+            let (large, cpu, fill) = bench_delivery(&url, jobs, history).await;
+            dbs.discard(&url).await;
+            let rate = |r: f64| format!("{} /s", thousands(r.round() as usize));
+            println!("delivery: with the large history at {:.0} % of the small one", 100.0 * large / small);
+            table.put(
+                b,
+                vec![
+                    (format!("delivery: {} jobs, 1,000 delivered stored", thousands(jobs)), rate(small)),
+                    (
+                        "delivery: large history stored (fill time)".into(),
+                        format!("{} ({})", thousands(history), secs(fill)),
+                    ),
+                    (format!("delivery: {} jobs, large history stored", thousands(jobs)), rate(large)),
+                    ("delivery: large history / small".into(), format!("{:.0} %", 100.0 * large / small)),
+                    ("delivery: CPU per job, sink included".into(), format!("{:.0} µs", cpu.as_secs_f64() * 1e6)),
+                ],
+            );
+        }
+        if only("--only-delivery") {
+            return;
+        }
+    }
+    for &b in backends {
+        let url = dbs.fresh(b, "health").await;
+        table.put(b, bench_health(&url, size("--health-jobs", 1_000_000, PG_HEALTH_JOBS, b)).await);
+        dbs.discard(&url).await;
+    }
+    for &b in backends {
+        let url = dbs.fresh(b, "dead").await;
+        table.put(b, bench_dead_letters(&url, size("--dead-letters", 1_000_000, PG_DEAD_LETTERS, b)).await);
+        dbs.discard(&url).await;
+    }
+}
+
+/// PostgreSQL's sizes when no flag is given. A bulk fill is one transaction, and on PostgreSQL the tally
+/// triggers then update the same few tally rows once per inserted step: each update adds a row version the
+/// next one walks past, so the fill grows with the square of its size (100,000 delivered jobs took 7 minutes on
+/// two cores, measured with psql; 1,000,000 would take hours).
+const PG_HISTORY_JOBS: usize = 20_000;
+const PG_HEALTH_JOBS: usize = 50_000;
+const PG_DEAD_LETTERS: usize = 200_000;
+
 fn main() {
+    let only = |name: &str| std::env::args().any(|a| a == name);
+    let args: Vec<String> = std::env::args().collect();
+    let backend = args.iter().position(|a| a == "--backend").and_then(|i| args.get(i + 1)).map_or("both", |s| s);
+    let backends = match backend {
+        "sqlite" => vec![Backend::Sqlite],
+        "postgres" => vec![Backend::Postgres],
+        "both" => vec![Backend::Sqlite, Backend::Postgres],
+        other => panic!("--backend {other}: expected sqlite, postgres or both"),
+    };
+    let store_figures_run = !only("--only-pacing") && !only("--only-hubspot");
+    // Declared before the runtime, so it is dropped (the cluster stopped) after everything using it, and also
+    // when a figure panics.
+    let mut _cluster = None;
+    let pg_admin = if store_figures_run && backends.contains(&Backend::Postgres) {
+        match std::env::var("LEADLINE_BENCH_PG_URL") {
+            Ok(url) if !url.is_empty() => Some(url),
+            _ => {
+                let (cluster, url) = PgCluster::start();
+                _cluster = Some(cluster);
+                Some(url)
+            }
+        }
+    } else {
+        None
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!(
-        "leadline engine benchmark ({} cores, SQLite, synchronous=FULL)",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "leadline engine benchmark ({} cores; SQLite synchronous=FULL; PostgreSQL {})",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        match (&pg_admin, &_cluster) {
+            (None, _) => "not run".to_string(),
+            (Some(_), Some(_)) => "in a throwaway cluster from .ci/pg-start, fsync on".to_string(),
+            (Some(url), None) => format!("at {}", leadline::store::postgres::redact(url)),
+        }
     );
+    if pg_admin.is_some() {
+        for (flag, pg) in [
+            ("--history-jobs", PG_HISTORY_JOBS),
+            ("--health-jobs", PG_HEALTH_JOBS),
+            ("--dead-letters", PG_DEAD_LETTERS),
+        ] {
+            if given(flag).is_none() && pg < 1_000_000 {
+                println!(
+                    "PostgreSQL: {flag} reduced from 1,000,000 to {} (its one-transaction bulk fill grows with the square \
+                     of its size; give {flag} to set it)",
+                    thousands(pg)
+                );
+            }
+        }
+    }
     rt.block_on(async {
-        let only = |name: &str| std::env::args().any(|a| a == name);
-        if only("--only-dead-letters") {
-            bench_health(arg("--health-jobs", 1_000_000)).await;
-            bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
-            return;
+        if store_figures_run {
+            let dbs = Databases { files: tempfile::tempdir().unwrap(), pg_admin, seq: AtomicUsize::new(0) };
+            let mut table = Table::default();
+            store_figures(&dbs, &backends, &mut table).await;
+            table.print();
+            if only("--only-delivery") || only("--only-dead-letters") {
+                return;
+            }
         }
         if only("--only-hubspot") {
             let leads = arg("--hubspot-leads", 5_000);
@@ -450,21 +741,7 @@ fn main() {
             bench_hubspot(leads, true).await;
             return;
         }
-        if !std::env::args().any(|a| a == "--only-pacing") {
-            if !only("--only-delivery") {
-                bench_ingest(arg("--clients", 32), arg("--per-client", 500)).await;
-            }
-            let jobs = arg("--delivery-jobs", 20_000);
-            let small = bench_delivery(jobs, 1_000).await;
-            let large = bench_delivery(jobs, arg("--history-jobs", 1_000_000)).await;
-            println!("delivery: with the large history at {:.0} % of the small one", 100.0 * large / small);
-            if only("--only-delivery") {
-                return;
-            }
-            bench_health(arg("--health-jobs", 1_000_000)).await;
-            bench_dead_letters(arg("--dead-letters", 1_000_000)).await;
-        }
-        if !std::env::args().any(|a| a == "--skip-pacing") {
+        if !only("--skip-pacing") {
             let leads = arg("--pacing-leads", 5_000);
             for allowed in [50.0, 200.0] {
                 bench_pacing(leads, allowed, true).await;
