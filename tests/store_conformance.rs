@@ -12,7 +12,11 @@ use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use leadline::delivery::classify::ErrorClass;
-use leadline::store::{AttemptRecord, Completion, InsertOutcome, Job, JobOutcome, NewEvent, Store, Via};
+use leadline::store::{
+    AttemptRecord, Completion, DeadLetterFilter, GaugeReading, InsertOutcome, Job, JobOutcome, MetricsRecord,
+    MetricsRetention, NewEvent, NewReplay, PreviewCategory, ReplaySelection, Resolution, ResolveOutcome, StartOutcome,
+    Store, Via,
+};
 
 /// A fixed start time: the cases pass times explicitly, never the wall clock.
 fn t0() -> DateTime<Utc> {
@@ -386,6 +390,120 @@ async fn postgres() -> Fresh {
     assert_eq!(store.backend_name(), "postgres");
     Fresh { store, _dir: None }
 }
+/// Dead letters of `target` from `n` new leads of `prefix`, all answered 422 at `at(2)`.
+async fn dead_letters(store: &Store, n: usize, prefix: &str) -> Vec<Job> {
+    insert(store, n, prefix, &["crm"]).await;
+    let jobs = claim(store, "crm", n as u32, at(1)).await;
+    let dead: Vec<Completion> = jobs
+        .iter()
+        .map(|j| {
+            let outcome = JobOutcome::Dead {
+                class: ErrorClass::PermanentData,
+                http_status: Some(422),
+                reason: "422: email is invalid".into(),
+                field: Some("email".into()),
+            };
+            finished(j, outcome, at(2))
+        })
+        .collect();
+    assert_eq!(store.complete(&dead).await.unwrap(), n);
+    jobs
+}
+
+fn all_of_crm() -> ReplaySelection {
+    ReplaySelection { ids: None, filter: Some(DeadLetterFilter { target: Some("crm".into()), ..Default::default() }) }
+}
+
+/// A replay is recorded for exactly the dead letters its preview counted: if the selection changed since (one more
+/// dead letter), it is refused and nothing is recorded; recorded, its dead letters are due again.
+async fn replay_refuses_a_changed_selection(store: Store) {
+    dead_letters(&store, 3, "rp").await;
+    let selection = all_of_crm();
+    let preview = store.replay_preview(&selection, &[], at(3)).await.unwrap();
+    let eligible: i64 = preview.iter().filter(|p| p.category == PreviewCategory::Eligible).map(|p| p.count).sum();
+    assert_eq!(eligible, 3, "{preview:?}");
+    dead_letters(&store, 1, "late").await;
+    let replay = |expected| NewReplay {
+        selection: &selection,
+        expected,
+        actor: "conformance",
+        reason: "fixed the form",
+        canary: 0,
+        rate_per_second: 10.0,
+        auto: false,
+        fallbacks: &[],
+        detail: "",
+        now: at(4),
+    };
+    assert_eq!(store.start_replay(&replay(3)).await.unwrap(), StartOutcome::Changed { found: 4 });
+    assert!(store.recent_replay_ids(10).await.unwrap().is_empty(), "a refused replay records nothing");
+    match store.start_replay(&replay(4)).await.unwrap() {
+        StartOutcome::Started { queued, .. } => assert_eq!(queued, 4),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.recent_replay_ids(10).await.unwrap().len(), 1);
+    assert_eq!(store.start_replay(&replay(4)).await.unwrap(), StartOutcome::Changed { found: 0 }, "already replayed");
+}
+
+/// Purging resolved leads empties their data but keeps every row and count: the queue health, the dead letters
+/// per route and the lead that was not resolved are as before.
+async fn purge_keeps_statistics(store: Store) {
+    let jobs = dead_letters(&store, 3, "pg").await;
+    let two = ReplaySelection { ids: Some(vec![jobs[0].id, jobs[1].id]), filter: None };
+    let resolved =
+        store.resolve_dead_letters(&two, Resolution::Discarded, "spam", "conformance", Some(2), at(3)).await.unwrap();
+    assert_eq!(resolved, ResolveOutcome::Resolved(2));
+    let health = store.queue_health(at(10), &[]).await.unwrap();
+    let by_route = store.dead_letters_by_route(t0(), at(100)).await.unwrap();
+    assert_eq!(store.purge_resolved_leads(at(5), at(10)).await.unwrap(), 2);
+    assert_eq!(store.purge_resolved_leads(at(5), at(11)).await.unwrap(), 0, "purged once");
+    assert_eq!(store.queue_health(at(10), &[]).await.unwrap(), health);
+    assert_eq!(store.dead_letters_by_route(t0(), at(100)).await.unwrap(), by_route);
+    let events = store.stored_events().await.unwrap();
+    let purged: Vec<bool> = events.iter().map(|e| e.purged).collect();
+    assert_eq!(purged, vec![true, true, false]);
+    assert_eq!(events[0].payload, serde_json::json!({}));
+    assert_eq!(events[2].payload["email"], "pg-2@example.com");
+}
+
+/// Counters are recounted from the stored rows and rolled up per hour (summed); a gauge keeps the highest value of
+/// its minute; retention deletes only history older than its cut-offs.
+async fn metrics_roll_up_and_retention(store: Store) {
+    insert(&store, 3, "m", &["crm"]).await;
+    let gauge = |value| GaugeReading { metric: "pending", key: "crm".into(), value, keep_highest: true };
+    let record = |minute, value, prune| MetricsRecord { minute, gauges: vec![gauge(value)], recount_from: t0(), prune };
+    store.record_metrics(&record(t0(), 5.0, None)).await.unwrap();
+    store.record_metrics(&record(t0(), 2.0, None)).await.unwrap();
+    assert_eq!(store.metric_points("events", "webform", 60).await.unwrap(), vec![(t0(), 3.0)]);
+    assert_eq!(store.metric_points("events", "webform", 3600).await.unwrap(), vec![(t0(), 3.0)]);
+    assert_eq!(store.metric_points("pending", "crm", 60).await.unwrap(), vec![(t0(), 5.0)], "highest kept");
+    // Two days later, with retention of one day for minutes and thirty for hours.
+    let later = t0() + Duration::days(2);
+    let prune =
+        MetricsRetention { minutes_before: later - Duration::days(1), hours_before: later - Duration::days(30) };
+    store.record_metrics(&record(later, 1.0, Some(prune))).await.unwrap();
+    let minutes = store.metric_points("pending", "crm", 60).await.unwrap();
+    assert_eq!(minutes, vec![(later, 1.0)], "the old minute is gone");
+    assert_eq!(store.metric_points("events", "webform", 3600).await.unwrap(), vec![(t0(), 3.0)], "the hour stays");
+}
+
+/// What the dead-letter page asks: the list (newest first, filtered), the groups by cause and one letter's detail
+/// with its attempts — the same answers on both backends.
+async fn dead_letter_pages_answer_alike(store: Store) {
+    let jobs = dead_letters(&store, 3, "ui").await;
+    let open = DeadLetterFilter::default();
+    let list = store.dead_letters(&open).await.unwrap();
+    let ids: Vec<i64> = list.iter().map(|d| d.delivery_id).collect();
+    assert_eq!(ids, jobs.iter().rev().map(|j| j.id).collect::<Vec<_>>(), "newest first");
+    let text = DeadLetterFilter { text: Some("UI-1".into()), ..Default::default() };
+    assert_eq!(store.dead_letters(&text).await.unwrap().len(), 1, "free text matches the event id, any case");
+    let groups = store.dead_letter_groups(&open).await.unwrap();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0].count, 3);
+    let detail = store.dead_letter_detail(jobs[0].id).await.unwrap().expect("the letter");
+    assert_eq!(detail.attempts_timeline.len(), 1);
+    assert_eq!(detail.attempts_timeline[0].http_status, Some(422));
+}
 
 /// One test per case and backend: `sqlite::case` and `postgres::case`.
 macro_rules! conformance {
@@ -423,4 +541,8 @@ conformance! {
     kept_counts_equal_real_counts,
     crm_link_first_wins,
     make_due_brings_jobs_forward,
+    replay_refuses_a_changed_selection,
+    purge_keeps_statistics,
+    metrics_roll_up_and_retention,
+    dead_letter_pages_answer_alike,
 }

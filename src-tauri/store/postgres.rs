@@ -9,6 +9,9 @@ use anyhow::Context;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
+/// The advisory lock key write transactions take turns on (any fixed number; "LEAD" in ASCII).
+const WRITERS_LOCK: i64 = 0x4C45_4144;
+
 /// The PostgreSQL database as the store's operations see it.
 pub struct Db {
     pool: PgPool,
@@ -28,15 +31,28 @@ impl Db {
         Ok(Db { pool })
     }
 
-    /// A transaction. Its `BEGIN` runs in a task of its own, as on SQLite: a caller dropped half-way (a task
-    /// aborted at shutdown, a request whose client went away) cannot leave a connection inside a transaction the
-    /// client side does not know about.
+    /// A write transaction. Write transactions take turns, across every process on the database (a transaction
+    /// advisory lock, released at commit or rollback), as SQLite's writers do: each of them moves the kept counts
+    /// (`delivery_tally`, `dead_letter_tally`, a few hot rows per target), and concurrent transactions locking
+    /// those rows in different orders deadlocked under load. Reads, and claims' row locks (`SKIP LOCKED`), do
+    /// not wait for it beyond that.
+    ///
+    /// The `BEGIN` runs in a task of its own, as on SQLite: a caller dropped half-way (a task aborted at shutdown,
+    /// a request whose client went away) cannot leave a connection inside a transaction the client side does not
+    /// know about.
     pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         let pool = self.pool.clone();
-        tokio::spawn(async move { pool.begin().await })
-            .await
-            .context("the task starting a transaction failed")?
-            .context("cannot start a transaction")
+        tokio::spawn(async move {
+            let mut tx = pool.begin().await.context("cannot start a transaction")?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(WRITERS_LOCK)
+                .execute(&mut *tx)
+                .await
+                .context("cannot take the writers' turn")?;
+            anyhow::Ok(tx)
+        })
+        .await
+        .context("the task starting a transaction failed")?
     }
 
     pub fn writer(&self) -> &PgPool {
