@@ -156,7 +156,11 @@ export type DeadLetterList = { items: Array<DeadLetter>,
  */
 open_by_class: { [key in string]: number }, };
 
-export type DeadLetter = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: ErrorClass, http_status: number | null, 
+export type DeadLetter = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, 
+/**
+ * Why it died; `null` only when the detail of a step that is not dead is read.
+ */
+class: ErrorClass | null, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
@@ -190,7 +194,11 @@ export type DeadLetterDetail = { payload: unknown,
 /**
  * The lead as received, when it was fixed since.
  */
-original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: ErrorClass, http_status: number | null, 
+original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, 
+/**
+ * Why it died; `null` only when the detail of a step that is not dead is read.
+ */
+class: ErrorClass | null, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
@@ -228,7 +236,11 @@ crm_record: unknown, replays: Array<ReplayHistoryEntry>, payload: unknown,
 /**
  * The lead as received, when it was fixed since.
  */
-original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: ErrorClass, http_status: number | null, 
+original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, 
+/**
+ * Why it died; `null` only when the detail of a step that is not dead is read.
+ */
+class: ErrorClass | null, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
