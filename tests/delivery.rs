@@ -61,7 +61,7 @@ async fn under_faults_every_lead_is_delivered_once_or_dead_with_a_reason() {
     // The bad phones, and only they, are dead as permanent_data with the CRM's message and field.
     assert_eq!(dead_crm.len(), bad_phone, "{dead_crm:#?}");
     for d in &dead_crm {
-        assert_eq!(d.class.as_str(), "permanent_data");
+        assert_eq!(d.class.unwrap().as_str(), "permanent_data");
         assert_eq!(d.http_status, Some(422));
         assert!(d.reason.contains("E.164"), "{}", d.reason);
         assert_eq!(d.field.as_deref(), Some("phone"));
@@ -84,7 +84,7 @@ async fn a_missing_permission_dead_letters_at_once_with_the_crm_message() {
     assert_eq!(h.overall.dead_open_by_class.get("permanent_config"), Some(&1));
     let api = leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap();
     let d = &api.items[0];
-    assert_eq!(d.class.as_str(), "permanent_config");
+    assert_eq!(d.class.unwrap().as_str(), "permanent_config");
     assert_eq!(d.http_status, Some(403));
     assert_eq!(d.attempts, 1, "a permanent failure is not retried");
     assert!(d.reason.contains("hasn't been granted all required scopes"), "{}", d.reason);
@@ -279,7 +279,7 @@ breaker = {{ consecutive_failures = 100, failure_ratio = 0.0 }}
     assert_eq!(app.post_plain(&json!({"id": "X-1"})).await, StatusCode::ACCEPTED);
     app.wait_settled(Duration::from_secs(10)).await;
     let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap().items[0];
-    assert_eq!(d.class.as_str(), "transient");
+    assert_eq!(d.class.unwrap().as_str(), "transient");
     assert_eq!(d.attempts, 3);
     assert!(d.reason.starts_with("gave up after 3 attempts; last error: HTTP 500"), "{}", d.reason);
     app.server.shutdown().await.unwrap();

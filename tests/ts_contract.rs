@@ -23,7 +23,10 @@ use leadline::replay::{
     FallbackPlan, NotEligible, ReplayEvent, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress,
     ReplayReceipt, ReplayReportItem, ReplaySelection,
 };
-use leadline::store::{QueueHealth, TargetHealth};
+use leadline::store::{
+    AlertKind, AlertState, DeliveryState, ErrorClass, Held, QueueHealth, ReplayEventKind, ReplayOutcome, ReplayPhase,
+    ReplayStatus, Resolution, ResolutionFilter, Severity, TargetHealth,
+};
 use leadline::targets::{ConnectionCheck, RequestPreview};
 use ts_rs::TS;
 
@@ -86,6 +89,18 @@ fn generated() -> String {
         TargetFigures::decl(&cfg),
         TargetView::decl(&cfg),
         LiveEvent::decl(&cfg),
+        ErrorClass::decl(&cfg),
+        DeliveryState::decl(&cfg),
+        Resolution::decl(&cfg),
+        ResolutionFilter::decl(&cfg),
+        Severity::decl(&cfg),
+        AlertKind::decl(&cfg),
+        AlertState::decl(&cfg),
+        Held::decl(&cfg),
+        ReplayStatus::decl(&cfg),
+        ReplayPhase::decl(&cfg),
+        ReplayOutcome::decl(&cfg),
+        ReplayEventKind::decl(&cfg),
     ];
     let mut out = String::from(
         "// Wire types of Leadline's API, generated from the Rust DTOs by tests/ts_contract.rs.\n\

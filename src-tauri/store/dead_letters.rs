@@ -25,7 +25,8 @@ pub struct DeadLetter {
     pub source_ref: String,
     pub target: String,
     pub step_index: i64,
-    pub class: ErrorClass,
+    /// Why it died; `null` only when the detail of a step that is not dead is read.
+    pub class: Option<ErrorClass>,
     pub http_status: Option<i64>,
     /// The CRM's own message where it gave one, and what Leadline concluded.
     pub reason: String,
@@ -517,7 +518,7 @@ fn to_letter(r: Row) -> anyhow::Result<DeadLetter> {
         source_ref: r.source_ref,
         target: r.target,
         step_index: r.step_index,
-        class: dead_class(r.id, r.dead_class.as_deref())?,
+        class: r.dead_class.as_deref().map(decode).transpose()?,
         http_status: r.dead_status,
         cause: r.dead_cause.unwrap_or_else(|| reason.clone()),
         reason,

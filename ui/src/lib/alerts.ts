@@ -1,8 +1,8 @@
 // Alerts as a person triages them: the worst first, and where to act on each. Unit-tested in alerts.test.ts.
 
-import type { Alert } from './api/wire';
+import type { Alert, Severity } from './api/wire';
 
-const SEVERITY_RANK: Record<string, number> = { critical: 0, warning: 1, info: 2 };
+const SEVERITY_RANK: Record<Severity, number> = { critical: 0, warning: 1, info: 2 };
 
 /** Most severe first; within a severity, the longest-running first (it has waited longest for a person). */
 export function sortAlerts(alerts: Alert[]): Alert[] {

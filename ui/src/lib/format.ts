@@ -1,5 +1,7 @@
 // Pure presentation logic: formatting, thresholds, masking, wording. Unit-tested in format.test.ts.
 
+import type { ErrorClass } from './api/wire';
+
 /** A locale Intl accepts. Under `LANG=C` WebKit reports "C", which Intl rejects, so fall back to en-US. */
 export function safeLocale(candidates: readonly (string | undefined)[]): string {
   for (const c of candidates) {
@@ -72,8 +74,9 @@ export function mask(value: unknown): string {
   return `${text.slice(0, 3)}${'•'.repeat(text.length - 5)}${text.slice(-2)}`;
 }
 
-export type ErrorClass = 'transient' | 'rate_limited' | 'permanent_data' | 'permanent_config' | 'ambiguous';
+export type { ErrorClass };
 
+/** Every class, in the order the UI shows them (most urgent first). */
 export const CLASSES: ErrorClass[] = ['permanent_config', 'permanent_data', 'ambiguous', 'transient', 'rate_limited'];
 
 /** Words a sales-ops person uses for each error class, and what to do about it. */

@@ -120,7 +120,7 @@ dead_open_by_class: { [key in string]: Array<number | null> },
  */
 volume_by_source: { [key in string]: Array<number> }, };
 
-export type DeadLetterFilter = { class: string | null, source: string | null, target: string | null, since: string | null, until: string | null, 
+export type DeadLetterFilter = { class: ErrorClass | null, source: string | null, target: string | null, since: string | null, until: string | null, 
 /**
  * Matched against the reason, the source's event id and the field.
  */
@@ -144,7 +144,7 @@ lead_value: string | null,
 /**
  * `open` (default), `all`, or one resolution.
  */
-resolution: string | null, limit: number | null, 
+resolution: ResolutionFilter | null, limit: number | null, 
 /**
  * Page: only dead letters with a smaller delivery id.
  */
@@ -156,7 +156,11 @@ export type DeadLetterList = { items: Array<DeadLetter>,
  */
 open_by_class: { [key in string]: number }, };
 
-export type DeadLetter = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+export type DeadLetter = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, 
+/**
+ * Why it died; `null` only when the detail of a step that is not dead is read.
+ */
+class: ErrorClass | null, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
@@ -172,7 +176,7 @@ field: string | null, attempts: number, received_at: string,
 /**
  * When it was dead-lettered (the time of its last attempt).
  */
-dead_at: string, resolution: string, 
+dead_at: string, resolution: Resolution, 
 /**
  * Who resolved it by hand (discarded, fixed in the CRM), when and why.
  */
@@ -190,7 +194,11 @@ export type DeadLetterDetail = { payload: unknown,
 /**
  * The lead as received, when it was fixed since.
  */
-original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, 
+/**
+ * Why it died; `null` only when the detail of a step that is not dead is read.
+ */
+class: ErrorClass | null, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
@@ -206,7 +214,7 @@ field: string | null, attempts: number, received_at: string,
 /**
  * When it was dead-lettered (the time of its last attempt).
  */
-dead_at: string, resolution: string, 
+dead_at: string, resolution: Resolution, 
 /**
  * Who resolved it by hand (discarded, fixed in the CRM), when and why.
  */
@@ -228,7 +236,11 @@ crm_record: unknown, replays: Array<ReplayHistoryEntry>, payload: unknown,
 /**
  * The lead as received, when it was fixed since.
  */
-original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, class: string, http_status: number | null, 
+original_payload: unknown, attempts_timeline: Array<Attempt>, fixes: Array<PayloadFix>, delivery_id: number, event_id: number, source: string, source_ref: string, target: string, step_index: number, 
+/**
+ * Why it died; `null` only when the detail of a step that is not dead is read.
+ */
+class: ErrorClass | null, http_status: number | null, 
 /**
  * The CRM's own message where it gave one, and what Leadline concluded.
  */
@@ -244,7 +256,7 @@ field: string | null, attempts: number, received_at: string,
 /**
  * When it was dead-lettered (the time of its last attempt).
  */
-dead_at: string, resolution: string, 
+dead_at: string, resolution: Resolution, 
 /**
  * Who resolved it by hand (discarded, fixed in the CRM), when and why.
  */
@@ -258,7 +270,7 @@ purged: boolean,
  */
 queued_in_replay: number | null, };
 
-export type Attempt = { started_at: string, duration_ms: number, http_status: number | null, outcome: string, class: string | null, reason: string, response_excerpt: string | null, trigger: string, };
+export type Attempt = { started_at: string, duration_ms: number, http_status: number | null, outcome: string, class: ErrorClass | null, reason: string, response_excerpt: string | null, trigger: string, };
 
 export type ReplaySelection = { ids: Array<number> | null, filter: DeadLetterFilter | null, };
 
@@ -300,15 +312,7 @@ export type ReplayProgress = { replay_id: number, created_at: string, actor: str
 /**
  * The selection as the operator made it (filter or ids).
  */
-selection: unknown, 
-/**
- * `running`, `paused`, `cancelled` or `finished`.
- */
-status: string, 
-/**
- * `canary`, `canary_failed` (paused: a canary lead failed again) or `rest`.
- */
-phase: string, canary_size: number, rate_per_second: number, 
+selection: unknown, status: ReplayStatus, phase: ReplayPhase, canary_size: number, rate_per_second: number, 
 /**
  * Why it is not sending right now, while running (breaker open, rate-limited, paused target).
  */
@@ -338,9 +342,9 @@ resolved_by_hand: number,
  */
 fallbacks: number, done: boolean, finished_at: string | null, events: Array<ReplayEvent>, };
 
-export type ReplayHistoryEntry = { replay_id: number, at: string, actor: string, reason: string, prior_class: string | null, prior_reason: string | null, };
+export type ReplayHistoryEntry = { replay_id: number, at: string, actor: string, reason: string, prior_class: ErrorClass | null, prior_reason: string | null, };
 
-export type DeadLetterGroup = { class: string, target: string, cause: string, count: number, http_status: number | null, first_dead_at: string, last_dead_at: string, 
+export type DeadLetterGroup = { class: ErrorClass, target: string, cause: string, count: number, http_status: number | null, first_dead_at: string, last_dead_at: string, 
 /**
  * One of them, to open as an example.
  */
@@ -382,18 +386,9 @@ canary: number | null,
  */
 rate_per_second: number | null, };
 
-export type ReplayEvent = { at: string, 
-/**
- * `started`, `canary_sent`, `canary_passed`, `canary_failed`, `waiting`, `resumed`, `paused`, `cancelled`,
- * `finished`.
- */
-kind: string, detail: string, };
+export type ReplayEvent = { at: string, kind: ReplayEventKind, detail: string, };
 
-export type ReplayReportItem = { delivery_id: number, source: string, source_ref: string, target: string, 
-/**
- * `delivered`, `in_progress`, `queued`, `failed_same_reason`, `failed_new_reason`, `resolved_by_hand`.
- */
-outcome: string, prior_reason: string | null, 
+export type ReplayReportItem = { delivery_id: number, source: string, source_ref: string, target: string, outcome: ReplayOutcome, prior_reason: string | null, 
 /**
  * The reason it failed this time, when it did.
  */
@@ -403,7 +398,7 @@ export type ResolveRequest = { selection: ReplaySelection,
 /**
  * `discarded` or `fixed_manually`.
  */
-resolution: string, 
+resolution: Resolution, 
 /**
  * Why (kept with each dead letter).
  */
@@ -445,11 +440,7 @@ samples: Array<FixSample>, };
 
 export type FixSample = { delivery_id: number, before: unknown, after: unknown, };
 
-export type Alert = { id: number, kind: string, key: string, severity: string, title: string, detail: string, opened_at: string, last_seen_at: string, occurrences: number, acknowledged_at: string | null, acknowledged_by: string | null, resolved_at: string | null, resolution_note: string | null, 
-/**
- * `open`, `acknowledged` or `resolved`.
- */
-state: string, 
+export type Alert = { id: number, kind: AlertKind, key: string, severity: Severity, title: string, detail: string, opened_at: string, last_seen_at: string, occurrences: number, acknowledged_at: string | null, acknowledged_by: string | null, resolved_at: string | null, resolution_note: string | null, state: AlertState, 
 /**
  * When it was last announced (notification or digest); `null` while not announced.
  */
@@ -461,7 +452,7 @@ notifications: number,
 /**
  * Waiting to be announced: in the next digest, or when quiet hours end.
  */
-held: string | null, };
+held: Held | null, };
 
 export type SourceView = { 
 /**
@@ -602,3 +593,27 @@ concurrency: number,
 mapping: unknown[], breaker: BreakerState | null, breaker_opened_at: string | null, paused: boolean, paused_by: string | null, paused_at: string | null, };
 
 export type LiveEvent = { "kind": "health", "data": HealthView } | { "kind": "alerts_changed" } | { "kind": "replay_changed", "data": { replay_id: number, } } | { "kind": "sources_changed" };
+
+export type ErrorClass = "transient" | "rate_limited" | "permanent_data" | "permanent_config" | "ambiguous";
+
+export type DeliveryState = "waiting" | "pending" | "running" | "delivered" | "dead";
+
+export type Resolution = "open" | "replayed" | "fixed_manually" | "discarded";
+
+export type ResolutionFilter = "open" | "replayed" | "fixed_manually" | "discarded" | "all";
+
+export type Severity = "critical" | "warning" | "info";
+
+export type AlertKind = "permanent_config" | "credentials" | "oldest_pending" | "breaker_open" | "new_cause" | "dead_letter_growth" | "retry_budget" | "silence" | "volume_drop" | "source_failing" | "reconciliation_found" | "auto_replay";
+
+export type AlertState = "open" | "acknowledged" | "resolved";
+
+export type Held = "digest" | "quiet_hours";
+
+export type ReplayStatus = "running" | "paused" | "cancelled" | "finished";
+
+export type ReplayPhase = "canary" | "canary_failed" | "rest";
+
+export type ReplayOutcome = "delivered" | "in_progress" | "queued" | "failed_same_reason" | "failed_new_reason" | "resolved_by_hand";
+
+export type ReplayEventKind = "started" | "canary_sent" | "canary_passed" | "canary_failed" | "waiting" | "resumed" | "continued" | "paused" | "cancelled" | "finished";
