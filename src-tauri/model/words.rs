@@ -119,6 +119,8 @@ word! {
     }
 }
 
+// The enum comes from `word!`, which cannot take `#[default]` on one variant.
+#[allow(clippy::derivable_impls)]
 impl Default for ResolutionFilter {
     fn default() -> ResolutionFilter {
         ResolutionFilter::Open
