@@ -292,7 +292,8 @@ async fn dead_letter_groups(state: S<'_>, filter: DeadLetterFilter) -> CommandRe
 #[tauri::command]
 async fn resolve_dead_letters(state: S<'_>, request: api::ResolveRequest) -> CommandResult<i64> {
     let n = request.expected.map(|n| n.to_string()).unwrap_or_else(|| "the selected".into());
-    let what = if request.resolution == "discarded" { "Discard" } else { "Mark as fixed by hand" };
+    let what =
+        if request.resolution == crate::store::Resolution::Discarded { "Discard" } else { "Mark as fixed by hand" };
     api::ask(
         state.confirm.clone(),
         "Resolve dead letters",
