@@ -100,7 +100,8 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
         }
     };
     let notifier = Arc::new(DesktopNotifier(handle.clone()));
-    let server = Server::start_with(config, StartOptions { demo: demo_crm.is_some(), notifier }).await?;
+    let server =
+        Server::start_with(config, StartOptions { demo: demo_crm.is_some(), notifier, ..Default::default() }).await?;
     if let Some(crm) = demo_crm {
         demo::seed_history(&server.app.store, server.app.clock.now(), 60.0).await?;
         tokio::spawn(demo::run_schedule(crm.clone()));
