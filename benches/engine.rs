@@ -121,10 +121,7 @@ impl Databases {
             Backend::Sqlite => format!("sqlite://{}", self.files.path().join(format!("{name}.db")).display()),
             Backend::Postgres => {
                 let admin = self.pg_admin.as_deref().expect("a PostgreSQL server");
-                Self::admin(admin, &format!("CREATE DATABASE \"{name}\"")).await;
-                let mut url = url::Url::parse(admin).expect("a PostgreSQL URL");
-                url.set_path(&format!("/{name}"));
-                url.to_string()
+                leadline::store::postgres::create_database(admin, &name).await.expect("a fresh PostgreSQL database")
             }
         }
     }
@@ -138,20 +135,10 @@ impl Databases {
                 }
             }
             (Some(admin), None) => {
-                let name = url::Url::parse(url).expect("a PostgreSQL URL").path().trim_start_matches('/').to_string();
-                Self::admin(admin, &format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).await;
+                leadline::store::postgres::drop_database(admin, url).await.expect("the database dropped");
             }
             (None, None) => {}
         }
-    }
-
-    async fn admin(admin: &str, statement: &str) {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(admin)
-            .await
-            .unwrap_or_else(|e| panic!("cannot connect to PostgreSQL at {admin}: {e}"));
-        sqlx::query(statement).execute(&mut conn).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
-        let _ = conn.close().await;
     }
 }
 

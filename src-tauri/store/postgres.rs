@@ -68,6 +68,38 @@ impl Db {
     }
 }
 
+/// Creates an empty database `name` on the server of `admin_url` (a URL of an existing database, e.g.
+/// `postgres://postgres@host/postgres`) and returns the URL of the new one; its tables are made when a store
+/// opens it. For tests and benchmarks, which give each case a database of its own.
+pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
+    admin_statement(admin_url, &format!("CREATE DATABASE \"{}\"", quoted(name))).await?;
+    let mut url = url::Url::parse(admin_url).with_context(|| format!("invalid URL {}", redact(admin_url)))?;
+    url.set_path(&format!("/{name}"));
+    Ok(url.to_string())
+}
+
+/// Drops the database of `url` (disconnecting its sessions) through the server of `admin_url`.
+pub async fn drop_database(admin_url: &str, url: &str) -> anyhow::Result<()> {
+    let parsed = url::Url::parse(url).with_context(|| format!("invalid URL {}", redact(url)))?;
+    let name = parsed.path().trim_start_matches('/');
+    admin_statement(admin_url, &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", quoted(name))).await
+}
+
+/// A name inside double quotes: a `"` doubled.
+fn quoted(name: &str) -> String {
+    name.replace('"', "\"\"")
+}
+
+async fn admin_statement(admin_url: &str, statement: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(admin_url)
+        .await
+        .with_context(|| format!("cannot connect to {}", redact(admin_url)))?;
+    sqlx::query(statement).execute(&mut conn).await.with_context(|| statement.to_string())?;
+    let _ = conn.close().await;
+    Ok(())
+}
+
 /// The URL without its password, for messages.
 pub fn redact(url: &str) -> String {
     match url::Url::parse(url) {

@@ -40,33 +40,13 @@ pub fn fresh_database_url_blocking() -> String {
     let admin = admin_url();
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
     let name = format!("leadline_test_{}_{}_{nanos}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-    let admin_for_thread = admin.clone();
-    let create = format!("CREATE DATABASE \"{name}\"");
-    let name_for_thread = name.clone();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        rt.block_on(async {
-            use sqlx::Connection;
-            let mut conn = sqlx::PgConnection::connect(&admin_for_thread)
-                .await
-                .unwrap_or_else(|e| panic!("cannot connect to the test PostgreSQL at {admin_for_thread}: {e}"));
-            sqlx::query(&create)
-                .execute(&mut conn)
-                .await
-                .unwrap_or_else(|e| panic!("cannot create {name_for_thread}: {e}"));
-            let _ = conn.close().await;
-        })
+        rt.block_on(leadline::store::postgres::create_database(&admin, &name))
+            .unwrap_or_else(|e| panic!("cannot create a test database on {admin}: {e:#}"))
     })
     .join()
-    .expect("creating a test database");
-    with_database(&admin, &name)
-}
-
-/// `url` with its database replaced by `db`.
-fn with_database(url: &str, db: &str) -> String {
-    let mut u = url::Url::parse(url).unwrap_or_else(|e| panic!("invalid LEADLINE_TEST_PG_URL {url}: {e}"));
-    u.set_path(&format!("/{db}"));
-    u.to_string()
+    .expect("creating a test database")
 }
 
 /// Where PostgreSQL's server programs are: Debian keeps them in `/usr/lib/postgresql/<version>/bin` (newest
