@@ -86,6 +86,18 @@ pub enum JobOutcome {
     },
 }
 
+impl JobOutcome {
+    /// The outcome an attempt with this result is stored with (`attempt.outcome`).
+    pub fn attempt_outcome(&self) -> &'static str {
+        match self {
+            JobOutcome::Delivered { .. } => "delivered",
+            JobOutcome::Retry { .. } => "retry",
+            JobOutcome::Dead { .. } => "dead",
+            JobOutcome::Released { .. } => "released",
+        }
+    }
+}
+
 /// A finished job, ready to be written. `attempt` is `None` when no request was made.
 #[derive(Debug, Clone)]
 pub struct Completion {
@@ -280,6 +292,74 @@ backends! {
             }))
         }
 
+        /// Links the lead of job `job_id` to its CRM record for the job's target (the first link wins).
+        async fn link_in(tx: &mut Conn, job_id: i64, external_id: &str, crm_id: &str, now: i64) -> anyhow::Result<()> {
+            sqlx::query(
+                "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
+                 SELECT target, $1, $2, $3 FROM delivery WHERE id = $4
+                 ON CONFLICT (target, external_id) DO NOTHING",
+            )
+            .bind(external_id)
+            .bind(crm_id)
+            .bind(now)
+            .bind(job_id)
+            .execute(&mut *tx)
+            .await
+            .context("cannot record crm_link")?;
+            Ok(())
+        }
+
+        /// Applies a job that did not deliver (a retry, a dead letter, a release) if it still runs under the
+        /// presented lease. Returns how many rows changed (0: it changed hands meanwhile). Deliveries are applied
+        /// for the whole batch at once, by each backend.
+        async fn finish_undelivered_in(tx: &mut Conn, c: &Completion) -> anyhow::Result<u64> {
+            let now = ms(c.now);
+            let done = match &c.outcome {
+                JobOutcome::Delivered { .. } => anyhow::bail!("a delivered job is applied with its batch"),
+                JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
+                    "UPDATE delivery SET state = 'pending', next_attempt_at = $1, attempts = attempts + $2,
+                            lease_owner = NULL, lease_until = NULL, in_doubt = $3
+                      WHERE id = $4 AND lease_token = $5 AND state = 'running'",
+                )
+                .bind(ms(*at))
+                .bind(i64::from(*counts))
+                .bind(i64::from(*in_doubt))
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot schedule retry")?,
+                JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
+                    "UPDATE delivery SET state = 'dead', dead_at = $1, dead_class = $2, dead_status = $3, dead_reason = $4,
+                            dead_cause = $5, dead_field = $6, resolution = 'open', attempts = attempts + $7,
+                            lease_owner = NULL, lease_until = NULL
+                      WHERE id = $8 AND lease_token = $9 AND state = 'running'",
+                )
+                .bind(now)
+                .bind(class.as_str())
+                .bind(http_status.map(i64::from))
+                .bind(reason)
+                .bind(crate::model::cause_of(reason))
+                .bind(field)
+                .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot dead-letter job")?,
+                JobOutcome::Released { at } => sqlx::query(
+                    "UPDATE delivery SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
+                      WHERE id = $2 AND lease_token = $3 AND state = 'running'",
+                )
+                .bind(ms(*at))
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot release job")?,
+            };
+            Ok(done.rows_affected())
+        }
     }
     sqlite {
         pub async fn write_batch(
@@ -367,68 +447,17 @@ backends! {
             let mut delivered = Vec::new();
             for c in batch {
                 let now = ms(c.now);
-                let result = match &c.outcome {
+                let changed = match &c.outcome {
                     JobOutcome::Delivered { result, link, .. } => {
                         if let Some((external_id, crm_id)) = link {
-                            sqlx::query(
-                                "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
-                                 SELECT target, $1, $2, $3 FROM delivery WHERE id = $4
-                                 ON CONFLICT (target, external_id) DO NOTHING",
-                            )
-                            .bind(external_id)
-                            .bind(crm_id)
-                            .bind(now)
-                            .bind(c.job_id)
-                            .execute(&mut *tx)
-                            .await
-                            .context("cannot record crm_link")?;
+                            link_in(tx, c.job_id, external_id, crm_id, now).await?;
                         }
                         delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now]));
                         continue;
                     }
-                    JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
-                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, attempts = attempts + $2,
-                                lease_owner = NULL, lease_until = NULL, in_doubt = $3
-                          WHERE id = $4 AND lease_token = $5 AND state = 'running'",
-                    )
-                    .bind(ms(*at))
-                    .bind(i64::from(*counts))
-                    .bind(i64::from(*in_doubt))
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot schedule retry")?,
-                    JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
-                        "UPDATE delivery SET state = 'dead', dead_at = $1, dead_class = $2, dead_status = $3, dead_reason = $4,
-                                dead_cause = $5, dead_field = $6, resolution = 'open', attempts = attempts + $7,
-                                lease_owner = NULL, lease_until = NULL
-                          WHERE id = $8 AND lease_token = $9 AND state = 'running'",
-                    )
-                    .bind(now)
-                    .bind(class.as_str())
-                    .bind(http_status.map(i64::from))
-                    .bind(reason)
-                    .bind(crate::model::cause_of(reason))
-                    .bind(field)
-                    .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot dead-letter job")?,
-                    JobOutcome::Released { at } => sqlx::query(
-                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
-                          WHERE id = $2 AND lease_token = $3 AND state = 'running'",
-                    )
-                    .bind(ms(*at))
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot release job")?,
+                    _ => finish_undelivered_in(tx, c).await?,
                 };
-                applied += result.rows_affected() as usize;
+                applied += changed as usize;
             }
 
             if !delivered.is_empty() {
@@ -482,18 +511,12 @@ backends! {
                 .iter()
                 .filter_map(|c| {
                     let a = c.attempt.as_ref()?;
-                    let outcome = match &c.outcome {
-                        JobOutcome::Delivered { .. } => "delivered",
-                        JobOutcome::Retry { .. } => "retry",
-                        JobOutcome::Dead { .. } => "dead",
-                        JobOutcome::Released { .. } => "released",
-                    };
                     Some(serde_json::json!([
                         c.job_id,
                         ms(a.started_at),
                         a.duration_ms,
                         a.http_status,
-                        outcome,
+                        c.outcome.attempt_outcome(),
                         a.class.map(|c| c.as_str()),
                         a.reason,
                         a.response_excerpt,
@@ -643,21 +666,10 @@ backends! {
             let (mut d_id, mut d_token, mut d_result, mut d_at) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for c in batch {
                 let now = ms(c.now);
-                let result = match &c.outcome {
+                let changed = match &c.outcome {
                     JobOutcome::Delivered { result, link, .. } => {
                         if let Some((external_id, crm_id)) = link {
-                            sqlx::query(
-                                "INSERT INTO crm_link (target, external_id, crm_id, linked_at)
-                                 SELECT target, $1, $2, $3 FROM delivery WHERE id = $4
-                                 ON CONFLICT (target, external_id) DO NOTHING",
-                            )
-                            .bind(external_id)
-                            .bind(crm_id)
-                            .bind(now)
-                            .bind(c.job_id)
-                            .execute(&mut *tx)
-                            .await
-                            .context("cannot record crm_link")?;
+                            link_in(tx, c.job_id, external_id, crm_id, now).await?;
                         }
                         d_id.push(c.job_id);
                         d_token.push(c.lease_token);
@@ -665,49 +677,9 @@ backends! {
                         d_at.push(now);
                         continue;
                     }
-                    JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
-                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, attempts = attempts + $2,
-                                lease_owner = NULL, lease_until = NULL, in_doubt = $3
-                          WHERE id = $4 AND lease_token = $5 AND state = 'running'",
-                    )
-                    .bind(ms(*at))
-                    .bind(i64::from(*counts))
-                    .bind(i64::from(*in_doubt))
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot schedule retry")?,
-                    JobOutcome::Dead { class, http_status, reason, field } => sqlx::query(
-                        "UPDATE delivery SET state = 'dead', dead_at = $1, dead_class = $2, dead_status = $3, dead_reason = $4,
-                                dead_cause = $5, dead_field = $6, resolution = 'open', attempts = attempts + $7,
-                                lease_owner = NULL, lease_until = NULL
-                          WHERE id = $8 AND lease_token = $9 AND state = 'running'",
-                    )
-                    .bind(now)
-                    .bind(class.as_str())
-                    .bind(http_status.map(i64::from))
-                    .bind(reason)
-                    .bind(crate::model::cause_of(reason))
-                    .bind(field)
-                    .bind(i64::from(c.attempt.is_some() && *class != ErrorClass::RateLimited))
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot dead-letter job")?,
-                    JobOutcome::Released { at } => sqlx::query(
-                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, lease_owner = NULL, lease_until = NULL
-                          WHERE id = $2 AND lease_token = $3 AND state = 'running'",
-                    )
-                    .bind(ms(*at))
-                    .bind(c.job_id)
-                    .bind(c.lease_token)
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot release job")?,
+                    _ => finish_undelivered_in(tx, c).await?,
                 };
-                applied += result.rows_affected() as usize;
+                applied += changed as usize;
             }
 
             if !d_id.is_empty() {
@@ -771,12 +743,7 @@ backends! {
                 a.started_at.push(ms(at.started_at));
                 a.duration_ms.push(at.duration_ms);
                 a.http_status.push(at.http_status.map(i64::from));
-                a.outcome.push(match &c.outcome {
-                    JobOutcome::Delivered { .. } => "delivered",
-                    JobOutcome::Retry { .. } => "retry",
-                    JobOutcome::Dead { .. } => "dead",
-                    JobOutcome::Released { .. } => "released",
-                });
+                a.outcome.push(c.outcome.attempt_outcome());
                 a.class.push(at.class.map(|c| c.as_str()));
                 a.reason.push(at.reason.as_str());
                 a.response_excerpt.push(at.response_excerpt.as_deref());

@@ -13,21 +13,22 @@
 //! [`dispatch!`].
 
 /// Compiles store operations for both backends: items in `shared { … }` twice (in `on_sqlite` with `Db` =
-/// [`sqlite::Db`] and in `on_postgres` with `Db` = [`postgres::Db`]), items in `sqlite { … }` and
+/// [`sqlite::Db`] and in `on_postgres` with `Db` = [`postgres::Db`]; `Conn` is that backend's connection, for
+/// statements inside a transaction), items in `sqlite { … }` and
 /// `postgres { … }` only for that backend.
 macro_rules! backends {
     ($(shared { $($shared:item)* })? $(sqlite { $($lite:item)* })? $(postgres { $($pg:item)* })?) => {
         mod on_sqlite {
             #![allow(unused_imports)]
             use super::*;
-            use $crate::store::sqlite::Db;
+            use $crate::store::sqlite::{Conn, Db};
             $($($shared)*)?
             $($($lite)*)?
         }
         mod on_postgres {
             #![allow(unused_imports)]
             use super::*;
-            use $crate::store::postgres::Db;
+            use $crate::store::postgres::{Conn, Db};
             $($($shared)*)?
             $($($pg)*)?
         }

@@ -9,6 +9,9 @@ use anyhow::Context;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
+/// A connection of this backend, as a transaction lends it to the statements inside it.
+pub type Conn = sqlx::PgConnection;
+
 /// The advisory lock key write transactions take turns on (any fixed number; "LEAD" in ASCII).
 const WRITERS_LOCK: i64 = 0x4C45_4144;
 

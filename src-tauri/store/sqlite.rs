@@ -15,6 +15,9 @@ use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 
+/// A connection of this backend, as a transaction lends it to the statements inside it.
+pub type Conn = sqlx::SqliteConnection;
+
 /// The SQLite database as the store's operations see it.
 pub struct Db {
     write: SqlitePool,
