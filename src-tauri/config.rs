@@ -43,6 +43,8 @@ pub struct Config {
     pub targets: BTreeMap<String, TargetConfig>,
     #[serde(default)]
     pub replay: ReplayConfig,
+    #[serde(default)]
+    pub privacy: PrivacyConfig,
     /// A file of secrets, one `NAME=value` per line (the `.env` / systemd `EnvironmentFile` format), read at
     /// start and again at every reload of secrets (`leadline reload`, SIGHUP, the UI's *Reload secrets*): a
     /// renewed token takes effect without a restart. A name found here wins over the process environment,
@@ -342,6 +344,22 @@ pub struct MetricsConfig {
 impl Default for MetricsConfig {
     fn default() -> Self {
         Self { minute_retention_hours: 48, hourly_retention_days: 90 }
+    }
+}
+
+/// How long leads' personal data is kept (see `privacy`; it leaves the store masked unless revealed).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrivacyConfig {
+    /// Payloads of leads delivered everywhere are purged this many days after their last delivery: the lead's
+    /// data, response excerpts and the CRM's answer (but its ids) go; the rows, statistics, attempts and the
+    /// CRM link stay. 0: never.
+    pub delivered_payload_retention_days: u64,
+}
+
+impl Default for PrivacyConfig {
+    fn default() -> Self {
+        Self { delivered_payload_retention_days: 30 }
     }
 }
 

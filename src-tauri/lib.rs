@@ -18,6 +18,7 @@ pub mod ingest;
 pub mod model;
 pub mod monitor;
 pub mod pipeline;
+pub mod privacy;
 pub mod reconcile;
 pub mod replay;
 pub mod runtime;

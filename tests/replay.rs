@@ -367,8 +367,9 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
     let dry = FixRequest { selection: group.clone(), fix: fix.clone(), reason: String::new(), dry_run: true };
     let report = api::fix_dead_letters(app, &dry, "ops").await.unwrap();
     assert_eq!((report.changed, report.unchanged), (15, 0));
-    assert_eq!(report.samples[0].before, json!("0151 1000 2000"));
-    assert_eq!(report.samples[0].after, json!("+4915110002000"));
+    // The examples show the change, masked like the phone they are (the middle digits are nobody's business).
+    assert_eq!(report.samples[0].before, json!("015•••••••••00"));
+    assert_eq!(report.samples[0].after, json!("+49•••••••••00"));
     let id_fix = FixRequest { fix: FieldFix { field: "id".into(), op: FieldOp::Trim }, ..dry.clone() };
     assert!(
         matches!(api::fix_dead_letters(app, &id_fix, "ops").await, Err(ApiError::BadRequest(_))),
@@ -377,7 +378,12 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
     let apply = FixRequest { reason: "CRM wants E.164".into(), dry_run: false, ..dry };
     assert_eq!(api::fix_dead_letters(app, &apply, "ops").await.unwrap().changed, 15);
     let one = groups[0].example_id;
-    let view = api::dead_letter(app, one).await.unwrap();
+    let masked = api::dead_letter(app, one).await.unwrap();
+    assert!(!masked.revealed);
+    assert!(masked.detail.payload["phone"].as_str().unwrap().starts_with("+49•••"));
+    let why = api::RevealRequest { reason: "check the fixed phone".into() };
+    let view = api::reveal_dead_letter(app, one, &why, "ops").await.unwrap();
+    assert!(view.revealed);
     assert!(view.detail.payload["phone"].as_str().unwrap().starts_with("+49151"));
     assert!(view.detail.original_payload.as_ref().unwrap()["phone"].as_str().unwrap().starts_with("0151 "));
     assert_eq!(view.detail.fixes.len(), 1);
@@ -385,7 +391,8 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
 
     // Edit one of the others by hand (its id cannot change).
     let t0 = groups[1].example_id;
-    let mut lead = api::dead_letter(app, t0).await.unwrap().detail.payload;
+    let why = api::RevealRequest { reason: "add a note".into() };
+    let mut lead = api::reveal_dead_letter(app, t0, &why, "ops").await.unwrap().detail.payload;
     lead["note"] = json!("checked by phone");
     let edit = api::EditRequest { payload: lead.clone(), reason: "added note".into() };
     api::edit_dead_letter(app, t0, &edit, "ops").await.unwrap();

@@ -459,3 +459,101 @@ auth = { header = { name = "X-Api-Key", value_env = "CRM_KEY" } }
     assert!(!ok, "{out}");
     assert!(out.contains("sources.open.require_signature"), "{out}");
 }
+
+/// The personal values of the test lead, as sent and as a CRM's message would quote them.
+const PERSONAL: &[&str] = &["ada.pii@example.com", "Lovelace", "2345 6789", "23456789", "1111 2222"];
+
+fn leaked(text: &str) -> Vec<&'static str> {
+    PERSONAL.iter().copied().filter(|p| text.contains(p)).collect()
+}
+
+#[tokio::test]
+async fn personal_data_leaves_the_api_masked_unless_revealed_and_each_reveal_is_audited() {
+    let app = spawn().await;
+    // The CRM refuses the national phone number and quotes it back (its message and its answer).
+    app.crm.set_behaviour(leadline::demo::mock_crm::Behaviour { strict_phone: true, ..Default::default() });
+    let lead = serde_json::json!({
+        "id": "PII-1", "name": "Ada Lovelace", "email": "ada.pii@example.com", "phone": "0151 2345 6789",
+        "contact": {"mobile_phone": "0170 1111 2222"}, "form": "contact-us"
+    });
+    assert_eq!(app.post_webform(&lead).await, StatusCode::ACCEPTED);
+    wait_for("the dead letter", std::time::Duration::from_secs(20), async || app.health().await.overall.dead_open == 1)
+        .await;
+    let get = async |path: &str| {
+        let r = app.api_get(path).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        r.text().await.unwrap()
+    };
+    let list = get("/api/dead-letters").await;
+    let id = serde_json::from_str::<serde_json::Value>(&list).unwrap()["items"][0]["delivery_id"].as_i64().unwrap();
+    let detail = get(&format!("/api/dead-letters/{id}")).await;
+    // The CRM's message and answer did quote the phone (so masking is what keeps it out).
+    let raw = leadline::dlq::detail(&app.server.app.store, id).await.unwrap().unwrap();
+    let quoted =
+        |a: &leadline::dlq::Attempt| a.response_excerpt.as_deref().is_some_and(|e| e.contains("0151 2345 6789"));
+    assert!(raw.attempts_timeline.iter().any(quoted), "{:?}", raw.attempts_timeline);
+    let mut everything = vec![list, detail.clone()];
+    for path in ["/api/dead-letters/groups", "/api/alerts", "/api/replays", "/api/health"] {
+        everything.push(get(path).await);
+    }
+    for text in &everything {
+        assert_eq!(leaked(text), Vec::<&str>::new(), "personal data in an API answer: {text}");
+    }
+    let view: serde_json::Value = serde_json::from_str(&detail).unwrap();
+    assert_eq!(view["revealed"], false);
+    assert_eq!(view["payload"]["email"], "a••••••@e••••••.com");
+    assert_eq!(view["payload"]["form"], "contact-us", "what is not personal stays readable");
+    assert_eq!(view["payload"]["id"], "PII-1");
+
+    // Revealing needs a reason, and says who asked.
+    let reveal = |body: serde_json::Value| {
+        app.http.post(app.url(&format!("/api/dead-letters/{id}/reveal"))).bearer_auth(app.token()).json(&body).send()
+    };
+    let r = reveal(serde_json::json!({"reason": "  "})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(app.server.app.store.reveals(id).await.unwrap().is_empty(), "a refused reveal leaves no trace");
+    let r = reveal(serde_json::json!({"reason": "she called about her lead"})).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let shown: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(shown["revealed"], true);
+    assert_eq!(shown["payload"]["email"], "ada.pii@example.com");
+    assert_eq!(shown["payload"]["contact"]["mobile_phone"], "0170 1111 2222");
+    let nothing = app.http.post(app.url("/api/dead-letters/999999/reveal")).bearer_auth(app.token());
+    let nothing = nothing.json(&serde_json::json!({"reason": "x"})).send().await.unwrap();
+    assert_eq!(nothing.status(), StatusCode::NOT_FOUND);
+    // The next ordinary read is masked again and carries the audit.
+    let again: serde_json::Value = serde_json::from_str(&get(&format!("/api/dead-letters/{id}")).await).unwrap();
+    assert_eq!(again["revealed"], false);
+    assert_eq!(again["reveals"][0]["actor"], leadline::api::http::BROWSER_ACTOR);
+    assert_eq!(again["reveals"][0]["reason"], "she called about her lead");
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn delivered_leads_are_purged_after_the_retention_keeping_statistics_and_the_crm_id() {
+    let app = spawn().await;
+    for i in 0..3 {
+        assert_eq!(app.post_webform(&lead(&format!("OLD-{i}"))).await, StatusCode::ACCEPTED);
+    }
+    let before = app.wait_settled(std::time::Duration::from_secs(20)).await;
+    assert_eq!(before.overall.delivered, 6);
+    let store = &app.server.app.store;
+    let crm_record = leadline::api::dead_letter(&app.server.app, 1).await.unwrap().crm_record.unwrap();
+    assert!(crm_record["crm_id"].is_string(), "{crm_record}");
+    let now = chrono::Utc::now();
+    let purge =
+        |days_later: i64| leadline::replay::purge_delivered(store, 30, now + chrono::Duration::days(days_later));
+    assert_eq!(purge(29).await.unwrap(), 0, "nothing before the retention");
+    assert_eq!(purge(31).await.unwrap(), 3);
+    assert_eq!(purge(32).await.unwrap(), 0, "purged once");
+    let view = leadline::api::dead_letter(&app.server.app, 1).await.unwrap();
+    assert!(view.detail.letter.purged);
+    assert_eq!(view.detail.payload, serde_json::json!({}));
+    let kept = serde_json::json!({"crm_id": crm_record["crm_id"]});
+    assert_eq!(view.crm_record, Some(kept), "the CRM's id stays, the rest of its answer goes: {crm_record}");
+    let after = app.health().await;
+    assert_eq!(after.overall.delivered, 6, "statistics stay");
+    // Retention 0 keeps everything.
+    assert_eq!(leadline::replay::purge_delivered(store, 0, now + chrono::Duration::days(3650)).await.unwrap(), 0);
+    app.server.shutdown().await.unwrap();
+}

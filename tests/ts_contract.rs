@@ -6,8 +6,8 @@
 
 use leadline::api::{
     BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthVerdict, HealthView,
-    LiveEvent, ReplayRequest, ResolveRequest, SecretReload, Session, SourceView, TargetSituation, TargetView,
-    VerdictLevel,
+    LiveEvent, ReplayRequest, ResolveRequest, RevealRequest, SecretReload, Session, SourceView, TargetSituation,
+    TargetView, VerdictLevel,
 };
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
@@ -25,7 +25,7 @@ use leadline::replay::{
 };
 use leadline::store::{
     AlertKind, AlertState, DeliveryState, ErrorClass, Held, QueueHealth, ReplayEventKind, ReplayOutcome, ReplayPhase,
-    ReplayStatus, Resolution, ResolutionFilter, Severity, TargetHealth,
+    ReplayStatus, Resolution, ResolutionFilter, Reveal, Severity, TargetHealth,
 };
 use leadline::targets::{ConnectionCheck, RequestPreview};
 use ts_rs::TS;
@@ -73,6 +73,8 @@ fn generated() -> String {
         ResolveRequest::decl(&cfg),
         FixRequest::decl(&cfg),
         EditRequest::decl(&cfg),
+        RevealRequest::decl(&cfg),
+        Reveal::decl(&cfg),
         FieldFix::decl(&cfg),
         FieldOp::decl(&cfg),
         FixReport::decl(&cfg),

@@ -252,6 +252,7 @@ pub fn router(app: App) -> Router {
         .route("/api/dead-letters/fix", post(fix_dead_letters))
         .route("/api/dead-letters/{id}", get(dead_letter))
         .route("/api/dead-letters/{id}/edit", post(edit_dead_letter))
+        .route("/api/dead-letters/{id}/reveal", post(reveal_dead_letter))
         .route("/api/replays/preview", post(replay_preview))
         .route("/api/replays", get(replays).post(replay))
         .route("/api/replays/{id}", get(replay_progress))
@@ -366,6 +367,14 @@ async fn edit_dead_letter(
     Json(request): Json<super::EditRequest>,
 ) -> Result<Response, ApiError> {
     Ok(Json(super::edit_dead_letter(&app, id, &request, BROWSER_ACTOR).await?).into_response())
+}
+
+async fn reveal_dead_letter(
+    State(app): State<App>,
+    Path(id): Path<i64>,
+    Json(request): Json<super::RevealRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::reveal_dead_letter(&app, id, &request, BROWSER_ACTOR).await?).into_response())
 }
 
 async fn replays(State(app): State<App>) -> Result<Response, ApiError> {

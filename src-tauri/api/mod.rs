@@ -20,13 +20,14 @@ use crate::figures::{self, DeliveryFigures};
 use crate::monitor::alerts::{self, Alert};
 use crate::monitor::metrics::{self, MetricSeries, Range};
 use crate::monitor::sources::SourceStatus;
+use crate::privacy;
 use crate::reconcile::{self, ReconcileError, ReconciliationRun};
 use crate::replay::fix::{self, FieldFix, FixReport};
 use crate::replay::{
     self, ReplayError, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress, ReplayReceipt,
     ReplayReportItem, ReplaySelection,
 };
-use crate::store::{ReplayOutcome, Resolution};
+use crate::store::{ReplayOutcome, Resolution, Reveal};
 
 /// Errors at the API boundary, serialised as `{code, message}`; the UI branches on `code`.
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +174,7 @@ pub async fn dead_letter_groups(app: &App, filter: &DeadLetterFilter) -> Result<
 
 pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<DeadLetterList, ApiError> {
     check_filter(filter)?;
-    let items = dlq::list(&app.store, filter).await?;
+    let items = dlq::list(&app.store, filter).await?.into_iter().map(mask_letter).collect();
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
     let open_by_class = app.store.queue_health(app.clock.now(), &targets).await?.overall.dead_open_by_class;
     Ok(DeadLetterList { items, open_by_class })
@@ -187,15 +188,82 @@ pub struct DeadLetterView {
     #[ts(type = "unknown")]
     pub crm_record: Option<serde_json::Value>,
     pub replays: Vec<ReplayHistoryEntry>,
+    /// Whether personal data is shown as it is (after an audited reveal) rather than masked (the default).
+    pub revealed: bool,
+    /// Who had this lead shown unmasked, newest first (the audit).
+    pub reveals: Vec<Reveal>,
 }
 
+/// A dead letter (or any step) with its lead, attempts and history; personal data masked (see `privacy`).
 pub async fn dead_letter(app: &App, delivery_id: i64) -> Result<DeadLetterView, ApiError> {
+    Ok(mask_view(dead_letter_as_stored(app, delivery_id).await?))
+}
+
+async fn dead_letter_as_stored(app: &App, delivery_id: i64) -> Result<DeadLetterView, ApiError> {
     let detail = dlq::detail(&app.store, delivery_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no delivery with id {delivery_id}")))?;
     let replays = replay::history(&app.store, delivery_id).await?;
     let crm_record = app.store.delivered_record(delivery_id).await?;
-    Ok(DeadLetterView { detail, crm_record, replays })
+    let reveals = app.store.reveals(delivery_id).await?;
+    Ok(DeadLetterView { detail, crm_record, replays, revealed: true, reveals })
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct RevealRequest {
+    /// Why the operator needs to see the lead's personal data (kept in the audit).
+    pub reason: String,
+}
+
+/// The dead letter with its personal data unmasked: an explicit request, written to the audit (who, when, why)
+/// before anything is shown.
+pub async fn reveal_dead_letter(
+    app: &App,
+    delivery_id: i64,
+    request: &RevealRequest,
+    actor: &str,
+) -> Result<DeadLetterView, ApiError> {
+    let reason = request.reason.trim();
+    if reason.is_empty() {
+        return Err(ApiError::BadRequest(
+            "say why the lead's personal data is needed (it is kept in the audit)".into(),
+        ));
+    }
+    if reason.chars().count() > 500 {
+        return Err(ApiError::BadRequest("the reason is longer than 500 characters".into()));
+    }
+    if !app.store.record_reveal(delivery_id, actor, reason, app.clock.now()).await? {
+        return Err(ApiError::NotFound(format!("no delivery with id {delivery_id}")));
+    }
+    tracing::info!(delivery_id, actor, "personal data of a lead revealed");
+    dead_letter_as_stored(app, delivery_id).await
+}
+
+/// A dead letter as the list shows it: the CRM's message with e-mail addresses and phone numbers masked.
+fn mask_letter(mut letter: DeadLetter) -> DeadLetter {
+    letter.reason = privacy::mask_text(&letter.reason);
+    letter
+}
+
+/// The view with every personal value masked: the lead (as it is and as received), fixes, the CRM record, and
+/// the CRM's messages and answers in the attempts.
+fn mask_view(mut view: DeadLetterView) -> DeadLetterView {
+    let d = &mut view.detail;
+    d.letter = mask_letter(d.letter.clone());
+    d.payload = privacy::mask_lead(&d.payload);
+    d.original_payload = d.original_payload.as_ref().map(privacy::mask_lead);
+    for a in &mut d.attempts_timeline {
+        a.reason = privacy::mask_text(&a.reason);
+        a.response_excerpt = a.response_excerpt.as_deref().map(privacy::mask_answer);
+    }
+    for f in &mut d.fixes {
+        let field = f.operation.get("field").and_then(serde_json::Value::as_str).unwrap_or_default();
+        f.before = privacy::mask_field_value(field, &f.before);
+        f.after = privacy::mask_field_value(field, &f.after);
+    }
+    view.crm_record = view.crm_record.as_ref().map(privacy::mask_lead);
+    view.revealed = false;
+    view
 }
 
 pub async fn replay_preview(app: &App, selection: &ReplaySelection) -> Result<ReplayPreview, ApiError> {
@@ -248,7 +316,11 @@ pub async fn replay_report(
         .transpose()
         .map_err(|e| ApiError::BadRequest(format!("unknown outcome `{}`: use one of {}", e.value, e.expected)))?;
     replay_progress(app, replay_id).await?;
-    Ok(replay::report(&app.store, replay_id, outcome, 500).await?)
+    let mut items = replay::report(&app.store, replay_id, outcome, 500).await?;
+    for item in &mut items {
+        item.reason = item.reason.as_deref().map(privacy::mask_text);
+    }
+    Ok(items)
 }
 
 /// `cancel`, `pause` or `resume` a replay.
@@ -306,7 +378,7 @@ pub struct FixRequest {
 
 pub async fn fix_dead_letters(app: &App, request: &FixRequest, actor: &str) -> Result<FixReport, ApiError> {
     check_selection(&request.selection)?;
-    Ok(fix::fix_selection(
+    let mut report = fix::fix_selection(
         &app.store,
         &app.config,
         &request.selection,
@@ -316,7 +388,13 @@ pub async fn fix_dead_letters(app: &App, request: &FixRequest, actor: &str) -> R
         request.dry_run,
         app.clock.now(),
     )
-    .await?)
+    .await?;
+    // The examples show the change's shape, not the people: masked like the field inside a lead.
+    for sample in &mut report.samples {
+        sample.before = privacy::mask_field_value(&request.fix.field, &sample.before);
+        sample.after = privacy::mask_field_value(&request.fix.field, &sample.after);
+    }
+    Ok(report)
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]

@@ -866,7 +866,12 @@ async fn decide(
                     } else {
                         format!("{why}; last error: {}", failure.reason)
                     };
-                    tracing::warn!(delivery_id = job.id, class = %failure.class, reason = %reason, "dead-lettered");
+                    tracing::warn!(
+                        delivery_id = job.id,
+                        class = %failure.class,
+                        reason = %crate::privacy::mask_text(&reason),
+                        "dead-lettered"
+                    );
                     let _ = handle.events.send(WorkerEvent::DeadLettered {
                         target: job.target.clone(),
                         delivery_id: job.id,

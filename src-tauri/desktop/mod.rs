@@ -165,6 +165,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             figures,
             dead_letters,
             dead_letter,
+            reveal_dead_letter,
             replay_preview,
             replay,
             replay_progress,
@@ -327,6 +328,11 @@ async fn fix_dead_letters(state: S<'_>, request: api::FixRequest) -> CommandResu
 #[tauri::command]
 async fn edit_dead_letter(state: S<'_>, id: i64, request: api::EditRequest) -> CommandResult<DeadLetterView> {
     api::edit_dead_letter(&state.app, id, &request, &state.actor).await
+}
+
+#[tauri::command]
+async fn reveal_dead_letter(state: S<'_>, id: i64, request: api::RevealRequest) -> CommandResult<DeadLetterView> {
+    api::reveal_dead_letter(&state.app, id, &request, &state.actor).await
 }
 
 #[tauri::command]

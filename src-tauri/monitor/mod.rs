@@ -84,7 +84,11 @@ fn quiet_now(app: &App, now: DateTime<Utc>) -> bool {
 }
 
 /// Opens the alert (or counts another occurrence) and announces a new one according to its kind's policy.
-pub async fn raise(app: &App, notifier: &dyn Notifier, spec: AlertSpec, now: DateTime<Utc>) {
+/// Alerts quote CRMs' messages: e-mail addresses and phone numbers in them are masked before the alert is stored,
+/// shown or sent (see `privacy`).
+pub async fn raise(app: &App, notifier: &dyn Notifier, mut spec: AlertSpec, now: DateTime<Utc>) {
+    spec.title = crate::privacy::mask_text(&spec.title);
+    spec.detail = crate::privacy::mask_text(&spec.detail);
     let alert = match alerts::raise(&app.store, &spec, now).await {
         Ok((alert, true)) => alert,
         Ok((_, false)) => return,

@@ -415,6 +415,31 @@ pub async fn purge_resolved(store: &Store, days: u64, now: DateTime<Utc>) -> any
     Ok(n)
 }
 
+/// Purges the data of leads delivered everywhere more than `days` ago (`privacy.delivered_payload_retention_days`),
+/// in batches of 10,000 until none is left. Returns how many leads were purged.
+pub async fn purge_delivered(store: &Store, days: u64, now: DateTime<Utc>) -> anyhow::Result<u64> {
+    if days == 0 {
+        return Ok(0);
+    }
+    let cutoff = now - chrono::Duration::days(days as i64);
+    let mut total = 0;
+    loop {
+        let n = store.purge_delivered_leads(cutoff, now).await?;
+        total += n;
+        if n < 10_000 {
+            break;
+        }
+    }
+    if total > 0 {
+        tracing::info!(
+            leads = total,
+            days,
+            "purged the data of delivered leads (privacy.delivered_payload_retention_days)"
+        );
+    }
+    Ok(total)
+}
+
 /// The open dead letters the selection holds now: (delivery id, event id). For fixes.
 pub async fn selected_events(store: &Store, selection: &ReplaySelection) -> Result<Vec<(i64, i64)>, ReplayError> {
     if selection.is_empty() {

@@ -1,6 +1,6 @@
 //! The replay runner: sends queued replay items back — the canary first, then paced — and holds back while a
-//! target cannot take them. Also starts auto-replays after a target recovers, and purges the data of leads
-//! resolved by hand once their retention has passed.
+//! target cannot take them. Also starts auto-replays after a target recovers, and purges, once an hour, the
+//! data of leads resolved by hand or delivered once their retention has passed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -112,6 +112,7 @@ pub async fn step(app: &App, state: &mut RunnerState, now: DateTime<Utc>) -> any
     if state.last_purge.is_none_or(|t| instant - t >= Duration::from_secs(3600)) {
         state.last_purge = Some(instant);
         super::purge_resolved(&app.store, app.config.replay.resolved_payload_retention_days, now).await?;
+        super::purge_delivered(&app.store, app.config.privacy.delivered_payload_retention_days, now).await?;
     }
     Ok(())
 }

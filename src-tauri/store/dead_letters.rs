@@ -596,6 +596,13 @@ impl Store {
     pub async fn purge_resolved_leads(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> anyhow::Result<u64> {
         dispatch!(self, purge_resolved_leads(cutoff, now))
     }
+
+    /// Purges the data of (at most 10,000) leads received before `cutoff` whose every step was delivered before
+    /// it, oldest first: payloads, response excerpts and fixes' values go; each CRM answer keeps only its ids;
+    /// rows, attempts, statistics and CRM links stay. Returns how many leads were purged.
+    pub async fn purge_delivered_leads(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> anyhow::Result<u64> {
+        dispatch!(self, purge_delivered_leads(cutoff, now))
+    }
 }
 
 backends! {
@@ -806,13 +813,68 @@ backends! {
             .await
             .context("cannot find leads to purge")?;
             let ids: Vec<i64> = ids.into_iter().map(|r| r.0).collect();
-            let mut q = Sql::new(DIALECT, "UPDATE inbound_event SET payload = '{}', original_payload = NULL, purged_at = ");
-            q.bind(ms(now)).push(" WHERE").id_in("id", &ids);
+            let n = purge_events_in(&mut tx, &ids, now).await?;
+            tx.commit().await.context("cannot commit purge")?;
+            Ok(n)
+        }
+
+        pub async fn purge_delivered_leads(db: &Db, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> anyhow::Result<u64> {
+            let mut tx = db.begin_write().await?;
+            // Received before the cutoff (an index range), every step delivered and the last one before the cutoff.
+            let ids: Vec<(i64,)> = sqlx::query_as(
+                "SELECT e.id FROM inbound_event e
+                  WHERE e.received_at < $1 AND e.purged_at IS NULL
+                    AND EXISTS (SELECT 1 FROM delivery d WHERE d.event_id = e.id)
+                    AND NOT EXISTS (SELECT 1 FROM delivery d WHERE d.event_id = e.id
+                                     AND (d.state <> 'delivered' OR d.delivered_at IS NULL OR d.delivered_at >= $1))
+                  ORDER BY e.received_at
+                  LIMIT 10000",
+            )
+            .bind(ms(cutoff))
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot find delivered leads to purge")?;
+            let ids: Vec<i64> = ids.into_iter().map(|r| r.0).collect();
+            let n = purge_events_in(&mut tx, &ids, now).await?;
+            tx.commit().await.context("cannot commit purge")?;
+            Ok(n)
+        }
+
+        /// Purges the data of these leads: payloads, fixes' values, attempts' response excerpts; each delivered
+        /// step's CRM answer keeps only its ids. Rows and statistics stay.
+        async fn purge_events_in(tx: &mut Conn, ids: &[i64], now: DateTime<Utc>) -> anyhow::Result<u64> {
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            let mut q =
+                Sql::new(DIALECT, "UPDATE inbound_event SET payload = '{}', original_payload = NULL, purged_at = ");
+            q.bind(ms(now)).push(" WHERE").id_in("id", ids);
             let n = built(&q).execute(&mut *tx).await.context("cannot purge payloads")?.rows_affected();
             let mut q = Sql::new(DIALECT, "UPDATE payload_fix SET before = 'null', after = 'null' WHERE");
-            q.id_in("event_id", &ids);
+            q.id_in("event_id", ids);
             built(&q).execute(&mut *tx).await.context("cannot purge fixes")?;
-            tx.commit().await.context("cannot commit purge")?;
+            let mut q = Sql::new(
+                DIALECT,
+                "UPDATE attempt SET response_excerpt = NULL
+                  WHERE response_excerpt IS NOT NULL AND delivery_id IN (SELECT id FROM delivery WHERE",
+            );
+            q.id_in("event_id", ids).push(")");
+            built(&q).execute(&mut *tx).await.context("cannot purge response excerpts")?;
+            let mut q = Sql::new(DIALECT, "SELECT id, result FROM delivery WHERE result IS NOT NULL AND");
+            q.id_in("event_id", ids);
+            let results: Vec<(i64, String)> =
+                built_as(&q).fetch_all(&mut *tx).await.context("cannot read CRM answers to purge")?;
+            for (id, result) in results {
+                let kept = serde_json::from_str::<serde_json::Value>(&result)
+                    .map(|v| crate::privacy::ids_only(&v).to_string())
+                    .unwrap_or_else(|_| "null".into());
+                sqlx::query("UPDATE delivery SET result = $1 WHERE id = $2")
+                    .bind(kept)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot purge a CRM answer")?;
+            }
             Ok(n)
         }
     }

@@ -85,7 +85,7 @@ pub use inspect::{
 };
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
 pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
-pub use operators::TargetPause;
+pub use operators::{Reveal, TargetPause};
 pub use replays::{
     DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
     ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,

@@ -1,5 +1,6 @@
 //! What the operator's console keeps beside the delivery model: the browser token (`api_token`, only its
-//! SHA-256), target pauses (`target_pause`) and the CRM record a delivered step left.
+//! SHA-256), target pauses (`target_pause`), the CRM record a delivered step left, and the audit of leads
+//! revealed unmasked (`lead_reveal`).
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
@@ -14,7 +15,32 @@ pub struct TargetPause {
     pub paused_by: String,
 }
 
+/// One time a lead's personal data was shown unmasked.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ts_rs::TS)]
+pub struct Reveal {
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub reason: String,
+}
+
 impl Store {
+    /// Writes to the audit that `actor` had the lead of delivery `delivery_id` shown unmasked, and why. `false`
+    /// when there is no such delivery.
+    pub async fn record_reveal(
+        &self,
+        delivery_id: i64,
+        actor: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        dispatch!(self, record_reveal(delivery_id, actor, reason, now))
+    }
+
+    /// Who had the lead of delivery `delivery_id` shown unmasked (any of its steps), newest first, at most 20.
+    pub async fn reveals(&self, delivery_id: i64) -> anyhow::Result<Vec<Reveal>> {
+        dispatch!(self, reveals(delivery_id))
+    }
+
     /// The SHA-256 (hex) of the browser token, if one was made.
     pub async fn api_token_hash(&self) -> anyhow::Result<Option<String>> {
         dispatch!(self, api_token_hash())
@@ -102,6 +128,43 @@ backends! {
                 .await
                 .context("cannot resume target")?;
             Ok(())
+        }
+
+        pub async fn record_reveal(
+            db: &Db,
+            delivery_id: i64,
+            actor: &str,
+            reason: &str,
+            now: DateTime<Utc>,
+        ) -> anyhow::Result<bool> {
+            let mut tx = db.begin_write().await?;
+            let n = sqlx::query(
+                "INSERT INTO lead_reveal (event_id, delivery_id, at, actor, reason)
+                 SELECT event_id, id, $1, $2, $3 FROM delivery WHERE id = $4",
+            )
+            .bind(ms(now))
+            .bind(actor)
+            .bind(reason)
+            .bind(delivery_id)
+            .execute(&mut *tx)
+            .await
+            .context("cannot write the reveal to the audit")?
+            .rows_affected();
+            tx.commit().await.context("cannot commit the reveal")?;
+            Ok(n > 0)
+        }
+
+        pub async fn reveals(db: &Db, delivery_id: i64) -> anyhow::Result<Vec<Reveal>> {
+            let rows: Vec<(i64, String, String)> = sqlx::query_as(
+                "SELECT r.at, r.actor, r.reason FROM lead_reveal r
+                  WHERE r.event_id = (SELECT event_id FROM delivery WHERE id = $1)
+                  ORDER BY r.at DESC, r.id DESC LIMIT 20",
+            )
+            .bind(delivery_id)
+            .fetch_all(db.reader())
+            .await
+            .context("cannot read the reveals of a lead")?;
+            Ok(rows.into_iter().map(|(at, actor, reason)| Reveal { at: from_ms(at), actor, reason }).collect())
         }
 
         pub async fn delivered_record(db: &Db, delivery_id: i64) -> anyhow::Result<Option<serde_json::Value>> {

@@ -54,12 +54,18 @@ test('a dead letter opens with its timeline, and replaying it (confirmed) delive
   const panel = page.getByTestId('dead-letter-panel');
   await expect(panel.getByTestId('reason')).toContainText('HubSpot rejected property phone');
   await expect(panel.getByTestId('attempts').locator('li').first()).toContainText('HTTP 207');
-  // Personal data is masked until revealed.
+  // Personal data arrives masked; revealing it asks why, and the reason is kept in the audit.
   const email = panel.locator('tr', { hasText: 'email' }).locator('td');
   await expect(email).toContainText('•');
   await panel.getByText('Reveal personal data').click();
+  await expect(panel.getByTestId('reveal-go')).toBeDisabled();
+  await panel.getByTestId('reveal-reason').fill('checking the address');
+  await panel.getByTestId('reveal-go').click();
   await expect(email).toContainText('@example.com');
   await expect(email).not.toContainText('•');
+  await expect(panel.getByTestId('reveals')).toContainText('checking the address');
+  await panel.getByText('Hide personal data').click();
+  await expect(email).toContainText('•');
 
   // Once HubSpot takes national numbers again, replay this lead.
   await crmBack(page);

@@ -9,6 +9,7 @@ import type {
   RequestPreview,
   DeadLetterGroup,
   EditRequest,
+  RevealRequest,
   FixReport,
   FixRequest,
   ReplayOptions,
@@ -138,6 +139,9 @@ export class HttpBackend implements Backend {
   }
   editDeadLetter(id: number, request: EditRequest) {
     return this.call<DeadLetterView>('POST', `/api/dead-letters/${id}/edit`, request);
+  }
+  revealDeadLetter(id: number, request: RevealRequest) {
+    return this.call<DeadLetterView>('POST', `/api/dead-letters/${id}/reveal`, request);
   }
   alerts() {
     return this.call<Alert[]>('GET', '/api/alerts');

@@ -10,6 +10,7 @@ import type {
   RequestPreview,
   DeadLetterGroup,
   EditRequest,
+  RevealRequest,
   FixReport,
   FixRequest,
   ReplayOptions,
@@ -91,6 +92,9 @@ export class TauriBackend implements Backend {
   }
   editDeadLetter(id: number, request: EditRequest) {
     return call<DeadLetterView>('edit_dead_letter', { id, request });
+  }
+  revealDeadLetter(id: number, request: RevealRequest) {
+    return call<DeadLetterView>('reveal_dead_letter', { id, request });
   }
   alerts() {
     return call<Alert[]>('alerts');

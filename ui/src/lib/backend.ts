@@ -8,6 +8,7 @@ import type {
   RequestPreview,
   DeadLetterGroup,
   EditRequest,
+  RevealRequest,
   FixReport,
   FixRequest,
   ReplayOptions,
@@ -63,6 +64,8 @@ export interface Backend {
   /** Applies (or with `dry_run` previews) a field fix to the selection. */
   fixDeadLetters(request: FixRequest): Promise<FixReport>;
   editDeadLetter(id: number, request: EditRequest): Promise<DeadLetterView>;
+  /** The dead letter with its personal data unmasked; the reason goes to the audit. */
+  revealDeadLetter(id: number, request: RevealRequest): Promise<DeadLetterView>;
   alerts(): Promise<Alert[]>;
   acknowledgeAlert(id: number): Promise<Alert>;
   sources(): Promise<SourceView[]>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ageLevel, classLabel, explainError, formatAge, isPersonalField, isPersonalPath, leadRows, mask, toQuery } from './format';
+import { ageLevel, classLabel, explainError, formatAge, leadRows, toQuery } from './format';
 
 describe('formatAge', () => {
   it('reads like a person would say it', () => {
@@ -21,23 +21,6 @@ describe('ageLevel', () => {
     expect(ageLevel(899)).toBe('warn');
     expect(ageLevel(900)).toBe('bad');
     expect(ageLevel(30, 10, 20)).toBe('bad');
-  });
-});
-
-describe('masking personal data', () => {
-  it('recognises personal fields', () => {
-    for (const k of ['email', 'phone', 'first_name', 'name', 'postal_code', 'mobile', 'address']) {
-      expect(isPersonalField(k), k).toBe(true);
-    }
-    for (const k of ['id', 'form', 'consent', 'leadgen_id', 'product', 'form_id']) {
-      expect(isPersonalField(k), k).toBe(false);
-    }
-  });
-  it('masks values but keeps them recognisable', () => {
-    expect(mask('ada.lovelace@example.com')).toBe('a•••••••••••@e••••••.com');
-    expect(mask('+4915112345678')).toBe('+49•••••••••78');
-    expect(mask('Ada')).toBe('•••');
-    expect(mask('ada@example.com')).not.toContain('example');
   });
 });
 
@@ -84,11 +67,9 @@ describe('leadRows', () => {
       ['fields.email', 'ada@example.com'],
       ['fields.when_should_we_call?', 'morning'],
     ]);
-    expect(rows.filter(([k]) => isPersonalPath(k)).map(([k]) => k)).toEqual(['fields.full_name', 'fields.email']);
   });
   it('keeps lists and deep values as values, and nested personal fields are personal', () => {
     expect(leadRows({ lead: { phone: '+49', tags: ['a'] } })).toEqual([['lead.phone', '+49'], ['lead.tags', ['a']]]);
-    expect(isPersonalPath('lead.phone')).toBe(true);
     expect(leadRows('not an object')).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-// Pure presentation logic: formatting, thresholds, masking, wording. Unit-tested in format.test.ts.
+// Pure presentation logic: formatting, thresholds, wording. Unit-tested in format.test.ts.
 
 import type { ErrorClass } from './api/wire';
 
@@ -48,30 +48,6 @@ export function ageLevel(seconds: number | null | undefined, warnAt = 60, badAt 
 
 export function countLevel(n: number): Level {
   return n > 0 ? 'bad' : 'ok';
-}
-
-const PERSONAL = /(^|_|\b)(name|first_?name|last_?name|full_?name|email|e_?mail|phone|mobile|tel|address|street|city|zip|postal|postcode|birth|dob|ssn|iban)($|_|\b)/i;
-
-/** Whether a lead field holds personal data that stays masked until revealed. */
-export function isPersonalField(key: string): boolean {
-  return PERSONAL.test(key);
-}
-
-/** Masks a personal value, keeping enough to recognise it: "a•••@e••••••.com", "+49•••••••78". */
-export function mask(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  if (text === undefined) return '';
-  const at = text.indexOf('@');
-  if (at > 0) {
-    const local = text.slice(0, at);
-    const domain = text.slice(at + 1);
-    const dot = domain.lastIndexOf('.');
-    const host = dot > 0 ? domain.slice(0, dot) : domain;
-    const tld = dot > 0 ? domain.slice(dot) : '';
-    return `${local[0]}${'•'.repeat(Math.max(local.length - 1, 2))}@${host[0] ?? ''}${'•'.repeat(Math.max(host.length - 1, 2))}${tld}`;
-  }
-  if (text.length <= 4) return '•'.repeat(text.length);
-  return `${text.slice(0, 3)}${'•'.repeat(text.length - 5)}${text.slice(-2)}`;
 }
 
 export type { ErrorClass };
@@ -153,7 +129,7 @@ export function explainError(code: string, message: string): string {
 
 /**
  * A lead as rows for display: nested objects flattened to dotted paths (`fields.email`, `lead.phone`), so each
- * value is shown — and masked by its own field name — on its own row. A Meta lead's raw `field_data` is left
+ * value is shown on its own row (personal values arrive masked from the server unless revealed). A Meta lead's raw `field_data` is left
  * out: its answers are the `fields.*` rows.
  */
 export function leadRows(payload: unknown, prefix = '', depth = 0): [string, unknown][] {
@@ -168,7 +144,3 @@ export function leadRows(payload: unknown, prefix = '', depth = 0): [string, unk
   return rows;
 }
 
-/** Whether the row at this dotted path holds personal data (judged by its own field name). */
-export function isPersonalPath(path: string): boolean {
-  return isPersonalField(path.slice(path.lastIndexOf('.') + 1));
-}

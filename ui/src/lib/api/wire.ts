@@ -232,7 +232,15 @@ export type DeadLetterView = {
 /**
  * The CRM record, when a step of this lead was delivered (e.g. after a replay).
  */
-crm_record: unknown, replays: Array<ReplayHistoryEntry>, payload: unknown, 
+crm_record: unknown, replays: Array<ReplayHistoryEntry>, 
+/**
+ * Whether personal data is shown as it is (after an audited reveal) rather than masked (the default).
+ */
+revealed: boolean, 
+/**
+ * Who had this lead shown unmasked, newest first (the audit).
+ */
+reveals: Array<Reveal>, payload: unknown, 
 /**
  * The lead as received, when it was fixed since.
  */
@@ -419,6 +427,14 @@ reason: string,
 dry_run: boolean, };
 
 export type EditRequest = { payload: unknown, reason: string, };
+
+export type RevealRequest = { 
+/**
+ * Why the operator needs to see the lead's personal data (kept in the audit).
+ */
+reason: string, };
+
+export type Reveal = { at: string, actor: string, reason: string, };
 
 export type FieldFix = { field: string, } & ({ "op": "set", value: unknown, } | { "op": "normalize_phone", country_code: string, } | { "op": "trim" } | { "op": "lowercase" } | { "op": "replace", from: string, to: string, } | { "op": "remove" });
 
