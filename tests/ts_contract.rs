@@ -129,3 +129,49 @@ fn committed_typescript_types_match_the_rust_dtos() {
         "ui/src/lib/api/wire.ts is stale: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract` and commit it"
     );
 }
+
+/// The names in `text` between `start` and the next `end`, as `pattern` captures them.
+fn names_in(text: &str, start: &str, end: &str, pattern: &str) -> std::collections::BTreeSet<String> {
+    let from = text.find(start).unwrap_or_else(|| panic!("`{start}` not found")) + start.len();
+    let block = &text[from..from + text[from..].find(end).unwrap_or(text.len() - from)];
+    let (prefix, suffix) = pattern.split_once("NAME").unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    let mut rest = block;
+    while let Some(at) = rest.find(prefix) {
+        rest = &rest[at + prefix.len()..];
+        let Some(stop) = rest.find(suffix) else { break };
+        let name = &rest[..stop];
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c == '-') {
+            names.insert(name.to_string());
+            rest = &rest[stop + suffix.len()..];
+        }
+    }
+    names
+}
+
+/// The window may call exactly the commands the UI calls: the command list the build turns into permissions, the
+/// desktop's handler, the window's capability (`allow-<command>`, nothing else but its events) and the UI's
+/// `call('…')` sites agree.
+#[test]
+fn the_window_is_granted_exactly_the_commands_the_ui_calls() {
+    let read = |p: &str| std::fs::read_to_string(format!("{}/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let listed = names_in(&read("src-tauri/desktop/command_names.in"), "&[", "]", "\"NAME\"");
+    let handled = names_in(&read("src-tauri/desktop/mod.rs"), "generate_handler![", "]", "\n            NAME,");
+    let calls: String = read("ui/src/lib/backend-tauri.ts").lines().filter(|l| l.contains("call<")).collect();
+    let called = names_in(&format!("\u{1}{calls}\u{2}"), "\u{1}", "\u{2}", ">('NAME'");
+    let capability: serde_json::Value = serde_json::from_str(&read("capabilities/default.json")).unwrap();
+    let granted: std::collections::BTreeSet<String> = capability["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().expect("plain permission names").to_string())
+        .filter(|p| p != "core:event:default")
+        .collect();
+    assert!(listed.len() > 20, "{listed:?}");
+    assert_eq!(handled, listed, "desktop/mod.rs handler vs command_names.in");
+    let want: std::collections::BTreeSet<String> =
+        listed.iter().map(|c| format!("allow-{}", c.replace('_', "-"))).collect();
+    assert_eq!(granted, want, "capabilities/default.json grants more or less than the commands");
+    assert!(called.iter().all(|c| listed.contains(c)), "the UI calls a command that is not granted: {called:?}");
+    assert_eq!(called.len(), listed.len(), "a command nobody calls: {called:?} vs {listed:?}");
+}
