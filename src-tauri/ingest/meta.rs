@@ -32,9 +32,11 @@ pub struct RejectedChange {
     pub reason: String,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MetaBodyError {
+    #[error("the body is not valid JSON: {0}")]
     Malformed(String),
+    #[error("expected a JSON object")]
     NotAnObject,
 }
 
