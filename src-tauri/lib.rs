@@ -1,9 +1,10 @@
 //! Leadline: durable lead ingest, classified idempotent delivery to CRMs, readable dead letters.
 //!
-//! See `DESIGN.md` of the project for the model. Modules are named for what they do:
+//! `docs/architecture.md` describes the layers and the delivery model. Modules are named for what they do:
 //! [`ingest`] receives events, [`pipeline`] turns them into steps, [`delivery`] runs them (worker,
 //! classification, backoff, breaker), [`targets`] talks to CRMs, [`store`] persists, [`dlq`] reads dead
-//! letters, [`api`] is the one surface the shells use, [`server`] assembles them, [`demo`] fakes a world.
+//! letters, [`privacy`] masks personal data on its way out, [`api`] is the one surface the shells use, [`server`]
+//! assembles them, [`demo`] fakes a world.
 
 pub mod api;
 pub mod config;

@@ -1,9 +1,9 @@
 //! Outcome classification: one function decides what an attempt's result means.
 //!
-//! The default mapping follows DESIGN.md; a target can override it by status code and by a field of the
-//! response body (Salesforce reports an exhausted API limit as `403` with `errorCode: REQUEST_LIMIT_EXCEEDED`,
-//! which is a rate limit, not a configuration error). The body mapping wins over the status mapping because it
-//! is the more specific statement of the CRM.
+//! The default mapping is the table in docs/operators.md ("Error classes"); a target can override it by status
+//! code and by a field of the response body (Salesforce reports an exhausted API limit as `403` with
+//! `errorCode: REQUEST_LIMIT_EXCEEDED`, which is a rate limit, not a configuration error). The body mapping wins
+//! over the status mapping because it is the more specific statement of the CRM.
 
 use crate::config::ClassifyConfig;
 pub use crate::model::ErrorClass;
@@ -35,7 +35,7 @@ pub struct Failure {
     pub field: Option<String>,
 }
 
-/// The default status mapping of DESIGN.md.
+/// The default status mapping (docs/operators.md, "Error classes").
 pub fn default_class_for_status(status: u16) -> ErrorClass {
     match status {
         429 => ErrorClass::RateLimited,

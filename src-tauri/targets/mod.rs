@@ -1,5 +1,5 @@
 //! CRM targets. The generic HTTP target covers any CRM that takes a JSON request, with one of three
-//! idempotency strategies (DESIGN.md "Idempotency"):
+//! idempotency strategies (docs/architecture.md, "The delivery model"):
 //!
 //! - `idempotency_key`: POST with `Idempotency-Key: source:source_ref:target`; the CRM replays its stored
 //!   answer to a repeat, so retrying after no answer is safe.
