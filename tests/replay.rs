@@ -29,6 +29,11 @@ struct Setup {
 /// A `plain` source routed to `crm`, and a `form` source routed to `crm` then `sms`, whose fallback for leads
 /// older than 30 minutes is `call_task`.
 async fn start(extra_crm: &str) -> Setup {
+    start_with(extra_crm, None).await
+}
+
+/// As [`start`], on the given clock (a manual one moves time on at the test's word).
+async fn start_with(extra_crm: &str, clock: Option<leadline::api::Clock>) -> Setup {
     let (crm, addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -73,7 +78,8 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600
         db = database_url(&dir.path().join("leadline.db")),
     );
     let config = Config::parse(&text, std::path::Path::new("test.toml")).expect("valid test config");
-    let server = Server::start(config).await.unwrap();
+    let options = leadline::server::StartOptions { clock, ..Default::default() };
+    let server = Server::start_with(config, options).await.unwrap();
     Setup { server, crm, _dir: dir }
 }
 
@@ -413,6 +419,55 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
     let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
     assert_eq!((p.delivered, p.failed_same_reason, p.failed_new_reason), (15, 0, 0));
     assert_eq!(setup.crm.stats().records, 15);
+    setup.server.shutdown().await.unwrap();
+}
+
+/// A time-sensitive step runs its fallback for a lead that is too old by the time the worker gets to it — held
+/// back by a pause or an outage, or recovered long after it was made (its `created_time`) — while a lead in time
+/// gets the step itself. Nothing is sent to the step for the old ones, and no attempt is used.
+#[tokio::test]
+async fn a_lead_too_old_for_a_time_sensitive_step_runs_its_fallback_when_the_worker_gets_to_it() {
+    let clock = leadline::api::Clock::manual(Utc::now());
+    let setup = start_with("", Some(clock.clone())).await;
+    let app = &setup.server.app;
+    let post = |body: serde_json::Value| {
+        reqwest::Client::new().post(format!("http://{}/ingest/form", setup.server.addr)).json(&body).send()
+    };
+    api::set_target_paused(app, "sms", true, "ops").await.unwrap();
+    assert_eq!(post(json!({"id": "early"})).await.unwrap().status(), 202);
+    // Two hours pass with the SMS step paused; then a fresh lead, and one recovered two hours after it was made.
+    clock.advance(chrono::Duration::hours(2));
+    let made = (clock.now() - chrono::Duration::hours(2)).to_rfc3339();
+    assert_eq!(post(json!({"id": "fresh"})).await.unwrap().status(), 202);
+    assert_eq!(post(json!({"id": "recovered", "created_time": made})).await.unwrap().status(), 202);
+    let steps = || async { app.store.deliveries().await.unwrap() };
+    common::wait_for("the CRM steps", Duration::from_secs(10), async || {
+        steps().await.iter().filter(|d| d.target == "crm" && d.state == "delivered").count() == 3
+    })
+    .await;
+    api::set_target_paused(app, "sms", false, "ops").await.unwrap();
+    common::wait_for("every step delivered", Duration::from_secs(10), async || {
+        steps().await.iter().all(|d| d.state == "delivered")
+    })
+    .await;
+    let second: std::collections::BTreeMap<String, (String, Option<String>)> = steps()
+        .await
+        .into_iter()
+        .filter(|d| d.step_index == 1)
+        .map(|d| (d.source_ref.clone(), (d.target.clone(), d.fallback_of.clone())))
+        .collect();
+    let fallback = ("call_task".to_string(), Some("sms".to_string()));
+    assert_eq!(second["early"], fallback, "held back two hours");
+    assert_eq!(second["recovered"], fallback, "made two hours ago");
+    assert_eq!(second["fresh"], ("sms".to_string(), None));
+    // One attempt each at the CRM and at the step that ran: nothing was sent to the SMS step for the old leads.
+    let attempts = app.store.all_attempts().await.unwrap();
+    let ids: std::collections::BTreeMap<i64, String> =
+        steps().await.into_iter().map(|d| (d.id, d.source_ref)).collect();
+    let sent: Vec<&str> = attempts.iter().map(|a| ids[&a.delivery_id].as_str()).collect();
+    for lead in ["early", "recovered", "fresh"] {
+        assert_eq!(sent.iter().filter(|r| **r == lead).count(), 2, "{lead}: {sent:?}");
+    }
     setup.server.shutdown().await.unwrap();
 }
 

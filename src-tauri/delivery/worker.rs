@@ -557,21 +557,33 @@ async fn dispatch_once(
             let done_tx = done_tx.clone();
             let running = running.clone();
             let batch = per_request.is_some();
+            let probe = admission == Admission::Probe;
             target.outstanding.fetch_add(1, Ordering::SeqCst);
             in_flight.spawn(async move {
                 let _outstanding = Outstanding(&target.outstanding);
-                let (permit, held) = wait_for_slot(&target, send_at, &handle.clock).await;
-                let completions = match held {
-                    Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
-                    None if batch => execute_batch(&store, &handle, &target, chunk).await,
-                    None => {
-                        let mut one = Vec::with_capacity(1);
-                        for job in chunk {
-                            one.push(execute(&store, &handle, &target, job).await);
+                // A lead too old for a time-sensitive step runs its fallback instead: decided before anything is
+                // sent, so it takes no slot of this target.
+                let (chunk, mut completions) = divert_too_old(chunk, target.config(), handle.clock.now());
+                let mut permit = None;
+                if chunk.is_empty() && probe {
+                    // The breaker's probe went to the fallback: the next claim probes again.
+                    target.breaker.lock().expect("breaker lock").probe_unused();
+                }
+                if !chunk.is_empty() {
+                    let (p, held) = wait_for_slot(&target, send_at, &handle.clock).await;
+                    permit = Some(p);
+                    completions.extend(match held {
+                        Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
+                        None if batch => execute_batch(&store, &handle, &target, chunk).await,
+                        None => {
+                            let mut one = Vec::with_capacity(1);
+                            for job in chunk {
+                                one.push(execute(&store, &handle, &target, job).await);
+                            }
+                            one
                         }
-                        one
-                    }
-                };
+                    });
+                }
                 for completion in completions {
                     running.lock().expect("running lock").remove(&completion.job_id);
                     let _ = done_tx.send(completion).await;
@@ -615,6 +627,34 @@ async fn wait_for_slot(
     };
     let held = if waited { target.hold(clock.now()).map(|h| h.until) } else { None };
     (permit, held)
+}
+
+/// Splits claimed jobs into those to send and the completions of those too old for this time-sensitive step
+/// (see [`super::fallback`]), which run the fallback instead.
+fn divert_too_old(jobs: Vec<Job>, config: &TargetConfig, now: DateTime<Utc>) -> (Vec<Job>, Vec<Completion>) {
+    if config.max_lead_age_minutes.is_none() {
+        return (jobs, Vec::new());
+    }
+    let mut send = Vec::with_capacity(jobs.len());
+    let mut diverted = Vec::new();
+    for job in jobs {
+        let born = super::fallback::lead_time(job.received_at, &job.payload);
+        match super::fallback::fallback_for(config, born, now) {
+            Some(to) => {
+                tracing::info!(
+                    delivery_id = job.id,
+                    target = %job.target,
+                    fallback = to,
+                    age_minutes = (now - born).num_minutes(),
+                    "lead too old for a time-sensitive step: running its fallback"
+                );
+                diverted
+                    .push(Completion { outcome: JobOutcome::Diverted { to: to.to_string() }, ..release(&job, now) });
+            }
+            None => send.push(job),
+        }
+    }
+    (send, diverted)
 }
 
 fn release(job: &Job, now: DateTime<Utc>) -> Completion {

@@ -84,6 +84,11 @@ pub enum JobOutcome {
     Released {
         at: DateTime<Utc>,
     },
+    /// Not sent: the lead is too old for this time-sensitive step, which runs `to` (its fallback) instead, due
+    /// now, with no attempts used; the step remembers its own target (`fallback_of`).
+    Diverted {
+        to: String,
+    },
 }
 
 impl JobOutcome {
@@ -93,7 +98,7 @@ impl JobOutcome {
             JobOutcome::Delivered { .. } => "delivered",
             JobOutcome::Retry { .. } => "retry",
             JobOutcome::Dead { .. } => "dead",
-            JobOutcome::Released { .. } => "released",
+            JobOutcome::Released { .. } | JobOutcome::Diverted { .. } => "released",
         }
     }
 }
@@ -357,6 +362,19 @@ backends! {
                 .execute(&mut *tx)
                 .await
                 .context("cannot release job")?,
+                // SET sees the row as it was: `fallback_of` gets the step's own target.
+                JobOutcome::Diverted { to } => sqlx::query(
+                    "UPDATE delivery SET state = 'pending', fallback_of = target, target = $1, next_attempt_at = $2,
+                            pending_since = $2, attempts = 0, in_doubt = 0, lease_owner = NULL, lease_until = NULL
+                      WHERE id = $3 AND lease_token = $4 AND state = 'running'",
+                )
+                .bind(to)
+                .bind(now)
+                .bind(c.job_id)
+                .bind(c.lease_token)
+                .execute(&mut *tx)
+                .await
+                .context("cannot divert job to its fallback")?,
             };
             Ok(done.rows_affected())
         }
