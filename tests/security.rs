@@ -557,3 +557,31 @@ async fn delivered_leads_are_purged_after_the_retention_keeping_statistics_and_t
     assert_eq!(leadline::replay::purge_delivered(store, 0, now + chrono::Duration::days(3650)).await.unwrap(), 0);
     app.server.shutdown().await.unwrap();
 }
+
+/// A process manager or load balancer can probe the server without a credential, and learns nothing about leads:
+/// `/healthz` says the process serves, `/readyz` that its database answers and its worker runs.
+#[tokio::test]
+async fn health_probes_answer_without_a_credential_and_say_nothing_about_leads() {
+    let app = spawn().await;
+    assert_eq!(app.post_webform(&lead("probe-1")).await, StatusCode::ACCEPTED);
+    let live = app.http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(live.status(), StatusCode::OK);
+    assert_eq!(live.json::<serde_json::Value>().await.unwrap()["status"], "alive");
+    let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+    let body = ready.text().await.unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (ready["status"].as_str(), ready["database"].as_str(), ready["worker"].as_str()),
+        (Some("ready"), Some("ok"), Some("running"))
+    );
+    assert!(!body.contains("probe-1") && !body.contains("example.com"), "{body}");
+    // The probes are no way around the credential for anything else.
+    assert_eq!(app.http.get(app.url("/api/health")).send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    // Once the worker is told to stop, the server is no longer ready.
+    app.server.app.worker.as_ref().unwrap().shutdown();
+    let stopping = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(stopping.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(stopping.text().await.unwrap().contains("stopping"));
+    app.server.shutdown().await.unwrap();
+}

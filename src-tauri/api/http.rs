@@ -270,8 +270,38 @@ pub fn router(app: App) -> Router {
         .route("/api/targets/{name}/pause", post(pause))
         .route("/api/targets/{name}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token))
+        // Probes for a process manager or load balancer: no credential, nothing about leads.
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .fallback(static_ui);
     api.with_state(app)
+}
+
+/// Liveness: the process serves HTTP.
+async fn healthz() -> Response {
+    (StatusCode::OK, Json(serde_json::json!({"status": "alive"}))).into_response()
+}
+
+/// Readiness: the database answers within two seconds, the worker runs (when this process has one) and the
+/// server is not shutting down. `503` with the reason otherwise.
+async fn readyz(State(app): State<App>) -> Response {
+    let not_ready = |reason: String| {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"status": "not ready", "reason": reason})))
+            .into_response()
+    };
+    if *app.closing.borrow() {
+        return not_ready("shutting down".into());
+    }
+    match tokio::time::timeout(std::time::Duration::from_secs(2), app.store.ping()).await {
+        Err(_) => return not_ready("the database did not answer within 2 s".into()),
+        Ok(Err(e)) => return not_ready(format!("{e:#}")),
+        Ok(Ok(())) => {}
+    }
+    if app.worker.as_ref().is_some_and(|w| w.is_stopping()) {
+        return not_ready("the delivery worker is stopping".into());
+    }
+    let worker = if app.worker.is_some() { "running" } else { "none in this process" };
+    (StatusCode::OK, Json(serde_json::json!({"status": "ready", "database": "ok", "worker": worker}))).into_response()
 }
 
 async fn session(State(app): State<App>) -> Json<super::Session> {

@@ -310,6 +310,11 @@ impl WorkerHandle {
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);
     }
+
+    /// Whether the worker was told to stop (it finishes or releases its in-flight jobs, then ends).
+    pub fn is_stopping(&self) -> bool {
+        *self.shutdown.borrow()
+    }
 }
 
 pub struct Worker {

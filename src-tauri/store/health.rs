@@ -34,6 +34,12 @@ pub struct QueueHealth {
 }
 
 impl Store {
+    /// Whether the database answers a query (its schema was brought up to date when the store opened): what a
+    /// readiness probe asks.
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        dispatch!(self, ping())
+    }
+
     /// Queue health per target and overall. `known_targets` are listed even when they have no jobs yet.
     pub async fn queue_health(&self, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
         dispatch!(self, queue_health(now, known_targets))
@@ -59,6 +65,15 @@ impl Store {
 
 backends! {
     shared {
+        pub async fn ping(db: &Db) -> anyhow::Result<()> {
+            let (n,): (i64,) = sqlx::query_as("SELECT CAST(1 AS BIGINT)")
+                .fetch_one(db.reader())
+                .await
+                .context("the database does not answer")?;
+            anyhow::ensure!(n == 1, "unexpected answer from the database");
+            Ok(())
+        }
+
         pub async fn queue_health(db: &Db, now: DateTime<Utc>, known_targets: &[String]) -> anyhow::Result<QueueHealth> {
             let tallies: Vec<(String, String, i64)> = sqlx::query_as("SELECT target, bucket, n FROM delivery_tally")
                 .fetch_all(db.reader())
