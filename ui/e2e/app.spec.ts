@@ -66,6 +66,14 @@ test('a dead letter opens with its timeline, and replaying it (confirmed) delive
   await expect(panel.getByTestId('reveals')).toContainText('checking the address');
   await panel.getByText('Hide personal data').click();
   await expect(email).toContainText('•');
+  // Editing needs the lead as it is: it asks for the reveal first (reason filled in), then shows the real data.
+  await panel.getByTestId('edit-lead').click();
+  await expect(panel.getByTestId('reveal-reason')).toHaveValue(/correct/);
+  await panel.getByTestId('reveal-go').click();
+  await expect(panel.getByTestId('edit-json')).toHaveValue(/@example\.com/);
+  await expect(panel.getByTestId('edit-json')).not.toHaveValue(/•/);
+  await panel.getByRole('button', { name: 'Cancel' }).click();
+  await panel.getByText('Hide personal data').click();
 
   // Once HubSpot takes national numbers again, replay this lead.
   await crmBack(page);
