@@ -59,6 +59,12 @@ mod tests {
         assert_eq!(cause_of("HTTP 409: contact ada.lovelace@example.com exists."), "HTTP 409: contact … exists.");
         assert_eq!(cause_of("HTTP 404: record 0065g00000XyZ12AAB not found"), "HTTP 404: record … not found");
         assert_eq!(cause_of("HTTP 401: token expired"), "HTTP 401: token expired");
+        // Phone numbers written with separators are one value, whoever's they are.
+        assert_eq!(cause_of("HTTP 422: 0151 2345 6789 is not a valid phone"), "HTTP 422: … is not a valid phone");
+        assert_eq!(cause_of("phone +49 151 2345678."), "phone ….");
+        assert_eq!(cause_of("call (030) 123-4567 now"), "call …) now".replace("…)", "…"));
+        assert_eq!(cause_of("HTTP 503 after 5 attempts, 12 s"), "HTTP 503 after 5 attempts, 12 s");
+        assert_eq!(cause_of("HTTP 500: Internal error (1234567)"), "HTTP 500: Internal error (…)");
         assert_eq!(cause_of("the CRM's answer"), "the CRM's answer");
     }
 

@@ -35,6 +35,33 @@ pub fn cause_of(reason: &str) -> String {
                 continue;
             }
         }
+        // A number written with separators (`0151 2345 6789`, `+49 151 2345678`, `(030) 123-4567`): one value
+        // when it holds 7+ digits.
+        let starts_number =
+            c.is_ascii_digit() || ((c == '+' || c == '(') && chars.get(i + 1).is_some_and(char::is_ascii_digit));
+        if starts_number && (i == 0 || !chars[i - 1].is_alphanumeric()) {
+            let (mut end, mut last_digit, mut digits) = (i, i, 0);
+            while end < chars.len() {
+                let d = chars[end];
+                if d.is_ascii_digit() {
+                    digits += 1;
+                    last_digit = end;
+                } else {
+                    let next = chars.get(end + 1).copied().unwrap_or(' ');
+                    let joins = next.is_ascii_digit() || next == '(' || (d == ')' && next == ' ');
+                    if !(" -./()+".contains(d) && joins) {
+                        break;
+                    }
+                }
+                end += 1;
+            }
+            let separated = chars[i + 1..=last_digit].iter().any(|c| !c.is_ascii_digit());
+            if digits >= 7 && separated {
+                out.push('…');
+                i = last_digit + 1;
+                continue;
+            }
+        }
         // A token: masked when it is an e-mail address, or holds 5+ digits, or is a long id.
         if c.is_alphanumeric() || c == '@' || c == '+' {
             let start = i;
