@@ -5,7 +5,7 @@
 import { startDemo } from './serve';
 
 export default async function globalSetup() {
-  const demo = await startDemo(400, Number(process.env.LEADLINE_E2E_PORT ?? '8797'));
+  const demo = await startDemo(400, Number(process.env.LEADLINE_E2E_PORT ?? '8797'), 240, true);
   process.env.LEADLINE_E2E_LINK = demo.link;
   process.env.LEADLINE_E2E_URL = demo.origin;
   process.env.LEADLINE_E2E_STARTED = String(demo.started);
