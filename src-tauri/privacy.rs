@@ -198,31 +198,11 @@ pub fn mask_text(text: &str) -> String {
             }
         }
         // A number, perhaps with separators: `+49 151 2345678`, `(030) 123-4567`, `0151.2345.678`.
-        if c.is_ascii_digit() || ((c == '+' || c == '(') && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
-            let start = i;
-            let mut end = i;
-            let mut last_digit = i;
-            let mut digits = 0;
-            while end < chars.len() {
-                let d = chars[end];
-                if d.is_ascii_digit() {
-                    digits += 1;
-                    last_digit = end;
-                } else if !(" -./()+".contains(d)
-                    && chars.get(end + 1).is_some_and(|n| n.is_ascii_digit() || *n == '(' || *n == ' '))
-                {
-                    break;
-                }
-                end += 1;
-            }
-            let mut stop = last_digit + 1;
-            if stop < chars.len() && chars[stop] == ')' {
-                stop += 1;
-            }
-            let run: String = chars[start..stop].iter().collect();
-            let glued = start > 0 && (chars[start - 1].is_alphanumeric());
+        if let Some((end, digits)) = crate::model::number_at(&chars, i) {
+            let stop = if chars.get(end) == Some(&')') { end + 1 } else { end };
+            let run: String = chars[i..stop].iter().collect();
             let date = run.len() == 10 && run.as_bytes()[4] == b'-' && run.as_bytes()[7] == b'-';
-            if digits >= 7 && !glued && !date {
+            if digits >= 7 && !date {
                 out.push_str(&mask_str(&run));
             } else {
                 out.push_str(&run);

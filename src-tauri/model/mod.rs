@@ -37,28 +37,11 @@ pub fn cause_of(reason: &str) -> String {
         }
         // A number written with separators (`0151 2345 6789`, `+49 151 2345678`, `(030) 123-4567`): one value
         // when it holds 7+ digits.
-        let starts_number =
-            c.is_ascii_digit() || ((c == '+' || c == '(') && chars.get(i + 1).is_some_and(char::is_ascii_digit));
-        if starts_number && (i == 0 || !chars[i - 1].is_alphanumeric()) {
-            let (mut end, mut last_digit, mut digits) = (i, i, 0);
-            while end < chars.len() {
-                let d = chars[end];
-                if d.is_ascii_digit() {
-                    digits += 1;
-                    last_digit = end;
-                } else {
-                    let next = chars.get(end + 1).copied().unwrap_or(' ');
-                    let joins = next.is_ascii_digit() || next == '(' || (d == ')' && next == ' ');
-                    if !(" -./()+".contains(d) && joins) {
-                        break;
-                    }
-                }
-                end += 1;
-            }
-            let separated = chars[i + 1..=last_digit].iter().any(|c| !c.is_ascii_digit());
+        if let Some((end, digits)) = number_at(&chars, i) {
+            let separated = chars[i + 1..end].iter().any(|c| !c.is_ascii_digit());
             if digits >= 7 && separated {
                 out.push('…');
-                i = last_digit + 1;
+                i = end;
                 continue;
             }
         }
@@ -86,6 +69,33 @@ pub fn cause_of(reason: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// The number that starts at `chars[i]`, written with separators or not (`0151 2345 6789`, `+49 151 2345678`,
+/// `(030) 123-4567`): the index just after its last digit, and how many digits it has. `None` when no number
+/// starts there, or the character before is part of a word (`g00000XyZ` is an id, not a number).
+pub fn number_at(chars: &[char], i: usize) -> Option<(usize, usize)> {
+    let c = *chars.get(i)?;
+    let starts = c.is_ascii_digit() || ((c == '+' || c == '(') && chars.get(i + 1).is_some_and(char::is_ascii_digit));
+    if !starts || (i > 0 && chars[i - 1].is_alphanumeric()) {
+        return None;
+    }
+    let (mut end, mut last_digit, mut digits) = (i, i, 0);
+    while end < chars.len() {
+        let d = chars[end];
+        if d.is_ascii_digit() {
+            digits += 1;
+            last_digit = end;
+        } else {
+            let next = chars.get(end + 1).copied().unwrap_or(' ');
+            let joins = next.is_ascii_digit() || next == '(' || (d == ')' && next == ' ');
+            if !(" -./()+".contains(d) && joins) {
+                break;
+            }
+        }
+        end += 1;
+    }
+    Some((last_digit + 1, digits))
 }
 
 /// Parses `Retry-After` in either form: delay-seconds (`120`) or an HTTP-date. Returns the instant before which

@@ -798,8 +798,8 @@ backends! {
         }
 
         pub async fn purge_resolved_leads(db: &Db, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> anyhow::Result<u64> {
-            let mut tx = db.begin_write().await?;
-            let ids: Vec<(i64,)> = sqlx::query_as(
+            purge_matching(
+                db,
                 "SELECT DISTINCT d.event_id FROM delivery d JOIN inbound_event e ON e.id = d.event_id
                   WHERE d.resolved_at IS NOT NULL AND d.resolved_at < $1 AND d.state = 'dead'
                     AND d.resolution IN ('discarded', 'fixed_manually') AND e.purged_at IS NULL
@@ -807,21 +807,16 @@ backends! {
                                      AND (o.state IN ('pending', 'running', 'waiting')
                                           OR (o.state = 'dead' AND o.resolution = 'open')))
                   LIMIT 10000",
+                cutoff,
+                now,
             )
-            .bind(ms(cutoff))
-            .fetch_all(&mut *tx)
             .await
-            .context("cannot find leads to purge")?;
-            let ids: Vec<i64> = ids.into_iter().map(|r| r.0).collect();
-            let n = purge_events_in(&mut tx, &ids, now).await?;
-            tx.commit().await.context("cannot commit purge")?;
-            Ok(n)
         }
 
         pub async fn purge_delivered_leads(db: &Db, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> anyhow::Result<u64> {
-            let mut tx = db.begin_write().await?;
             // Received before the cutoff (an index range), every step delivered and the last one before the cutoff.
-            let ids: Vec<(i64,)> = sqlx::query_as(
+            purge_matching(
+                db,
                 "SELECT e.id FROM inbound_event e
                   WHERE e.received_at < $1 AND e.purged_at IS NULL
                     AND EXISTS (SELECT 1 FROM delivery d WHERE d.event_id = e.id)
@@ -829,11 +824,25 @@ backends! {
                                      AND (d.state <> 'delivered' OR d.delivered_at IS NULL OR d.delivered_at >= $1))
                   ORDER BY e.received_at
                   LIMIT 10000",
+                cutoff,
+                now,
             )
-            .bind(ms(cutoff))
-            .fetch_all(&mut *tx)
             .await
-            .context("cannot find delivered leads to purge")?;
+        }
+
+        /// Purges, in one transaction, the leads whose event ids `select` (with the cutoff as `$1`) returns.
+        async fn purge_matching(
+            db: &Db,
+            select: &'static str,
+            cutoff: DateTime<Utc>,
+            now: DateTime<Utc>,
+        ) -> anyhow::Result<u64> {
+            let mut tx = db.begin_write().await?;
+            let ids: Vec<(i64,)> = sqlx::query_as(select)
+                .bind(ms(cutoff))
+                .fetch_all(&mut *tx)
+                .await
+                .context("cannot find leads to purge")?;
             let ids: Vec<i64> = ids.into_iter().map(|r| r.0).collect();
             let n = purge_events_in(&mut tx, &ids, now).await?;
             tx.commit().await.context("cannot commit purge")?;
