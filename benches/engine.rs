@@ -310,6 +310,8 @@ async fn bench_delivery(url: &str, jobs: usize, history: usize) -> (f64, Duratio
                     route: vec!["sink".into()],
                     received_at: now,
                     via: Default::default(),
+                    lead_at: None,
+                    on_change: Default::default(),
                 })
                 .collect();
             store.insert_events(&events).await.unwrap();
@@ -488,6 +490,8 @@ async fn queue_leads(db: &Path, leads: usize, prefix: &str, payload: impl Fn(&st
                 route: vec!["sink".into()],
                 received_at: now,
                 via: Default::default(),
+                lead_at: None,
+                on_change: Default::default(),
             }
         })
         .collect();

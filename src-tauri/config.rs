@@ -1007,6 +1007,14 @@ impl ReconcileConfig {
 impl TargetConfig {
     /// The idempotency strategy: as configured for `http`; a `meta_lead` step only reads (an upsert in effect:
     /// repeating it changes nothing).
+    /// Whether sending a lead again updates the record it created before, so a changed lead (a new revision) can
+    /// go again once delivered: an upsert (PUT/PATCH by external id, Salesforce, HubSpot). A keyed POST, a plain
+    /// POST or search-then-create (Pipedrive) is a create: sent again, it would make a second record. A
+    /// `meta_lead` step only reads.
+    pub fn updates_records(&self) -> bool {
+        self.kind != TargetKind::MetaLead && self.strategy() == Strategy::Upsert
+    }
+
     pub fn strategy(&self) -> Strategy {
         match self.kind {
             TargetKind::Http => self.strategy.unwrap_or(Strategy::None),

@@ -243,3 +243,52 @@ async fn a_replay_of_a_step_in_doubt_keeps_its_key() {
     assert_eq!(app.crm.records_for("plain:A-1"), 1);
     app.server.shutdown().await.unwrap();
 }
+
+/// A form resubmitted with a corrected phone after the CRM refused the first: the lead's new revision goes under
+/// a key naming it, is delivered once with the corrected phone, and an exact repeat of it sends nothing.
+/// Catches: a changed lead dropped as a duplicate; the old key sent with the new body (a CRM that stored an
+/// answer for the old key refuses or replays it); an exact repeat sent again.
+#[tokio::test]
+async fn a_corrected_lead_goes_again_under_a_key_naming_its_revision() {
+    let app = spawn_with(keyed_crm(3)).await;
+    let mut events = events(&app);
+    app.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+    assert_eq!(app.post_plain(&json!({"id": "C-1", "phone": "030 1234567"})).await, StatusCode::ACCEPTED);
+    assert_eq!(outcome(&app, &mut events, "crm").await, Some(ErrorClass::PermanentData));
+
+    let corrected = json!({"id": "C-1", "phone": "+49301234567"});
+    let answer = app.http.post(app.url("/ingest/plain")).json(&corrected).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::ACCEPTED);
+    let answer: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!((answer["revised"].as_i64(), answer["events"][0]["revision"].as_i64()), (Some(1), Some(2)));
+    assert_eq!(outcome(&app, &mut events, "crm").await, None);
+    assert_eq!(app.crm.keys_for("plain:C-1"), vec!["plain:C-1:crm", "plain:C-1:crm:rev-2"]);
+    assert_eq!(app.crm.records_for("plain:C-1"), 1);
+    assert_eq!(app.crm.lead_for("plain:C-1").unwrap()["phone"], "+49301234567");
+
+    assert_eq!(app.post_plain(&corrected).await, StatusCode::OK, "an exact repeat is a duplicate");
+    app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(app.crm.keys_for("plain:C-1").len(), 2, "nothing sent for the repeat");
+    app.server.shutdown().await.unwrap();
+}
+
+/// A delivered lead that changes: the step whose target upserts (`notify`) writes the new content, the keyed
+/// create (`crm`) is not sent again, so the CRM holds one record. Catches: a changed lead dropped as a duplicate
+/// (no second write at `notify`); a create sent again for an update (a second record, a second key).
+#[tokio::test]
+async fn a_changed_lead_updates_where_the_target_can_and_never_creates_twice() {
+    let app = spawn().await;
+    let mut events = events(&app);
+    assert_eq!(app.post_webform(&lead("U-1")).await, StatusCode::ACCEPTED);
+    assert_eq!(outcome(&app, &mut events, "notify").await, None);
+    let changed = json!({"id": "U-1", "name": "Ada King", "email": "ada@example.com", "phone": "+4915112345678"});
+    assert_eq!(app.post_webform(&changed).await, StatusCode::ACCEPTED);
+    assert_eq!(outcome(&app, &mut events, "notify").await, None);
+    assert_eq!(app.crm.notifications_for("webform:U-1"), 2, "the follow-up step was written again");
+    assert_eq!(app.crm.records_for("webform:U-1"), 1);
+    assert_eq!(app.crm.keys_for("webform:U-1"), vec!["webform:U-1:crm"], "the create was not sent again");
+    assert_eq!(app.post_webform(&changed).await, StatusCode::OK);
+    app.wait_settled(Duration::from_secs(10)).await;
+    assert_eq!(app.crm.notifications_for("webform:U-1"), 2);
+    app.server.shutdown().await.unwrap();
+}

@@ -110,9 +110,13 @@ async fn accepted_then_duplicate_and_nothing_stored_on_bad_input() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
 
-    // Numeric ids are accepted and deduplicated as strings.
+    // Numeric ids are accepted and deduplicated as strings: the same id written as a string is the same lead (its
+    // content differs, so it is stored as that lead's next revision, not as a second lead).
     assert_eq!(app.post_plain(&json!({"id": 12345})).await, StatusCode::ACCEPTED);
-    assert_eq!(app.post_plain(&json!({"id": "12345"})).await, StatusCode::OK);
+    assert_eq!(app.post_plain(&json!({"id": 12345})).await, StatusCode::OK, "an exact repeat");
+    let before = store.count_events().await.unwrap();
+    assert_eq!(app.post_plain(&json!({"id": "12345"})).await, StatusCode::ACCEPTED);
+    assert_eq!(store.count_events().await.unwrap(), before, "one lead");
     app.server.shutdown().await.unwrap();
 }
 

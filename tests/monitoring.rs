@@ -103,6 +103,8 @@ async fn insert_plain(setup: &Setup, refs: impl Iterator<Item = String>, at: Dat
             route: vec!["crm".into()],
             received_at: at,
             via: Default::default(),
+            lead_at: None,
+            on_change: Default::default(),
         })
         .collect();
     setup.server.app.store.insert_events(&events).await.unwrap();

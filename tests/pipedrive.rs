@@ -357,6 +357,8 @@ async fn test_connection_and_preview_say_what_they_do_in_plain_words() {
         in_doubt: false,
         trigger: "ingest".into(),
         replay_generation: 0,
+        revision: 1,
+        key_revision: 1,
         source: "plain".into(),
         source_ref: "V-1".into(),
         received_at: chrono::Utc::now(),

@@ -475,16 +475,22 @@ async fn a_lead_too_old_for_a_time_sensitive_step_runs_its_fallback_when_the_wor
 async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_says_so() {
     let setup = start("").await;
     let app = &setup.server.app;
-    // 6 leads of `form`: delivered to the CRM, their SMS step dead; 4 arrived 2 hours ago, 2 just now.
+    // 8 leads of `form`: delivered to the CRM, their SMS step dead; 4 arrived 2 hours ago, 4 just now — of which
+    // 2 were made 2 hours ago (recovered late: their `created_time` says so).
     let now = Utc::now();
-    let leads: Vec<LeadFixture> = (0..6i64)
+    let leads: Vec<LeadFixture> = (0..8i64)
         .map(|i| {
             let received = if i < 4 { now - chrono::Duration::hours(2) } else { now - chrono::Duration::minutes(1) };
+            let payload = if i >= 6 {
+                json!({"id": format!("f-{i}"), "created_time": (now - chrono::Duration::hours(2)).to_rfc3339()})
+            } else {
+                json!({"id": format!("f-{i}")})
+            };
             LeadFixture {
                 source: "form".into(),
                 source_ref: format!("f-{i}"),
                 received_at: received,
-                payload: json!({"id": format!("f-{i}")}),
+                payload,
                 purged: false,
                 steps: vec![
                     StepFixture {
@@ -511,26 +517,26 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
     app.store.insert_lead_fixtures(&leads).await.unwrap();
     let selection = class("transient");
     let preview = api::replay_preview(app, &selection).await.unwrap();
-    assert_eq!(preview.eligible, 6);
+    assert_eq!(preview.eligible, 8);
     assert_eq!(preview.fallbacks.len(), 1);
     let f = &preview.fallbacks[0];
-    assert_eq!((f.target.as_str(), f.fallback.as_str(), f.max_lead_age_minutes, f.count), ("sms", "call_task", 30, 4));
+    assert_eq!((f.target.as_str(), f.fallback.as_str(), f.max_lead_age_minutes, f.count), ("sms", "call_task", 30, 6));
     assert_eq!(
         preview.summary,
-        "Replay 6 leads to sms? 4 leads are older than 30 min for sms: they get call_task instead."
+        "Replay 8 leads to sms? 6 leads are older than 30 min for sms: they get call_task instead."
     );
 
     let request =
-        ReplayRequest { selection, expected: 6, reason: "SMS provider back".into(), options: Default::default() };
+        ReplayRequest { selection, expected: 8, reason: "SMS provider back".into(), options: Default::default() };
     let receipt = api::replay(app, &request, "ops").await.unwrap();
     wait_replay(app, "the replay finishes", Duration::from_secs(30), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;
     let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
-    assert_eq!((p.delivered, p.fallbacks), (6, 4));
+    assert_eq!((p.delivered, p.fallbacks), (8, 6));
     let stats = setup.crm.stats();
-    assert_eq!((stats.tasks, stats.notifications), (4, 2), "old leads got a call task, new ones their SMS");
+    assert_eq!((stats.tasks, stats.notifications), (6, 2), "old leads got a call task, new ones their SMS");
     let steps = app.store.deliveries().await.unwrap();
     let moved = steps
         .iter()
@@ -538,11 +544,11 @@ async fn old_leads_run_the_fallback_of_a_time_sensitive_step_and_the_preview_say
             d.target == "call_task" && d.fallback_of.as_deref() == Some("sms") && d.state.as_str() == "delivered"
         })
         .count();
-    assert_eq!(moved, 4);
+    assert_eq!(moved, 6);
     // The tallies followed the move.
     let health = api::health(app).await.unwrap().queue;
     let delivered = |t: &str| health.targets.iter().find(|x| x.target == t).unwrap().delivered;
-    assert_eq!((delivered("sms"), delivered("call_task")), (2, 4));
+    assert_eq!((delivered("sms"), delivered("call_task")), (2, 6));
     setup.server.shutdown().await.unwrap();
 }
 

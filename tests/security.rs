@@ -243,6 +243,8 @@ async fn a_lead_whose_request_cannot_be_built_is_a_data_error_and_never_trips_th
             route: route.clone(),
             received_at: now,
             via: Default::default(),
+            lead_at: None,
+            on_change: Default::default(),
         });
     }
     app.server.app.ingest.submit(events).await.unwrap();

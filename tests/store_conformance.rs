@@ -14,8 +14,8 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use leadline::delivery::classify::ErrorClass;
 use leadline::store::{
     AttemptRecord, Completion, DeadLetterFilter, GaugeReading, InsertOutcome, Job, JobOutcome, MetricsRecord,
-    MetricsRetention, NewEvent, NewReplay, PreviewCategory, ReplaySelection, Resolution, ResolveOutcome, StartOutcome,
-    Store, Via,
+    MetricsRetention, NewEvent, NewReplay, OnChange, PreviewCategory, ReplaySelection, Resolution, ResolveOutcome,
+    StartOutcome, Store, Via,
 };
 
 /// A fixed start time: the cases pass times explicitly, never the wall clock.
@@ -35,6 +35,8 @@ fn event(source_ref: &str, route: &[&str]) -> NewEvent {
         route: route.iter().map(|t| t.to_string()).collect(),
         received_at: t0(),
         via: Via::Webhook,
+        lead_at: None,
+        on_change: Default::default(),
     }
 }
 
@@ -47,7 +49,7 @@ async fn insert(store: &Store, n: usize, prefix: &str, route: &[&str]) -> Vec<i6
         .into_iter()
         .map(|o| match o {
             InsertOutcome::Inserted(id) => id,
-            InsertOutcome::Duplicate(id) => panic!("event {id} is not new"),
+            other => panic!("{other:?} is not new"),
         })
         .collect()
 }
@@ -279,6 +281,67 @@ async fn duplicate_event_stores_nothing(store: Store) {
     assert_eq!(store.count_events().await.unwrap(), 2);
     let h = store.queue_health(at(1), &[]).await.unwrap();
     assert_eq!((h.overall.pending, h.overall.waiting), (2, 1));
+    assert_eq!(real(&store).await, kept(&store).await);
+}
+
+/// A lead sent again with different content by a source that revises: a new revision, due again where it must
+/// go (a delivered step of a target that can update, an open dead letter), kept where a second request would
+/// create a second record; an exact repeat stays a duplicate, and a source that does not revise never revises.
+async fn a_changed_lead_is_a_new_revision(store: Store) {
+    let revise = OnChange::Revise(vec!["crm".to_string()].into());
+    let lead = |source_ref: &str, email: &str, route: &[&str], on_change: &OnChange| NewEvent {
+        payload: serde_json::json!({"id": source_ref, "email": email}),
+        on_change: on_change.clone(),
+        ..event(source_ref, route)
+    };
+    // r-1: delivered to `crm` (can update) and `notify` (cannot).
+    let first = store.insert_events(&[lead("r-1", "ada@old.example", &["crm", "notify"], &revise)]).await.unwrap();
+    let InsertOutcome::Inserted(id) = first[0] else { panic!("{first:?}") };
+    let job = claim(&store, "crm", 1, at(1)).await.pop().unwrap();
+    assert_eq!((job.revision, job.idempotency_key()), (1, "webform:r-1:crm".to_string()));
+    store.complete(&[finished(&job, delivered("c-1"), at(2))]).await.unwrap();
+    let job = claim(&store, "notify", 1, at(3)).await.pop().unwrap();
+    store.complete(&[finished(&job, delivered("n-1"), at(4))]).await.unwrap();
+
+    let again = lead("r-1", "ada@old.example", &["crm", "notify"], &revise);
+    assert_eq!(store.insert_events(&[again]).await.unwrap(), [InsertOutcome::Duplicate(id)], "exact repeat");
+    let ignored = lead("r-1", "ada@new.example", &["crm", "notify"], &OnChange::Ignore);
+    assert_eq!(store.insert_events(&[ignored]).await.unwrap(), [InsertOutcome::Duplicate(id)], "not revised");
+
+    let changed = lead("r-1", "ada@new.example", &["crm", "notify"], &revise);
+    let outcome = store.insert_events(std::slice::from_ref(&changed)).await.unwrap();
+    assert_eq!(outcome, [InsertOutcome::Revised { id, revision: 2, not_updated: vec!["notify".into()] }]);
+    assert_eq!(store.insert_events(&[changed]).await.unwrap(), [InsertOutcome::Duplicate(id)], "repeat of rev 2");
+    let job = claim(&store, "crm", 1, at(5)).await.pop().expect("the CRM step is due again");
+    assert_eq!(job.revision, 2);
+    assert_eq!(job.payload["email"], "ada@new.example");
+    assert_eq!(job.idempotency_key(), "webform:r-1:crm:rev-2");
+    assert!(claim(&store, "notify", 1, at(5)).await.is_empty(), "a create is not sent again");
+    store.complete(&[finished(&job, delivered("c-1"), at(6))]).await.unwrap();
+    assert!(claim(&store, "notify", 1, at(7)).await.is_empty(), "its delivery does not re-open the next step");
+
+    // r-2: a data error; the corrected lead goes again under a new key, the dead letter resolved by the source.
+    store.insert_events(&[lead("r-2", "not-an-email", &["notify"], &revise)]).await.unwrap();
+    let job = claim(&store, "notify", 1, at(8)).await.pop().unwrap();
+    store.complete(&[finished(&job, dead(ErrorClass::PermanentData), at(9))]).await.unwrap();
+    let outcome = store.insert_events(&[lead("r-2", "bo@example.com", &["notify"], &revise)]).await.unwrap();
+    assert!(
+        matches!(outcome[0], InsertOutcome::Revised { revision: 2, ref not_updated, .. } if not_updated.is_empty())
+    );
+    let job = claim(&store, "notify", 1, at(10)).await.pop().expect("the dead letter goes again");
+    assert_eq!((job.idempotency_key().as_str(), job.attempts, job.in_doubt), ("webform:r-2:notify:rev-2", 0, false));
+    let step = store.deliveries().await.unwrap().into_iter().find(|d| d.id == job.id).unwrap();
+    assert_eq!(step.resolution.as_deref(), Some("replayed"));
+
+    // r-3: its first attempt went unanswered; the new content goes under the old key, recognisable as a repeat.
+    store.insert_events(&[lead("r-3", "cy@old.example", &["notify"], &revise)]).await.unwrap();
+    let job = claim(&store, "notify", 1, at(11)).await.pop().unwrap();
+    let retry = JobOutcome::Retry { at: at(11), counts: true, in_doubt: true };
+    store.complete(&[finished(&job, retry, at(11))]).await.unwrap();
+    store.insert_events(&[lead("r-3", "cy@new.example", &["notify"], &revise)]).await.unwrap();
+    let job = claim(&store, "notify", 1, at(12)).await.pop().unwrap();
+    assert_eq!((job.revision, job.idempotency_key().as_str()), (2, "webform:r-3:notify"));
+    assert_eq!(job.payload["email"], "cy@new.example");
     assert_eq!(real(&store).await, kept(&store).await);
 }
 
@@ -538,6 +601,7 @@ conformance! {
     next_step_pending_in_same_commit,
     fetched_payload_replaces_the_lead,
     duplicate_event_stores_nothing,
+    a_changed_lead_is_a_new_revision,
     kept_counts_equal_real_counts,
     crm_link_first_wins,
     make_due_brings_jobs_forward,

@@ -7,17 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::TargetConfig;
 
-/// When the lead came into being: its top-level `created_time` (RFC 3339, as Meta's leads carry it) when that is
-/// earlier than when Leadline received it, else the reception. A lead recovered by reconciliation is as old as the
-/// lead, not as its recovery; a `created_time` in the future or unreadable changes nothing.
-pub fn lead_time(received_at: DateTime<Utc>, payload: &serde_json::Value) -> DateTime<Utc> {
-    payload
-        .get("created_time")
-        .and_then(serde_json::Value::as_str)
-        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&Utc))
-        .map_or(received_at, |created| created.min(received_at))
-}
+pub use crate::model::lead_time;
 
 /// The target to run instead of `config`'s for a lead from `lead_time`, at `now`: its fallback when the step is
 /// time-sensitive and the lead is older than its limit; `None` otherwise.
@@ -56,6 +46,7 @@ strategy = "upsert"
         assert_eq!(lead_time(at(12, 0), &json!({"id": "1"})), at(12, 0));
         assert_eq!(lead_time(at(12, 0), &json!({"created_time": "2026-11-30T10:00:00Z"})), at(10, 0));
         assert_eq!(lead_time(at(12, 0), &json!({"created_time": "2026-11-30T11:00:00+01:00"})), at(10, 0));
+        assert_eq!(lead_time(at(12, 0), &json!({"created_time": "2026-11-30T10:00:00+0000"})), at(10, 0), "Graph API");
         assert_eq!(lead_time(at(12, 0), &json!({"created_time": "2026-11-30T13:00:00Z"})), at(12, 0), "future");
         assert_eq!(lead_time(at(12, 0), &json!({"created_time": "yesterday"})), at(12, 0));
         assert_eq!(lead_time(at(12, 0), &json!({"created_time": 1_700_000_000})), at(12, 0));

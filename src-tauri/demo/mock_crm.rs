@@ -251,6 +251,12 @@ impl MockCrm {
         inner.keys_seen.iter().filter(|(e, _)| e == external_id).map(|(_, k)| k.clone()).collect()
     }
 
+    /// How many times the follow-up step was written for `external_id` (an upsert: the first creates, the rest
+    /// update).
+    pub fn notifications_for(&self, external_id: &str) -> u32 {
+        self.inner.lock().expect("mock lock").notifications.get(external_id).copied().unwrap_or(0)
+    }
+
     /// Records holding `external_id`.
     pub fn records_for(&self, external_id: &str) -> usize {
         let inner = self.inner.lock().expect("mock lock");

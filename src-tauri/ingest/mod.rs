@@ -2,7 +2,8 @@
 //!
 //! `POST /ingest/{source}` takes a generic JSON event or a Meta Lead Ads notification (by the source's kind);
 //! `GET /ingest/{source}` answers Meta's subscription handshake. A request is answered 202 only after its
-//! events are committed; duplicates (same source and id) get 200 and store nothing. Concurrent requests are
+//! events are committed; exact duplicates (same source, id and content) get 200 and store nothing, while a generic
+//! source's lead sent again with different content is stored as its next revision and delivered again (202). Concurrent requests are
 //! committed together by one writer task (group commit), so durability costs one disk sync per batch, not
 //! per request.
 
@@ -26,7 +27,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use crate::config::{Config, SourceConfig, SourceKind};
 use crate::pipeline;
 use crate::runtime::clock::Clock;
-use crate::store::{InsertOutcome, NewEvent, Store};
+use crate::store::{InsertOutcome, NewEvent, OnChange, Store};
 
 /// Every way an ingest request can fail, each with its HTTP status. Serialised as `{code, message}`.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +129,8 @@ struct SourceRuntime {
     verify_token: Option<String>,
     /// Largest accepted body (the source's own limit, else the server's).
     max_body_bytes: usize,
+    /// What a changed repeat of a lead means: a new revision for generic sources, a duplicate for Meta's.
+    on_change: OnChange,
 }
 
 #[derive(Clone)]
@@ -187,6 +190,8 @@ impl IngestState {
 /// missing variable. `check-config` runs it too.
 fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRuntime>> {
     let mut sources = BTreeMap::new();
+    let updatable: std::sync::Arc<[String]> =
+        config.targets.iter().filter(|(_, t)| t.updates_records()).map(|(name, _)| name.clone()).collect();
     for (name, sc) in &config.sources {
         let key = format!("sources.{name}");
         let (secret, signature_header, verify_token) = match sc.kind {
@@ -209,9 +214,13 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
             }
         };
         let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
+        let on_change = match sc.kind {
+            SourceKind::Generic => OnChange::Revise(updatable.clone()),
+            SourceKind::Meta => OnChange::Ignore,
+        };
         sources.insert(
             name.clone(),
-            SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes },
+            SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes, on_change },
         );
     }
     Ok(sources)
@@ -240,7 +249,7 @@ async fn group_commit_writer(store: Store, mut rx: mpsc::Receiver<WriteRequest>,
             let all: Vec<NewEvent> = group.iter().flat_map(|r| r.events.iter().cloned()).collect();
             match store.insert_events(&all).await {
                 Ok(outcomes) => {
-                    if outcomes.iter().any(|o| matches!(o, InsertOutcome::Inserted(_))) {
+                    if outcomes.iter().any(InsertOutcome::is_new) {
                         wake.notify_one();
                     }
                     let mut it = outcomes.into_iter();
@@ -269,6 +278,8 @@ struct Accepted {
     status: &'static str,
     accepted: usize,
     duplicates: usize,
+    /// Leads sent again with different content: stored as a new revision and delivered again.
+    revised: usize,
     events: Vec<EventRef>,
     /// Meta changes that could not be used (the valid ones beside them were stored).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -295,6 +306,9 @@ struct EventRef {
     event_id: i64,
     source_ref: String,
     duplicate: bool,
+    /// A changed repeat: the lead's new revision number (2 for the first change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<i64>,
 }
 
 async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<axum::body::Bytes, IngestError> {
@@ -372,7 +386,8 @@ async fn receive(
                     IngestError::InvalidId(format!("event id in `{field}`: {other}"))
                 }
             })?;
-            vec![pipeline::new_event(&source, &src.config, source_ref, json, now)]
+            let event = pipeline::new_event(&source, &src.config, source_ref, json, now);
+            vec![NewEvent { on_change: src.on_change.clone(), ..event }]
         }
         SourceKind::Meta => {
             let notification = meta::leads(text).map_err(|e| match e {
@@ -402,30 +417,41 @@ async fn receive(
         // A Meta notification with no lead in it (another field): acknowledge so Meta does not retry.
         return Ok((
             StatusCode::OK,
-            Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, events: vec![], rejected }),
+            Json(Accepted { status: "ignored", accepted: 0, duplicates: 0, revised: 0, events: vec![], rejected }),
         )
             .into_response());
     }
     let refs: Vec<String> = events.iter().map(|e| e.source_ref.clone()).collect();
     let outcomes = state.store(events).await?;
-    let mut accepted = 0;
-    let mut duplicates = 0;
+    let (mut accepted, mut duplicates, mut revised) = (0, 0, 0);
     let events: Vec<EventRef> = outcomes
-        .iter()
+        .into_iter()
         .zip(refs)
-        .map(|(o, source_ref)| match *o {
-            InsertOutcome::Inserted(event_id) => {
-                accepted += 1;
-                EventRef { event_id, source_ref, duplicate: false }
-            }
-            InsertOutcome::Duplicate(event_id) => {
-                duplicates += 1;
-                EventRef { event_id, source_ref, duplicate: true }
+        .map(|(o, source_ref)| {
+            let event_id = o.event_id();
+            match o {
+                InsertOutcome::Inserted(_) => {
+                    accepted += 1;
+                    EventRef { event_id, source_ref, duplicate: false, revision: None }
+                }
+                InsertOutcome::Duplicate(_) => {
+                    duplicates += 1;
+                    EventRef { event_id, source_ref, duplicate: true, revision: None }
+                }
+                InsertOutcome::Revised { revision, not_updated, .. } => {
+                    revised += 1;
+                    tracing::info!(source = ?source, source_ref = ?source_ref, revision, "a lead came again, changed: delivering its new revision");
+                    for target in &not_updated {
+                        tracing::warn!(source = ?source, source_ref = ?source_ref, revision, target = %target, "this target cannot update a record: the CRM keeps the lead's earlier content there (it was sent, or is being sent)");
+                    }
+                    EventRef { event_id, source_ref, duplicate: false, revision: Some(revision) }
+                }
             }
         })
         .collect();
-    let (status, word) = if accepted > 0 { (StatusCode::ACCEPTED, "accepted") } else { (StatusCode::OK, "duplicate") };
-    Ok((status, Json(Accepted { status: word, accepted, duplicates, events, rejected })).into_response())
+    let (status, word) =
+        if accepted + revised > 0 { (StatusCode::ACCEPTED, "accepted") } else { (StatusCode::OK, "duplicate") };
+    Ok((status, Json(Accepted { status: word, accepted, duplicates, revised, events, rejected })).into_response())
 }
 
 async fn verify_subscription(

@@ -17,6 +17,21 @@ pub struct Transition {
     pub reason: String,
 }
 
+/// When the lead came into being: its top-level `created_time` (RFC 3339, or ISO 8601 with a `+0000` offset as
+/// Meta's Graph API writes it) when that is earlier than when Leadline received it, else the reception. A lead
+/// recovered by reconciliation is as old as the lead, not as its recovery; a `created_time` in the future or
+/// unreadable changes nothing.
+pub fn lead_time(received_at: DateTime<Utc>, payload: &serde_json::Value) -> DateTime<Utc> {
+    payload
+        .get("created_time")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|t| {
+            DateTime::parse_from_rfc3339(t).or_else(|_| DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%z")).ok()
+        })
+        .map(|t| t.with_timezone(&Utc))
+        .map_or(received_at, |created| created.min(received_at))
+}
+
 /// The cause of a failure: its reason with what is specific to one lead masked — quoted values, e-mail
 /// addresses, long numbers and ids — so failures with one cause group together.
 pub fn cause_of(reason: &str) -> String {

@@ -32,10 +32,12 @@ pub fn new_event(
     NewEvent {
         source: source.to_string(),
         source_ref,
+        lead_at: Some(crate::delivery::fallback::lead_time(received_at, &payload)),
         payload,
         route: config.route.clone(),
         received_at,
         via: Default::default(),
+        on_change: Default::default(),
     }
 }
 

@@ -1,8 +1,11 @@
 //! `inbound_event`: the raw events, and the creation of their delivery steps.
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 
+use super::replays::UNCERTAIN;
 use super::{ms, Store};
 
 /// An event to store: where it came from, its id at the source, its body, and its route.
@@ -16,6 +19,26 @@ pub struct NewEvent {
     pub received_at: DateTime<Utc>,
     /// Whether it arrived as a webhook or was found by reconciliation.
     pub via: Via,
+    /// When the lead came into being, when the lead says so and that is earlier than `received_at` (a lead
+    /// recovered hours later): time-sensitive steps age it from then. `None`: from `received_at`.
+    pub lead_at: Option<DateTime<Utc>>,
+    /// What a repeat of this lead with different content means.
+    pub on_change: OnChange,
+}
+
+/// What the same source and id sent again with different content means.
+#[derive(Debug, Clone, Default)]
+pub enum OnChange {
+    /// It is a duplicate whatever it holds. Meta notifications (they carry only the lead's id; its answers are
+    /// fetched and stored later, so a repeat never matches what is stored) and reconciliation (a listing's shape
+    /// differs from the webhook's) never revise a lead.
+    #[default]
+    Ignore,
+    /// It is a new revision of the lead (a form resubmitted with a corrected phone): the stored lead becomes the
+    /// new content, and it is delivered again — unfinished and dead-lettered steps send the new content, and
+    /// delivered steps go again when their target can update a record (these target names: an upsert, a keyed
+    /// request or a connector that updates by external id). An exact repeat stays a duplicate.
+    Revise(Arc<[String]>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,17 +58,40 @@ impl Via {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InsertOutcome {
     /// Stored now, with this id; its first step is pending.
     Inserted(i64),
     /// The same source and id were stored before (with this id); nothing new was written.
     Duplicate(i64),
+    /// The same source and id with different content ([`OnChange::Revise`]): stored as this revision (2 for the
+    /// first change) and made due again.
+    Revised {
+        id: i64,
+        revision: i64,
+        /// Steps delivered before whose targets cannot update a record: the CRM keeps the earlier content there.
+        not_updated: Vec<String>,
+    },
+}
+
+impl InsertOutcome {
+    /// The stored event's id.
+    pub fn event_id(&self) -> i64 {
+        match self {
+            InsertOutcome::Inserted(id) | InsertOutcome::Duplicate(id) | InsertOutcome::Revised { id, .. } => *id,
+        }
+    }
+
+    /// Whether something new is due (a new lead or a new revision).
+    pub fn is_new(&self) -> bool {
+        !matches!(self, InsertOutcome::Duplicate(_))
+    }
 }
 
 impl Store {
     /// Stores a batch of events and their steps in one transaction (one disk sync for the whole batch).
-    /// Events already present — including repeats inside the batch — come back as `Duplicate`.
+    /// Events already present — including repeats inside the batch — come back as `Duplicate`, or as `Revised`
+    /// when their content changed and their source revises leads ([`OnChange`]).
     pub async fn insert_events(&self, events: &[NewEvent]) -> anyhow::Result<Vec<InsertOutcome>> {
         dispatch!(self, insert_events(events))
     }
@@ -63,7 +109,8 @@ backends! {
             let mut outcomes = Vec::with_capacity(events.len());
             for event in events {
                 let inserted: Option<(i64,)> = sqlx::query_as(
-                    "INSERT INTO inbound_event (source, source_ref, received_at, payload, via) VALUES ($1, $2, $3, $4, $5)
+                    "INSERT INTO inbound_event (source, source_ref, received_at, payload, via, lead_at)
+                     VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (source, source_ref) DO NOTHING RETURNING id",
                 )
                 .bind(&event.source)
@@ -71,17 +118,12 @@ backends! {
                 .bind(ms(event.received_at))
                 .bind(event.payload.to_string())
                 .bind(event.via.as_str())
+                .bind(event.lead_at.filter(|at| *at < event.received_at).map(ms))
                 .fetch_optional(&mut *tx)
                 .await
                 .context("cannot insert inbound_event")?;
                 let Some((id,)) = inserted else {
-                    let (id,): (i64,) = sqlx::query_as("SELECT id FROM inbound_event WHERE source = $1 AND source_ref = $2")
-                        .bind(&event.source)
-                        .bind(&event.source_ref)
-                        .fetch_one(&mut *tx)
-                        .await
-                        .context("cannot read duplicate inbound_event")?;
-                    outcomes.push(InsertOutcome::Duplicate(id));
+                    outcomes.push(repeat_in(&mut tx, event).await?);
                     continue;
                 };
                 let now = ms(event.received_at);
@@ -108,6 +150,101 @@ backends! {
             Ok(outcomes)
         }
 
+        /// An event whose source and id are stored already: a duplicate, or a new revision (see [`OnChange`]).
+        /// What the source sent last is compared (before any operator's fix); a purged lead has nothing left to
+        /// compare, so a repeat of it is a duplicate.
+        async fn repeat_in(tx: &mut Conn, event: &NewEvent) -> anyhow::Result<InsertOutcome> {
+            let (id, sent, purged): (i64, String, Option<i64>) = sqlx::query_as(
+                "SELECT id, COALESCE(original_payload, payload), purged_at FROM inbound_event
+                  WHERE source = $1 AND source_ref = $2",
+            )
+            .bind(&event.source)
+            .bind(&event.source_ref)
+            .fetch_one(&mut *tx)
+            .await
+            .context("cannot read duplicate inbound_event")?;
+            let OnChange::Revise(updatable) = &event.on_change else {
+                return Ok(InsertOutcome::Duplicate(id));
+            };
+            let same = serde_json::from_str::<serde_json::Value>(&sent).is_ok_and(|v| v == event.payload);
+            if same || purged.is_some() {
+                return Ok(InsertOutcome::Duplicate(id));
+            }
+            let now = ms(event.received_at);
+            let (revision,): (i64,) = sqlx::query_as(
+                "UPDATE inbound_event SET payload = $1, original_payload = NULL, revision = revision + 1, revised_at = $2
+                  WHERE id = $3 RETURNING revision",
+            )
+            .bind(event.payload.to_string())
+            .bind(now)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .context("cannot store the lead's new revision")?;
+            let steps: Vec<StepRow> = sqlx::query_as(
+                "SELECT id, target, state, dead_class, resolution FROM delivery WHERE event_id = $1 ORDER BY step_index",
+            )
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot read the lead's steps")?;
+            let states: Vec<StepNow> = steps
+                .iter()
+                .map(|(_, target, state, class, resolution)| StepNow {
+                    state: state.as_str(),
+                    updatable: updatable.iter().any(|t| t == target),
+                    open_dead_letter: resolution.as_deref().unwrap_or("open") == "open"
+                        && class.as_deref() != Some("ambiguous"),
+                })
+                .collect();
+            let plan = plan_revision(&states);
+            // Unfinished steps send the new content when they next go; their key names the new revision unless an
+            // attempt with the old content may have reached the CRM (then a repeat must stay recognisable).
+            sqlx::query(&format!(
+                "UPDATE delivery SET key_revision = CASE WHEN {UNCERTAIN} THEN key_revision ELSE $1 END
+                  WHERE event_id = $2 AND state IN ('pending', 'waiting')"
+            ))
+            .bind(revision)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .context("cannot name the new revision in the steps' keys")?;
+            let mut not_updated = Vec::new();
+            for ((step_id, target, ..), action) in steps.iter().zip(plan) {
+                let state = match action {
+                    Rearm::Leave => continue,
+                    Rearm::NotUpdatable => {
+                        not_updated.push(target.clone());
+                        continue;
+                    }
+                    Rearm::Pending => "pending",
+                    Rearm::Waiting => "waiting",
+                };
+                // A running step's attempt carries the old content: the new content goes after it, under a new
+                // lease (the running attempt's answer is still recorded, but changes nothing). A dead letter is
+                // resolved as sent again, by the source.
+                sqlx::query(&format!(
+                    "UPDATE delivery SET state = $1, pending_since = $2, next_attempt_at = $2, attempts = 0,
+                            key_revision = CASE WHEN {UNCERTAIN} THEN key_revision ELSE $3 END,
+                            in_doubt = CASE WHEN state = 'running' OR {UNCERTAIN} THEN 1 ELSE 0 END,
+                            lease_owner = NULL, lease_until = NULL, lease_token = lease_token + 1, trigger = 'scheduled',
+                            resolution = CASE WHEN state = 'dead' THEN 'replayed' ELSE resolution END,
+                            resolved_at = CASE WHEN state = 'dead' THEN $2 ELSE resolved_at END,
+                            resolved_by = CASE WHEN state = 'dead' THEN 'the source' ELSE resolved_by END,
+                            resolution_note = CASE WHEN state = 'dead' THEN $4 ELSE resolution_note END
+                      WHERE id = $5"
+                ))
+                .bind(state)
+                .bind(now)
+                .bind(revision)
+                .bind(format!("the source sent the lead again, changed (revision {revision}): sent again"))
+                .bind(step_id)
+                .execute(&mut *tx)
+                .await
+                .context("cannot make the lead's steps due again")?;
+            }
+            Ok(InsertOutcome::Revised { id, revision, not_updated })
+        }
         pub async fn count_events(db: &Db) -> anyhow::Result<i64> {
             let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM inbound_event")
                 .fetch_one(db.reader())
@@ -115,5 +252,106 @@ backends! {
                 .context("cannot count events")?;
             Ok(n)
         }
+    }
+}
+
+/// A step of a revised lead as read: id, target, state, dead-letter class and resolution.
+type StepRow = (i64, String, String, Option<String>, Option<String>);
+
+/// A step of a revised lead as it stands.
+#[derive(Debug, Clone, Copy)]
+struct StepNow<'a> {
+    state: &'a str,
+    /// Its target can update a record it created before.
+    updatable: bool,
+    /// A dead letter still open and not in doubt (an ambiguous one may have reached the CRM).
+    open_dead_letter: bool,
+}
+
+/// What a revision does to a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rearm {
+    /// Nothing: it is due or waiting already (it will send the new content), or resolved.
+    Leave,
+    /// Delivered to a target that cannot update a record: the CRM keeps the earlier content.
+    NotUpdatable,
+    /// Due now with the new content.
+    Pending,
+    /// Due when the step before it is delivered.
+    Waiting,
+}
+
+/// Which steps a new revision sends again, in route order. A step goes again when it was delivered to a target
+/// that can update, when it is running with the old content for such a target, or when it is an open dead letter
+/// (not ambiguous): the correction may be what it lacked. A step sent (or being sent) to a target that cannot
+/// update keeps the old content there. It is due at once when the step before it is settled
+/// as delivered; otherwise it waits for that step, whose delivery activates it. Pure.
+fn plan_revision(steps: &[StepNow]) -> Vec<Rearm> {
+    let mut plan: Vec<Rearm> = Vec::with_capacity(steps.len());
+    for (i, step) in steps.iter().enumerate() {
+        let again = match step.state {
+            "delivered" | "running" => step.updatable,
+            "dead" => step.open_dead_letter,
+            _ => false,
+        };
+        let action = if !again {
+            let sent = matches!(step.state, "delivered" | "running");
+            if sent && !step.updatable {
+                Rearm::NotUpdatable
+            } else {
+                Rearm::Leave
+            }
+        } else {
+            // The step before is settled if it is delivered and not sent again (or there is none).
+            let before_settled = i == 0
+                || (steps[i - 1].state == "delivered" && matches!(plan[i - 1], Rearm::Leave | Rearm::NotUpdatable));
+            if before_settled {
+                Rearm::Pending
+            } else {
+                Rearm::Waiting
+            }
+        };
+        plan.push(action);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(state: &str, updatable: bool) -> StepNow<'_> {
+        StepNow { state, updatable, open_dead_letter: true }
+    }
+
+    #[test]
+    fn a_revision_sends_delivered_steps_again_in_route_order() {
+        let plan = plan_revision(&[step("delivered", true), step("delivered", true)]);
+        assert_eq!(plan, [Rearm::Pending, Rearm::Waiting]);
+    }
+
+    #[test]
+    fn a_target_that_cannot_update_keeps_the_first_content_and_does_not_block_the_next() {
+        let plan = plan_revision(&[step("delivered", false), step("delivered", true)]);
+        assert_eq!(plan, [Rearm::NotUpdatable, Rearm::Pending]);
+    }
+
+    #[test]
+    fn unfinished_steps_send_the_new_content_without_help() {
+        let plan = plan_revision(&[step("pending", true), step("waiting", true)]);
+        assert_eq!(plan, [Rearm::Leave, Rearm::Leave]);
+        let plan = plan_revision(&[step("running", false), step("waiting", true)]);
+        assert_eq!(plan, [Rearm::NotUpdatable, Rearm::Leave], "a running create finishes with the old content");
+        let plan = plan_revision(&[step("running", true), step("waiting", true)]);
+        assert_eq!(plan, [Rearm::Pending, Rearm::Leave]);
+    }
+
+    #[test]
+    fn an_open_dead_letter_goes_again_but_not_an_ambiguous_or_resolved_one() {
+        let plan = plan_revision(&[step("delivered", true), step("dead", false)]);
+        assert_eq!(plan, [Rearm::Pending, Rearm::Waiting]);
+        let closed = StepNow { state: "dead", updatable: true, open_dead_letter: false };
+        assert_eq!(plan_revision(&[closed]), [Rearm::Leave]);
+        assert_eq!(plan_revision(&[step("dead", false)]), [Rearm::Pending]);
     }
 }

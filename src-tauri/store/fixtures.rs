@@ -98,14 +98,15 @@ backends! {
             for lead in leads {
                 let received = ms(lead.received_at);
                 let (event_id,): (i64,) = sqlx::query_as(
-                    "INSERT INTO inbound_event (source, source_ref, received_at, payload, purged_at)
-                     VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    "INSERT INTO inbound_event (source, source_ref, received_at, payload, purged_at, lead_at)
+                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
                 )
                 .bind(&lead.source)
                 .bind(&lead.source_ref)
                 .bind(received)
                 .bind(lead.payload.to_string())
                 .bind(lead.purged.then_some(received))
+                .bind(Some(crate::model::lead_time(lead.received_at, &lead.payload)).filter(|t| *t < lead.received_at).map(ms))
                 .fetch_one(&mut *tx)
                 .await
                 .context("cannot insert the lead")?;

@@ -21,9 +21,14 @@ pub struct Job {
     pub in_doubt: bool,
     pub trigger: String,
     pub replay_generation: i64,
+    /// The lead revision this step's key names: the lead's revision when the step last went with new content for
+    /// certain; an earlier one while an attempt with the earlier content may have reached the CRM.
+    pub key_revision: i64,
     pub source: String,
     pub source_ref: String,
     pub received_at: DateTime<Utc>,
+    /// The lead's revision (1 as first received; each changed repeat adds one). `payload` is that revision.
+    pub revision: i64,
     pub payload: serde_json::Value,
     /// Results of the earlier, delivered steps of the same event, by target name.
     pub previous: serde_json::Map<String, serde_json::Value>,
@@ -35,15 +40,19 @@ impl Job {
         format!("{}:{}", self.source, self.source_ref)
     }
 
-    /// Deterministic idempotency key: `source:source_ref:target`, suffixed by the replay generation after a
-    /// manual replay so that a CRM's stored answer to the earlier attempt (often an error) is not replayed.
+    /// Deterministic idempotency key: `source:source_ref:target`, the same on every retry of a step. Suffixed by
+    /// the lead revision the step sends for certain (`:rev-2`, see [`Job::key_revision`]) so that a CRM's stored
+    /// answer to the earlier content is not replayed for the new one, and by the replay generation after a manual
+    /// replay so that a CRM's stored answer to the earlier attempt (often an error) is not replayed.
     pub fn idempotency_key(&self) -> String {
-        let base = format!("{}:{}:{}", self.source, self.source_ref, self.target);
-        if self.replay_generation == 0 {
-            base
-        } else {
-            format!("{base}:replay-{}", self.replay_generation)
+        let mut key = format!("{}:{}:{}", self.source, self.source_ref, self.target);
+        if self.key_revision > 1 {
+            key.push_str(&format!(":rev-{}", self.key_revision));
         }
+        if self.replay_generation != 0 {
+            key.push_str(&format!(":replay-{}", self.replay_generation));
+        }
+        key
     }
 }
 
@@ -116,7 +125,7 @@ pub struct Completion {
     pub now: DateTime<Utc>,
 }
 
-type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64);
+type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64, i64);
 
 /// A claim to make: up to `limit` due jobs of `target`, oldest due first, leased to `owner` until `lease_until`.
 #[derive(Debug, Clone)]
@@ -258,14 +267,15 @@ backends! {
             let Some((source, source_ref)) = external_id.split_once(':') else {
                 return Ok(None);
             };
-            let event: Option<(i64, i64, String)> =
-                sqlx::query_as("SELECT id, received_at, payload FROM inbound_event WHERE source = $1 AND source_ref = $2")
-                    .bind(source)
-                    .bind(source_ref)
-                    .fetch_optional(db.reader())
-                    .await
-                    .context("cannot read the lead")?;
-            let Some((event_id, received_at, payload)) = event else {
+            let event: Option<(i64, i64, String, i64)> = sqlx::query_as(
+                "SELECT id, received_at, payload, revision FROM inbound_event WHERE source = $1 AND source_ref = $2",
+            )
+            .bind(source)
+            .bind(source_ref)
+            .fetch_optional(db.reader())
+            .await
+            .context("cannot read the lead")?;
+            let Some((event_id, received_at, payload, revision)) = event else {
                 return Ok(None);
             };
             let previous: Vec<(String, Option<String>)> =
@@ -289,9 +299,11 @@ backends! {
                 in_doubt: false,
                 trigger: "scheduled".into(),
                 replay_generation: 0,
+                key_revision: revision,
                 source: source.to_string(),
                 source_ref: source_ref.to_string(),
                 received_at: from_ms(received_at),
+                revision,
                 payload: serde_json::from_str(&payload).unwrap_or_default(),
                 previous: prev,
             }))
@@ -404,7 +416,7 @@ backends! {
                                 WHERE state = 'pending' AND target = $3 AND next_attempt_at <= $4
                                 ORDER BY next_attempt_at LIMIT $5)
               RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
-                        replay_generation",
+                        replay_generation, key_revision",
             )
             .bind(&request.owner)
             .bind(ms(request.lease_until))
@@ -419,10 +431,11 @@ backends! {
             }
             let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
             // Each lead with the results of its delivered steps as one JSON object by target (`{}` for a first step).
-            let events: Vec<(i64, String, String, i64, String, String)> = sqlx::query_as(
+            let events: Vec<(i64, String, String, i64, String, String, i64)> = sqlx::query_as(
                 "SELECT e.id, e.source, e.source_ref, e.received_at, e.payload,
                         (SELECT json_group_object(p.target, CASE WHEN json_valid(p.result) THEN json(p.result) END)
-                           FROM delivery p WHERE p.event_id = e.id AND p.state = 'delivered')
+                           FROM delivery p WHERE p.event_id = e.id AND p.state = 'delivered'),
+                        e.revision
                    FROM inbound_event e
                   WHERE e.id IN (SELECT value FROM json_each($1))",
             )
@@ -430,12 +443,13 @@ backends! {
             .fetch_all(&mut *tx)
             .await
             .context("cannot read claimed events")?;
-            let events: std::collections::HashMap<i64, (String, String, i64, String, String)> =
-                events.into_iter().map(|(id, s, r, at, p, prev)| (id, (s, r, at, p, prev))).collect();
+            let events: std::collections::HashMap<i64, (String, String, i64, String, String, i64)> =
+                events.into_iter().map(|(id, s, r, at, p, prev, rev)| (id, (s, r, at, p, prev, rev))).collect();
             let mut jobs = Vec::with_capacity(rows.len());
-            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in rows
+            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation, key_revision) in
+                rows
             {
-                let (source, source_ref, received_at, payload, previous) =
+                let (source, source_ref, received_at, payload, previous, revision) =
                     events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
                 jobs.push(Job {
                     id,
@@ -448,9 +462,11 @@ backends! {
                     in_doubt: in_doubt != 0,
                     trigger,
                     replay_generation: generation,
+                    key_revision,
                     source: source.clone(),
                     source_ref: source_ref.clone(),
                     received_at: from_ms(*received_at),
+                    revision: *revision,
                     payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
                     previous: serde_json::from_str(previous).unwrap_or_default(),
                 });
@@ -613,7 +629,7 @@ backends! {
                                 ORDER BY next_attempt_at LIMIT $5
                                 FOR UPDATE SKIP LOCKED)
               RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
-                        replay_generation",
+                        replay_generation, key_revision",
             )
             .bind(&request.owner)
             .bind(ms(request.lease_until))
@@ -627,8 +643,8 @@ backends! {
                 return Ok(Vec::new());
             }
             let event_ids: Vec<i64> = rows.iter().map(|r| r.1).collect();
-            let events: Vec<(i64, String, String, i64, String)> = sqlx::query_as(
-                "SELECT id, source, source_ref, received_at, payload FROM inbound_event WHERE id = ANY($1)",
+            let events: Vec<(i64, String, String, i64, String, i64)> = sqlx::query_as(
+                "SELECT id, source, source_ref, received_at, payload, revision FROM inbound_event WHERE id = ANY($1)",
             )
             .bind(&event_ids)
             .fetch_all(&mut *tx)
@@ -648,12 +664,13 @@ backends! {
                 let value = result.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default();
                 previous.entry(event_id).or_default().insert(target, value);
             }
-            let events: std::collections::HashMap<i64, (String, String, i64, String)> =
-                events.into_iter().map(|(id, s, r, at, p)| (id, (s, r, at, p))).collect();
+            let events: std::collections::HashMap<i64, (String, String, i64, String, i64)> =
+                events.into_iter().map(|(id, s, r, at, p, rev)| (id, (s, r, at, p, rev))).collect();
             let mut jobs = Vec::with_capacity(rows.len());
-            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation) in rows
+            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation, key_revision) in
+                rows
             {
-                let (source, source_ref, received_at, payload) =
+                let (source, source_ref, received_at, payload, revision) =
                     events.get(&event_id).with_context(|| format!("delivery {id} refers to missing event {event_id}"))?;
                 jobs.push(Job {
                     id,
@@ -666,9 +683,11 @@ backends! {
                     in_doubt: in_doubt != 0,
                     trigger,
                     replay_generation: generation,
+                    key_revision,
                     source: source.clone(),
                     source_ref: source_ref.clone(),
                     received_at: from_ms(*received_at),
+                    revision: *revision,
                     payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
                     previous: previous.remove(&event_id).unwrap_or_default(),
                 });

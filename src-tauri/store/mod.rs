@@ -75,7 +75,7 @@ pub use dead_letters::{
     lead_field_path, Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix,
     ReplaySelection, ResolveOutcome,
 };
-pub use events::{InsertOutcome, NewEvent, Via};
+pub use events::{InsertOutcome, NewEvent, OnChange, Via};
 pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
 #[doc(hidden)]
 pub use fixtures::{BenchFill, LeadFixture, StepFixture, StepFixtureState};

@@ -232,7 +232,8 @@ fn count_if(condition: &str) -> String {
     format!("CAST(COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0) AS BIGINT)")
 }
 
-/// Appends `CASE d.target WHEN … THEN <fallback if the lead is too old> END`.
+/// Appends `CASE d.target WHEN … THEN <fallback if the lead is too old> END`. A lead is as old as the lead itself
+/// (`lead_at`, when it says it came into being before it was received), as on the worker's path.
 fn push_fallback_case(q: &mut Sql, rules: &[FallbackRule], now: DateTime<Utc>) {
     if rules.is_empty() {
         q.push("CAST(NULL AS TEXT)");
@@ -242,7 +243,7 @@ fn push_fallback_case(q: &mut Sql, rules: &[FallbackRule], now: DateTime<Utc>) {
     for rule in rules {
         q.push(" WHEN ")
             .bind(rule.target.as_str())
-            .push(" THEN CASE WHEN e.received_at < ")
+            .push(" THEN CASE WHEN COALESCE(e.lead_at, e.received_at) < ")
             .bind(ms(now - chrono::Duration::minutes(rule.max_lead_age_minutes as i64)))
             .push(" THEN ")
             .bind(rule.fallback.as_str())
@@ -253,7 +254,7 @@ fn push_fallback_case(q: &mut Sql, rules: &[FallbackRule], now: DateTime<Utc>) {
 
 /// Whether a step's history has an attempt that may have reached the target without a definite answer (no
 /// answer, a rescued lease, an ambiguous outcome), over `delivery`.
-const UNCERTAIN: &str = "(in_doubt != 0 OR EXISTS (SELECT 1 FROM attempt a
+pub(super) const UNCERTAIN: &str = "(in_doubt != 0 OR EXISTS (SELECT 1 FROM attempt a
         WHERE a.delivery_id = delivery.id
           AND (a.outcome = 'rescued' OR a.class = 'ambiguous'
                OR (a.http_status IS NULL AND lower(a.reason) LIKE '%no answer (%'))))";
@@ -555,7 +556,7 @@ backends! {
                 for rule in rules {
                     q.push(" WHEN d.target = ")
                         .bind(rule.target.as_str())
-                        .push(" THEN CASE WHEN e.received_at >= ")
+                        .push(" THEN CASE WHEN COALESCE(e.lead_at, e.received_at) >= ")
                         .bind(cutoff(rule.max_lead_age_minutes))
                         .push(" THEN 1 ELSE 0 END");
                 }

@@ -1067,6 +1067,8 @@ mod tests {
             in_doubt: false,
             trigger: "ingest".into(),
             replay_generation: 0,
+            revision: 1,
+            key_revision: 1,
             source: "meta".into(),
             source_ref: "700".into(),
             received_at: clock().now,

@@ -208,6 +208,7 @@ impl HttpTarget {
             "source": job.source,
             "source_ref": job.source_ref,
             "received_at": job.received_at,
+            "revision": job.revision,
             "lead": job.payload,
             "previous_steps": job.previous,
         })
@@ -575,8 +576,8 @@ pub fn client_for(config: &TargetConfig) -> anyhow::Result<reqwest::Client> {
 }
 
 /// What a mapping reads: the lead, plus what Leadline knows about it under `$`-names that no source uses —
-/// `$external_id`, `$source`, `$source_ref`, `$received_at` and `$previous_steps` (the earlier steps' results,
-/// e.g. `/$previous_steps/crm/crm_id`).
+/// `$external_id`, `$source`, `$source_ref`, `$received_at`, `$revision` (1, then 2 for the first change) and
+/// `$previous_steps` (the earlier steps' results, e.g. `/$previous_steps/crm/crm_id`).
 pub fn mapping_input(job: &Job) -> serde_json::Value {
     let mut input = match &job.payload {
         serde_json::Value::Object(m) => m.clone(),
@@ -590,6 +591,7 @@ pub fn mapping_input(job: &Job) -> serde_json::Value {
     input.insert("$source".into(), job.source.clone().into());
     input.insert("$source_ref".into(), job.source_ref.clone().into());
     input.insert("$received_at".into(), serde_json::to_value(job.received_at).unwrap_or_default());
+    input.insert("$revision".into(), job.revision.into());
     input.insert("$previous_steps".into(), serde_json::Value::Object(job.previous.clone()));
     serde_json::Value::Object(input)
 }

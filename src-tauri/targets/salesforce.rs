@@ -1165,6 +1165,8 @@ mod connector_tests {
             in_doubt: false,
             trigger: "ingest".into(),
             replay_generation: 0,
+            revision: 1,
+            key_revision: 1,
             source: "meta".into(),
             source_ref: "123/4".into(),
             received_at: now,
