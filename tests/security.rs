@@ -587,3 +587,83 @@ async fn health_probes_answer_without_a_credential_and_say_nothing_about_leads()
     assert!(stopping.text().await.unwrap().contains("stopping"));
     app.server.shutdown().await.unwrap();
 }
+
+/// Follow-up addresses never leave the origin they came from. A partner's lead listing whose `next` page points at
+/// another origin is not followed (the run fails saying so, and the first page's leads are not half-ingested),
+/// and a CRM's redirect to another origin is not followed either: the other origin never sees a request, so no
+/// credential of any kind can reach it.
+#[tokio::test]
+async fn next_links_and_redirects_to_another_origin_are_not_followed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    async fn serve(router: axum::Router) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        addr
+    }
+    // The other origin (another port is another origin): counts whatever reaches it.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let foreign = serve(axum::Router::new().fallback(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { axum::Json(serde_json::json!({"items": [{"id": "STOLEN-2"}], "next": null})) }
+    }))
+    .await;
+    // The partner lists one lead and names a next page there; its CRM endpoint redirects there.
+    let partner = serve(
+        axum::Router::new()
+            .route(
+                "/leads",
+                axum::routing::get(move || async move {
+                    axum::Json(serde_json::json!({
+                        "items": [{"id": "P-1", "email": "p1@example.com"}],
+                        "next": format!("http://{foreign}/leads?page=2")
+                    }))
+                }),
+            )
+            .route(
+                "/crm",
+                axum::routing::post(move || async move {
+                    (StatusCode::TEMPORARY_REDIRECT, [(reqwest::header::LOCATION, format!("http://{foreign}/crm"))])
+                }),
+            ),
+    )
+    .await;
+    let target = move |_crm| {
+        format!(
+            r#"
+[targets.crm]
+url = "http://{partner}/crm"
+strategy = "idempotency_key"
+auth = {{ header = {{ name = "X-Api-Key", value_env = "TEST_GRAPH_TOKEN" }} }}
+timeout_ms = 1000
+backoff = {{ base_ms = 10, cap_ms = 20, max_attempts = 1, budget_seconds = 600 }}
+"#
+        )
+    };
+    let extra = format!(
+        r#"
+[sources.partner]
+route = ["crm"]
+[sources.partner.reconcile]
+list_url = "http://{partner}/leads?since={{since}}"
+next_pointer = "/next"
+auth = {{ header = {{ name = "X-Api-Key", value_env = "TEST_GRAPH_TOKEN" }} }}
+interval_seconds = 86400
+"#
+    );
+    let app = spawn_with_extra(target, &extra).await;
+
+    let run = leadline::api::reconcile_now(&app.server.app, "partner").await;
+    let error = run.expect_err("the run stops at the foreign link").to_string();
+    assert!(error.contains(&format!("another address (http://{foreign})")), "{error}");
+    assert_eq!(app.server.app.store.count_events().await.unwrap(), 0, "nothing half-ingested");
+
+    assert_eq!(app.post_plain(&serde_json::json!({"id": "R-1"})).await, StatusCode::ACCEPTED);
+    let h = app.wait_settled(std::time::Duration::from_secs(10)).await;
+    assert_eq!(h.overall.delivered, 0, "a redirect is not a delivery: {h:?}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "the other origin was never contacted");
+    app.server.shutdown().await.unwrap();
+}

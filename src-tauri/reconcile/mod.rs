@@ -345,7 +345,7 @@ fn follow(first: &reqwest::Url, next: Option<&str>) -> Result<Option<reqwest::Ur
         None | Some("") => Ok(None),
         Some(link) => crate::graph::same_origin(first, link).map(Some).ok_or_else(|| {
             let origin = reqwest::Url::parse(link)
-                .map(|u| format!("{}://{}", u.scheme(), u.host_str().unwrap_or("?")))
+                .map(|u| u.origin().ascii_serialization())
                 .unwrap_or_else(|_| "not a URL".into());
             ReconcileError::ForeignLink(origin)
         }),
