@@ -193,7 +193,7 @@ async fn a_paused_target_gets_nothing_until_resumed() {
     for i in 0..5 {
         app.post_plain(&json!({"id": format!("P-{i}")})).await;
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    app.worker_passes(5).await;
     assert_eq!(app.crm.stats().requests, 0, "nothing is sent to a paused target");
     assert_eq!(app.health().await.overall.pending, 5);
     assert!(api::targets(a).await.unwrap().iter().any(|t| t.name == "crm" && t.paused));

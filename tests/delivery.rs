@@ -140,9 +140,12 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
         let counted: i64 = a.store.deliveries().await.unwrap().iter().map(|d| d.attempts).sum();
         (attempts, counted)
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for("the requests in flight answered", Duration::from_secs(10), async || {
+        app.health().await.overall.running == 0
+    })
+    .await;
     let (held_at, counted) = attempts_now().await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.worker_passes(5).await;
     let h = app.health().await.overall;
     assert_eq!((h.dead_open, h.delivered, h.pending + h.running), (0, 0, 20), "{h:?}");
     assert_eq!(attempts_now().await.0, held_at, "nothing is sent while the target is held");
@@ -220,7 +223,7 @@ async fn an_ambiguous_outcome_without_a_lookup_is_parked_never_blind_retried() {
     assert_eq!(app.post_plain(&json!({"id": "A-1"})).await, StatusCode::ACCEPTED);
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open_by_class.get("ambiguous"), Some(&1));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.worker_passes(5).await;
     assert_eq!(app.crm.records_for("plain:A-1"), 1, "written once, and never sent again");
     let d = &leadline::api::dead_letters(&app.server.app, &DeadLetterFilter::default()).await.unwrap().items[0];
     assert!(d.reason.contains("may have the lead"), "{}", d.reason);
@@ -645,8 +648,9 @@ async fn leadline_reload_makes_a_running_server_read_its_secrets_again() {
         let r = http.post(format!("{base}/ingest/plain")).json(&json!({"id": format!("R-{i}")})).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::ACCEPTED);
     }
-    // The token is refused: the leads wait (held for a minute, far beyond this test).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The token is refused: the leads wait (held for a minute, far beyond this test). The server is another
+    // process: its refused attempt, seen at the CRM, says the worker has tried.
+    wait_for("an attempt refused", Duration::from_secs(10), || async { crm.stats().requests >= 1 }).await;
     assert_eq!(crm.distinct_leads(), 0);
 
     std::fs::write(&secrets, "TEST_CRM_TOKEN=renewed-token\nTEST_WEBFORM_SECRET=x\nTEST_META_SECRET=x\n").unwrap();
@@ -669,28 +673,32 @@ async fn leadline_reload_makes_a_running_server_read_its_secrets_again() {
 /// young again (a lead parked for a while and replayed into a failing CRM is old, not seconds old).
 #[tokio::test]
 async fn the_oldest_waiting_age_counts_from_reception_through_retries_and_replays() {
-    let app = spawn().await;
+    let clock = leadline::api::Clock::manual(chrono::Utc::now());
+    let app = spawn_on(clock.clone()).await;
     let a = &app.server.app;
     app.crm.set_behaviour(Behaviour { fail_with: Some(403), ..Default::default() });
-    let posted = std::time::Instant::now();
+    let posted = clock.now();
     assert_eq!(app.post_plain(&json!({"id": "OLD-1"})).await, StatusCode::ACCEPTED);
     let h = app.wait_settled(Duration::from_secs(10)).await;
     assert_eq!(h.overall.dead_open, 1);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // It stays parked for ten minutes.
+    clock.advance(chrono::Duration::minutes(10));
 
     // The CRM now fails transiently: the replayed lead keeps retrying.
     app.crm.set_behaviour(Behaviour { fail_with: Some(500), ..Default::default() });
     let selection = leadline::replay::ReplaySelection { ids: None, filter: Some(DeadLetterFilter::default()) };
     let yes = std::sync::Arc::new(leadline::api::ScriptedConfirm::always(true));
     leadline::api::replay_confirmed(a, &selection, "retry it", &Default::default(), "test", yes).await.unwrap();
+    // Each look moves time on by a second, so the retries (due a fraction of a second later) come.
     wait_for("the replayed lead to be retried", Duration::from_secs(10), || async {
+        clock.advance(chrono::Duration::seconds(1));
         a.store.all_attempts().await.unwrap().len() >= 3
     })
     .await;
     let h = app.health().await.overall;
     let age = h.oldest_pending_age_seconds.expect("the lead waits");
-    let since_post = posted.elapsed().as_secs_f64();
-    assert!(age >= 1.5 && age <= since_post + 0.5, "age {age} s, posted {since_post} s ago");
+    let since_post = (clock.now() - posted).num_milliseconds() as f64 / 1000.0;
+    assert!(age >= 600.0 && age <= since_post, "age {age} s, posted {since_post} s ago");
     app.server.shutdown().await.unwrap();
 }
 

@@ -237,7 +237,7 @@ async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twi
     })
     .await;
     let refused_at = hubspot.stats().requests;
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    app.worker_passes(10).await;
     let h = app.health().await;
     assert_eq!(h.overall.dead_open, 0);
     assert_eq!(h.overall.pending + h.overall.running, 40);
@@ -301,7 +301,7 @@ async fn the_daily_limit_holds_the_target_until_the_reset_without_using_attempts
     let (app, hubspot) = spawn(HubspotBehaviour { daily_limit_reached: true, ..Default::default() }).await;
     post_leads(&app, "G", 20).await;
     wait_for("the daily limit answer", Duration::from_secs(10), async || hubspot.stats().rate_limited >= 1).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    app.worker_passes(10).await;
 
     assert_eq!(hubspot.stats().upsert_requests, 1, "held after the first refusal: no request per lead");
     let hold = app.server.app.worker.as_ref().unwrap().targets["crm"].hold(Utc::now()).expect("the target is held");

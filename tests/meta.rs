@@ -126,7 +126,7 @@ async fn an_expired_page_token_holds_the_leads_with_one_alert_and_they_go_on_aft
         !alerts_of(&app, "credentials").await.is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    app.worker_passes(10).await;
     let h = app.health().await;
     assert_eq!(h.overall.dead_open, 0);
     assert_eq!(h.overall.pending + h.overall.running, 20);
@@ -172,7 +172,7 @@ async fn throttled_fetches_wait_without_using_attempts_and_nothing_is_lost() {
     });
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     assert_eq!(webhook(&app, &refs, created).await, 202);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    app.worker_passes(10).await;
     assert_eq!(app.crm.stats().records, 0);
     app.crm.set_graph(GraphBehaviour::default());
     let h = app.wait_settled(Duration::from_secs(15)).await;

@@ -336,7 +336,11 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     for i in 0..3 {
         assert_eq!(post(format!("r-{i}")).send().await.unwrap().status(), 202);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    common::wait_for("the three leads failed once and retrying", Duration::from_secs(10), async || {
+        let steps = app.store.deliveries().await.unwrap();
+        steps.iter().filter(|d| d.source_ref.starts_with("r-") && d.attempts >= 1 && d.state == "pending").count() == 3
+    })
+    .await;
     monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
     let budget = alert(&setup, "retry_budget", "crm").await.expect("retry budget alert");
     assert_eq!(budget.state.as_str(), "open");

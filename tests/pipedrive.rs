@@ -284,7 +284,7 @@ async fn a_refused_token_on_the_search_holds_the_target_with_one_alert_and_loses
             .collect()
     };
     wait_for("the credentials alert", Duration::from_secs(10), async || !alerts().await.is_empty()).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    app.worker_passes(10).await;
     let h = app.health().await;
     assert_eq!(h.overall.dead_open, 0);
     assert_eq!(h.overall.pending + h.overall.running, 5);

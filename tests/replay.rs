@@ -304,7 +304,11 @@ async fn the_preview_counts_what_the_replay_does_and_a_cancelled_replay_leaves_t
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_replay(app, "the worker finishes them", Duration::from_secs(20), || async {
+        let o = api::health(app).await.unwrap().queue.overall;
+        o.pending + o.running == 0
+    })
+    .await;
     let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
     let sent = p.total - p.queued;
     assert_eq!(p.delivered, sent);

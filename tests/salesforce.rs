@@ -170,7 +170,7 @@ async fn a_revoked_refresh_token_holds_the_leads_with_one_alert_until_it_works_a
         !alerts_of(&app, "credentials").await.is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    app.worker_passes(10).await;
     let h = app.health().await;
     assert_eq!(h.overall.dead_open, 0);
     assert_eq!(h.overall.pending + h.overall.running, 20, "every lead waits");
@@ -239,7 +239,10 @@ async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
     let ids = ids("e", 10);
     post(&app, ids.clone()).await;
     wait_for("the limit to be hit", Duration::from_secs(10), async || !sf.patch_times().is_empty()).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_for("the requests in flight answered", Duration::from_secs(10), async || {
+        app.health().await.overall.running == 0
+    })
+    .await;
     let target = &app.server.app.worker.as_ref().unwrap().targets["crm"];
     let hold = target.hold(chrono::Utc::now()).expect("held");
     assert_eq!(hold.reason, HoldReason::RateLimited);
@@ -249,7 +252,7 @@ async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
     assert_eq!(attempts_counted(&app).await, 0, "a rate limit uses no attempts");
     let h = app.health().await;
     assert_eq!((h.overall.dead_open, h.overall.pending + h.overall.running), (0, 10), "every lead waits");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.worker_passes(10).await;
     assert_eq!(sf.patch_times().len(), sent, "nothing is sent while held");
 
     // The allowance rolls off: after the hold the leads go, each once.

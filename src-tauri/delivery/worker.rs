@@ -304,6 +304,8 @@ pub struct WorkerHandle {
     /// What time it is for every decision the worker makes.
     pub clock: Clock,
     shutdown: watch::Sender<bool>,
+    /// How many passes over the targets the worker has made (see [`WorkerHandle::watch_passes`]).
+    passes: watch::Sender<u64>,
 }
 
 impl WorkerHandle {
@@ -314,6 +316,13 @@ impl WorkerHandle {
     /// Whether the worker was told to stop (it finishes or releases its in-flight jobs, then ends).
     pub fn is_stopping(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// The number of passes the worker has made over its targets, each claiming what every target may take at
+    /// that moment. Whoever must know that something was *not* sent (a paused or held target) waits for a few
+    /// passes after the leads became due, instead of waiting for a while.
+    pub fn watch_passes(&self) -> watch::Receiver<u64> {
+        self.passes.subscribe()
     }
 }
 
@@ -341,7 +350,14 @@ impl Worker {
             store,
             cfg: config.worker.clone(),
             owner,
-            handle: WorkerHandle { wake: Arc::new(Notify::new()), events, targets: Arc::new(targets), clock, shutdown },
+            handle: WorkerHandle {
+                wake: Arc::new(Notify::new()),
+                events,
+                targets: Arc::new(targets),
+                clock,
+                shutdown,
+                passes: watch::channel(0).0,
+            },
         })
     }
 
@@ -381,6 +397,7 @@ impl Worker {
                 &mut next_wake,
             )
             .await;
+            handle.passes.send_modify(|n| *n += 1);
             // Reap finished tasks so the set does not grow.
             while in_flight.try_join_next().is_some() {}
             if claimed == 0 {

@@ -427,6 +427,7 @@ async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): 
     if let Some(token) = crm.behaviour().require_bearer {
         let sent = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if sent != Some(token.as_str()) {
+            crm.inner.lock().expect("mock lock").requests += 1;
             return error_response(401, None);
         }
     }

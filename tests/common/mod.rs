@@ -140,6 +140,17 @@ pub async fn spawn() -> TestApp {
     spawn_with(idempotent_crm).await
 }
 
+/// Like [`spawn`], on the given clock: a manual clock moves the server's time (its worker, monitor and API) only
+/// when the test says so.
+pub async fn spawn_on(clock: leadline::api::Clock) -> TestApp {
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &idempotent_crm(crm_addr));
+    let options = leadline::server::StartOptions { clock: Some(clock), ..Default::default() };
+    let server = Server::start_with(parse_config(&text), options).await.unwrap();
+    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
+}
+
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.server.addr, path)
@@ -176,6 +187,18 @@ impl TestApp {
 
     pub async fn health(&self) -> QueueHealth {
         leadline::api::health(&self.server.app).await.unwrap().queue
+    }
+
+    /// Waits until the worker has made `n` more passes over its targets, each claiming what every target may take at
+    /// that moment. A test that shows something is *not* sent (a paused or held target) waits for this rather than
+    /// for a while: a worker that wrongly sends has had `n` chances to.
+    pub async fn worker_passes(&self, n: u64) {
+        let mut passes = self.server.app.worker.as_ref().expect("the test server runs a worker").watch_passes();
+        let start = *passes.borrow_and_update();
+        tokio::time::timeout(Duration::from_secs(10), passes.wait_for(|p| *p >= start + n))
+            .await
+            .expect("the worker keeps passing over its targets")
+            .expect("the worker is running");
     }
 
     /// Waits until no step is pending or running, or panics. Steps still `waiting` then sit behind a dead
