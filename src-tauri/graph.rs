@@ -19,7 +19,7 @@ use std::sync::{LazyLock, Mutex};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use crate::delivery::classify::ErrorClass;
+use crate::model::ErrorClass;
 
 /// What a Graph error means for the next request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +110,7 @@ pub fn throttled_until(headers: &reqwest::header::HeaderMap, now: DateTime<Utc>)
     let mut until: Option<DateTime<Utc>> = None;
     let mut later = |t: DateTime<Utc>| until = Some(until.map_or(t, |u| u.max(t)));
     if let Some(v) = headers.get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()) {
-        if let Some(t) = crate::delivery::backoff::parse_retry_after(v, now) {
+        if let Some(t) = crate::model::parse_retry_after(v, now) {
             later(t);
         }
     }

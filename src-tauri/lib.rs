@@ -7,6 +7,7 @@
 //! assembles them, [`demo`] fakes a world.
 
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod demo;

@@ -162,7 +162,7 @@ async fn serve(
     // the link below always works.
     let token = match (&server.new_token, demo_running) {
         (Some(t), _) => Some(t.clone()),
-        (None, true) => Some(leadline::api::http::reset_token(&server.app.store).await?),
+        (None, true) => Some(leadline::api::http::reset_token(&server.app.store, server.app.clock.now()).await?),
         (None, false) => None,
     };
     if let Some(token) = token {
@@ -235,7 +235,7 @@ fn check_config(path: &std::path::Path) -> anyhow::Result<()> {
 async fn test_connection(config: PathBuf, target: String) -> anyhow::Result<()> {
     let c = Config::load(&config)?;
     let tc = c.targets.get(&target).with_context(|| format!("{}: no target named `{target}`", config.display()))?;
-    let runtime = leadline::delivery::worker::TargetRuntime::new(&target, tc, &c)?;
+    let runtime = leadline::delivery::worker::TargetRuntime::new(&target, tc, &c, leadline::clock::Clock::system())?;
     let check = runtime.check().await;
     println!("{target}: {}", check.message);
     if check.ok {
@@ -254,7 +254,7 @@ async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyho
         c.database.url = database;
     }
     let store = leadline::store::Store::open(&c.database_url()?).await?;
-    let token = leadline::api::http::reset_token(&store).await?;
+    let token = leadline::api::http::reset_token(&store, leadline::clock::Clock::system().now()).await?;
     println!("New browser token (the old one no longer works): {token}");
     Ok(())
 }

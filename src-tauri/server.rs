@@ -81,7 +81,7 @@ impl Server {
             closing,
         };
         crate::api::load_pauses(&app).await?;
-        let new_token = crate::api::http::ensure_token(&app.store).await?;
+        let new_token = crate::api::http::ensure_token(&app.store, app.clock.now()).await?;
         let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier.clone()));
         let replays = tokio::spawn(crate::replay::runner::run(app.clone()));
         let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
@@ -156,7 +156,7 @@ pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
     config.database_url()?;
     ingest::check_sources(config)?;
     for (name, target) in &config.targets {
-        crate::delivery::worker::TargetRuntime::new(name, target, config)?;
+        crate::delivery::worker::TargetRuntime::new(name, target, config, Clock::system())?;
     }
     Ok(unsigned_source_warnings(config))
 }

@@ -225,7 +225,7 @@ async fn browser_mode_needs_the_token() {
     let missing = app.http.get(app.url("/api/nope")).send().await.unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     // The token is shown once: a restart on the same database does not make a new one.
-    assert_eq!(leadline::api::http::ensure_token(&app.server.app.store).await.unwrap(), None);
+    assert_eq!(leadline::api::http::ensure_token(&app.server.app.store, chrono::Utc::now()).await.unwrap(), None);
     app.server.shutdown().await.unwrap();
 }
 

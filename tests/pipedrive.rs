@@ -323,13 +323,13 @@ async fn test_connection_and_preview_say_what_they_do_in_plain_words() {
     use leadline::targets::pipedrive::PipedriveTarget;
     let (pd, pd_addr) = MockPipedrive::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let c = target_config(pd_addr, FIELD_KEY);
-    let target = PipedriveTarget::new("crm", &c.targets["crm"], &c).unwrap();
+    let target = PipedriveTarget::new("crm", &c.targets["crm"], &c, leadline::clock::Clock::system()).unwrap();
     let check = target.check().await;
     assert!(check.ok, "{check:?}");
     assert!(check.message.contains("Acme Test") && check.message.contains(FIELD_KEY), "{check:?}");
 
     let c = target_config(pd_addr, "0000000000000000000000000000000000000000");
-    let wrong_field = PipedriveTarget::new("crm", &c.targets["crm"], &c).unwrap();
+    let wrong_field = PipedriveTarget::new("crm", &c.targets["crm"], &c, leadline::clock::Clock::system()).unwrap();
     let check = wrong_field.check().await;
     assert!(!check.ok && check.message.contains("no person field"), "{check:?}");
 
@@ -340,7 +340,7 @@ async fn test_connection_and_preview_say_what_they_do_in_plain_words() {
 
     let mut c = target_config("127.0.0.1:9".parse().unwrap(), FIELD_KEY);
     c.targets.get_mut("crm").unwrap().timeout_ms = 300;
-    let unreachable = PipedriveTarget::new("crm", &c.targets["crm"], &c).unwrap();
+    let unreachable = PipedriveTarget::new("crm", &c.targets["crm"], &c, leadline::clock::Clock::system()).unwrap();
     let check = unreachable.check().await;
     assert!(!check.ok && check.message.contains("could not connect"), "{check:?}");
 

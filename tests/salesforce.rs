@@ -317,7 +317,7 @@ async fn the_connection_check_speaks_plainly() {
     let variant = |f: &dyn Fn(&mut leadline::config::TargetConfig)| {
         let mut tc = config.targets["crm"].clone();
         f(&mut tc);
-        SalesforceTarget::new("crm", &tc, config).unwrap()
+        SalesforceTarget::new("crm", &tc, config, leadline::clock::Clock::system()).unwrap()
     };
     let wrong_object = variant(&|t| t.object = Some("Leed".into())).check().await;
     assert!(!wrong_object.ok && wrong_object.message.contains("no object Leed"), "{}", wrong_object.message);

@@ -153,7 +153,7 @@ async fn the_first_link_sets_an_http_only_cookie_and_the_ui_then_needs_nothing_e
         .unwrap();
     assert_eq!(cross_site.status(), StatusCode::UNAUTHORIZED);
     // A reset token ends the session.
-    leadline::api::http::reset_token(&app.server.app.store).await.unwrap();
+    leadline::api::http::reset_token(&app.server.app.store, chrono::Utc::now()).await.unwrap();
     let after = http.get(app.url("/api/health")).header("cookie", &pair).send().await.unwrap();
     assert_eq!(after.status(), StatusCode::UNAUTHORIZED);
     app.server.shutdown().await.unwrap();

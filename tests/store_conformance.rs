@@ -391,9 +391,9 @@ async fn kept_counts_equal_real_counts(store: Store) {
 /// The first CRM record linked to an external id wins: a later link (direct or by a completion) keeps it.
 async fn crm_link_first_wins(store: Store) {
     assert_eq!(store.crm_link("crm", "webform:x").await.unwrap(), None);
-    assert_eq!(store.link("crm", "webform:x", "111").await.unwrap(), "111");
-    assert_eq!(store.link("crm", "webform:x", "222").await.unwrap(), "111");
-    assert_eq!(store.link("other", "webform:x", "333").await.unwrap(), "333", "links are per target");
+    assert_eq!(store.link("crm", "webform:x", "111", t0()).await.unwrap(), "111");
+    assert_eq!(store.link("crm", "webform:x", "222", t0()).await.unwrap(), "111");
+    assert_eq!(store.link("other", "webform:x", "333", t0()).await.unwrap(), "333", "links are per target");
     assert_eq!(store.crm_link("crm", "webform:x").await.unwrap().as_deref(), Some("111"));
 
     insert(&store, 2, "l", &["crm"]).await;

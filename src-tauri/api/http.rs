@@ -48,18 +48,18 @@ fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Creates the browser token on first run. Returns the token when it was just created (to be shown once).
-pub async fn ensure_token(store: &Store) -> anyhow::Result<Option<String>> {
+/// Creates the browser token on first run, at `now`. Returns the token when it was just created (to be shown once).
+pub async fn ensure_token(store: &Store, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Option<String>> {
     if store.api_token_hash().await?.is_some() {
         return Ok(None);
     }
-    reset_token(store).await.map(Some)
+    reset_token(store, now).await.map(Some)
 }
 
-/// Replaces the browser token and returns the new one.
-pub async fn reset_token(store: &Store) -> anyhow::Result<String> {
+/// Replaces the browser token at `now` and returns the new one.
+pub async fn reset_token(store: &Store, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<String> {
     let token = hex::encode(rand::random::<[u8; 24]>());
-    store.set_api_token_hash(&hash(&token), chrono::Utc::now()).await?;
+    store.set_api_token_hash(&hash(&token), now).await?;
     Ok(token)
 }
 

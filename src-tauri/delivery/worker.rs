@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::clock::Clock;
 use crate::config::TargetKind;
 use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
 use crate::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
@@ -25,7 +26,6 @@ use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transit
 use crate::delivery::classify::Failure;
 use crate::delivery::classify::{ErrorClass, Verdict};
 use crate::delivery::pacing::{Admit, Pacer};
-use crate::runtime::clock::Clock;
 use crate::store::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, Store};
 use crate::targets::hubspot::HubspotTarget;
 use crate::targets::meta_lead::MetaLeadStep;
@@ -79,14 +79,14 @@ pub enum Connector {
 }
 
 impl Connector {
-    /// Builds the connector of target `name`, reading its credentials now.
-    pub fn new(name: &str, config: &TargetConfig, all: &Config) -> anyhow::Result<Connector> {
+    /// Builds the connector of target `name`, reading its credentials now; it reads the time on `clock`.
+    pub fn new(name: &str, config: &TargetConfig, all: &Config, clock: Clock) -> anyhow::Result<Connector> {
         Ok(match config.kind {
-            TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all)?),
-            TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all)?),
-            TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all)?),
-            TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all)?)),
-            TargetKind::Hubspot => Connector::Hubspot(HubspotTarget::new(name, config, all)?),
+            TargetKind::Http => Connector::Http(HttpTarget::new(name, config, all, clock)?),
+            TargetKind::MetaLead => Connector::MetaLead(MetaLeadStep::new(name, config, all, clock)?),
+            TargetKind::Pipedrive => Connector::Pipedrive(PipedriveTarget::new(name, config, all, clock)?),
+            TargetKind::Salesforce => Connector::Salesforce(Box::new(SalesforceTarget::new(name, config, all, clock)?)),
+            TargetKind::Hubspot => Connector::Hubspot(HubspotTarget::new(name, config, all, clock)?),
         })
     }
 }
@@ -112,6 +112,8 @@ pub struct TargetRuntime {
     name: String,
     /// How to reach it, with the credentials read at start or at the last reload of secrets.
     connector: RwLock<Arc<Connector>>,
+    /// The clock its connector reads the time on (kept for rebuilding it at a reload of secrets).
+    clock: Clock,
     config: TargetConfig,
     breaker: Mutex<Breaker>,
     slots: Arc<Semaphore>,
@@ -133,10 +135,11 @@ pub struct TargetRuntime {
 }
 
 impl TargetRuntime {
-    pub fn new(name: &str, config: &TargetConfig, all: &Config) -> anyhow::Result<TargetRuntime> {
+    pub fn new(name: &str, config: &TargetConfig, all: &Config, clock: Clock) -> anyhow::Result<TargetRuntime> {
         Ok(TargetRuntime {
             name: name.to_string(),
-            connector: RwLock::new(Arc::new(Connector::new(name, config, all)?)),
+            connector: RwLock::new(Arc::new(Connector::new(name, config, all, clock.clone())?)),
+            clock,
             config: config.clone(),
             breaker: Mutex::new(Breaker::default()),
             slots: Arc::new(Semaphore::new(config.concurrency as usize)),
@@ -163,7 +166,7 @@ impl TargetRuntime {
     /// new credential). On error (a secret missing, not a valid header value) the target keeps what it had.
     /// Returns whether the target was refusing its credential.
     pub fn reload(&self, all: &Config, store: &Store) -> anyhow::Result<bool> {
-        let connector = Connector::new(&self.name, &self.config, all)?;
+        let connector = Connector::new(&self.name, &self.config, all, self.clock.clone())?;
         if let Connector::Pipedrive(p) = &connector {
             p.attach_store(store.clone());
         }
@@ -337,7 +340,7 @@ impl Worker {
     pub fn new(store: Store, config: &Config, clock: Clock) -> anyhow::Result<Worker> {
         let mut targets = BTreeMap::new();
         for (name, tc) in &config.targets {
-            targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config)?));
+            targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config, clock.clone())?));
             // Pipedrive commits the person's link before it creates the lead (a checkpoint between the two).
             if let Some(Connector::Pipedrive(p)) = targets.get(name).map(|t| t.connector()).as_deref() {
                 p.attach_store(store.clone());

@@ -24,9 +24,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 
+use crate::clock::Clock;
 use crate::config::{Config, SourceConfig, SourceKind};
 use crate::pipeline;
-use crate::runtime::clock::Clock;
 use crate::store::{InsertOutcome, NewEvent, OnChange, Store};
 
 /// Every way an ingest request can fail, each with its HTTP status. Serialised as `{code, message}`.

@@ -32,7 +32,7 @@ pub fn new_event(
     NewEvent {
         source: source.to_string(),
         source_ref,
-        lead_at: Some(crate::delivery::fallback::lead_time(received_at, &payload)),
+        lead_at: Some(crate::model::lead_time(received_at, &payload)),
         payload,
         route: config.route.clone(),
         received_at,

@@ -3,7 +3,7 @@
 //! beneath the features (monitor, reconcile, replay's runner and the API take an [`App`]); only the shells and
 //! the API build one.
 
-pub mod clock;
+pub use crate::clock;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! `crm_link` (which CRM record holds a lead, for look-up-then-create targets) and `breaker_transition`.
 
 use anyhow::Context;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use super::{ms, Store};
 use crate::model::Transition;
@@ -20,9 +20,15 @@ impl Store {
     /// Links `external_id` to `crm_id` for `target` in a commit of its own, before the step completes: a connector
     /// that makes two records for one lead (Pipedrive: the person, then the lead) checkpoints the first, so a
     /// retry after a crash reuses it instead of creating it again. An existing link is kept (the first record
-    /// wins); returns the id that is linked now.
-    pub async fn link(&self, target: &str, external_id: &str, crm_id: &str) -> anyhow::Result<String> {
-        dispatch!(self, link(target, external_id, crm_id))
+    /// wins); returns the id that is linked now. `now` is when it was linked.
+    pub async fn link(
+        &self,
+        target: &str,
+        external_id: &str,
+        crm_id: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<String> {
+        dispatch!(self, link(target, external_id, crm_id, now))
     }
 }
 
@@ -54,7 +60,13 @@ backends! {
             Ok(row.map(|r| r.0))
         }
 
-        pub async fn link(db: &Db, target: &str, external_id: &str, crm_id: &str) -> anyhow::Result<String> {
+        pub async fn link(
+            db: &Db,
+            target: &str,
+            external_id: &str,
+            crm_id: &str,
+            now: DateTime<Utc>,
+        ) -> anyhow::Result<String> {
             sqlx::query(
                 "INSERT INTO crm_link (target, external_id, crm_id, linked_at) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (target, external_id) DO NOTHING",
@@ -62,7 +74,7 @@ backends! {
             .bind(target)
             .bind(external_id)
             .bind(crm_id)
-            .bind(ms(Utc::now()))
+            .bind(ms(now))
             .execute(db.writer())
             .await
             .context("cannot record crm_link")?;

@@ -469,9 +469,10 @@ impl HubspotTarget {
         name: &str,
         config: &crate::config::TargetConfig,
         secrets: &crate::config::Config,
+        clock: crate::clock::Clock,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
-        let http = super::HttpTarget::new(name, config, secrets)?;
+        let http = super::HttpTarget::new(name, config, secrets, clock)?;
         let id_property =
             config.id_property.clone().with_context(|| format!("targets.{name}.id_property is required"))?;
         let token_env = match &config.auth {
@@ -557,7 +558,7 @@ impl HubspotTarget {
             .headers(self.http.headers.clone())
             .timeout(std::time::Duration::from_millis(self.http.config.timeout_ms))
             .json(&batch_upsert_body(&self.id_property, &inputs));
-        let sent = super::send(request).await;
+        let sent = super::send(request, &self.http.clock).await;
         let duration_ms = started.elapsed().as_millis() as i64;
         let failed_all = |reason: String| {
             let mut r = AttemptReport::new(now);
@@ -571,7 +572,7 @@ impl HubspotTarget {
                 self.id_property
             )),
             super::Outcome::Answered(resp) => {
-                let clock = Clock { now: Utc::now(), account_tz: self.account_tz };
+                let clock = Clock { now: self.http.clock.now(), account_tz: self.account_tz };
                 let whole = !matches!(resp.status, 200 | 201 | 207);
                 parse_batch_answer(resp.status, &resp.body, &resp.headers, &self.id_property, &input_ids, &clock)
                     .into_iter()
@@ -637,13 +638,13 @@ impl HubspotTarget {
             .get(&url)
             .headers(self.http.headers.clone())
             .timeout(std::time::Duration::from_millis(self.http.config.timeout_ms));
-        let answer = match super::send(request).await {
+        let answer = match super::send(request, &self.http.clock).await {
             super::Outcome::Unsent(why) | super::Outcome::Unanswered(why) => {
                 return super::ConnectionCheck { ok: false, message: format!("cannot reach HubSpot at {url}: {why}") }
             }
             super::Outcome::Answered(resp) => resp,
         };
-        let clock = Clock { now: Utc::now(), account_tz: self.account_tz };
+        let clock = Clock { now: self.http.clock.now(), account_tz: self.account_tz };
         check_message(
             answer.status,
             &answer.body,
@@ -1052,7 +1053,7 @@ mod tests {
         );
         let mut config = crate::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
         config.inline_secrets.insert("HS_TOKEN".into(), "pat-na1-secret".into());
-        HubspotTarget::new("hs", &config.targets["hs"], &config).unwrap()
+        HubspotTarget::new("hs", &config.targets["hs"], &config, crate::clock::Clock::system()).unwrap()
     }
 
     fn job(fields: Value) -> Job {

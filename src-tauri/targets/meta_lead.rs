@@ -33,10 +33,16 @@ pub struct MetaLeadStep {
     token_env: String,
     /// Sources routed through this step and their configured page, for leads that do not name theirs.
     page_ids: BTreeMap<String, String>,
+    clock: crate::clock::Clock,
 }
 
 impl MetaLeadStep {
-    pub fn new(name: &str, config: &TargetConfig, secrets: &Config) -> anyhow::Result<MetaLeadStep> {
+    pub fn new(
+        name: &str,
+        config: &TargetConfig,
+        secrets: &Config,
+        clock: crate::clock::Clock,
+    ) -> anyhow::Result<MetaLeadStep> {
         let key = format!("targets.{name}.access_token_env");
         let token_env = config.access_token_env.clone().with_context(|| format!("{key} is required"))?;
         let token = secrets.secret(&key, &token_env)?;
@@ -55,6 +61,7 @@ impl MetaLeadStep {
             token,
             token_env,
             page_ids,
+            clock,
         })
     }
 
@@ -94,7 +101,7 @@ impl MetaLeadStep {
             }
         };
         let request = self.client.get(url).timeout(Duration::from_millis(self.config.timeout_ms));
-        let sent = send(request).await;
+        let sent = send(request, &self.clock).await;
         report.duration_ms = started.elapsed().as_millis() as i64;
         match sent {
             // Reading is always safe to repeat: no answer is simply a temporary problem.
@@ -165,7 +172,7 @@ impl MetaLeadStep {
             Err(e) => return super::ConnectionCheck { ok: false, message: format!("the Graph URL is not valid: {e}") },
         };
         let request = self.client.get(url).timeout(Duration::from_millis(self.config.timeout_ms));
-        match send(request).await {
+        match send(request, &self.clock).await {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => super::ConnectionCheck {
                 ok: false,
                 message: format!("cannot reach Meta's Graph API at {}: {}", self.base, strip_token(&why, &self.token)),

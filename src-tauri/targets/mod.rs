@@ -24,6 +24,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::clock::Clock;
 use crate::config::{AuthConfig, Config, Strategy, TargetConfig};
 use crate::delivery::backoff::parse_retry_after;
 use crate::delivery::classify::{classify, truncate_chars, ErrorClass, Failure, Observed, Verdict};
@@ -37,6 +38,8 @@ pub struct HttpTarget {
     pub config: TargetConfig,
     client: reqwest::Client,
     headers: HeaderMap,
+    /// What time it is (the runtime's clock): when an answer arrived, what a `Retry-After` date means.
+    clock: Clock,
 }
 
 /// The result of one delivery attempt, ready for the worker's decision.
@@ -170,7 +173,7 @@ enum Outcome {
 }
 
 impl HttpTarget {
-    pub fn new(name: &str, config: &TargetConfig, secrets: &Config) -> anyhow::Result<HttpTarget> {
+    pub fn new(name: &str, config: &TargetConfig, secrets: &Config, clock: Clock) -> anyhow::Result<HttpTarget> {
         let key = format!("targets.{name}");
         let mut headers = HeaderMap::new();
         for (k, v) in &config.headers {
@@ -197,7 +200,7 @@ impl HttpTarget {
             None => {}
         }
         let client = client_for(config)?;
-        Ok(HttpTarget { name: name.to_string(), config: config.clone(), client, headers })
+        Ok(HttpTarget { name: name.to_string(), config: config.clone(), client, headers, clock })
     }
 
     /// The JSON body sent for a job.
@@ -260,7 +263,7 @@ impl HttpTarget {
             .request(method.clone(), &url)
             .headers(self.headers.clone())
             .timeout(Duration::from_millis(self.config.timeout_ms));
-        match send(request).await {
+        match send(request, &self.clock).await {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 ConnectionCheck { ok: false, message: format!("cannot reach {url}: {why}") }
             }
@@ -405,7 +408,7 @@ impl HttpTarget {
                 return report;
             }
         };
-        let sent = send(request).await;
+        let sent = send(request, &self.clock).await;
         report.duration_ms = started.elapsed().as_millis() as i64;
         match sent {
             Outcome::Unsent(why) => {
@@ -517,7 +520,7 @@ impl HttpTarget {
             .get(Self::url(template, external_id))
             .headers(self.headers.clone())
             .timeout(Duration::from_millis(self.config.timeout_ms));
-        match send(request).await {
+        match send(request, &self.clock).await {
             Outcome::Answered(resp) if resp.status == 404 => Lookup::NotFound,
             Outcome::Answered(resp) if (200..300).contains(&resp.status) => {
                 match search_hit(&resp.body, &self.config.id_pointer) {
@@ -611,7 +614,8 @@ pub fn mapped_record(
     })
 }
 
-async fn send(request: reqwest::RequestBuilder) -> Outcome {
+/// Sends `request`; a `Retry-After` date in the answer is read on `clock` when the answer arrived.
+async fn send(request: reqwest::RequestBuilder, clock: &Clock) -> Outcome {
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) if e.is_connect() || e.is_builder() => return Outcome::Unsent(error_chain(&e)),
@@ -623,7 +627,7 @@ async fn send(request: reqwest::RequestBuilder) -> Outcome {
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| parse_retry_after(v, Utc::now()));
+        .and_then(|v| parse_retry_after(v, clock.now()));
     match response.bytes().await {
         Ok(body) => Outcome::Answered(Response { status, body: body.to_vec(), retry_after, headers }),
         // The status arrived, so the CRM processed the request; only the body was lost.

@@ -417,6 +417,8 @@ pub struct PipedriveTarget {
     field_key: String,
     /// Where op 1's link is committed; attached by the worker ([`PipedriveTarget::attach_store`]).
     store: std::sync::OnceLock<Store>,
+    /// What time it is when an answer arrives (its rate-limit reset, its `Retry-After`).
+    clock: crate::clock::Clock,
 }
 
 /// What a request came to: an answer to read, or a failure already decided.
@@ -428,7 +430,12 @@ enum Sent {
 }
 
 impl PipedriveTarget {
-    pub fn new(name: &str, config: &TargetConfig, secrets: &Config) -> anyhow::Result<PipedriveTarget> {
+    pub fn new(
+        name: &str,
+        config: &TargetConfig,
+        secrets: &Config,
+        clock: crate::clock::Clock,
+    ) -> anyhow::Result<PipedriveTarget> {
         let key = format!("targets.{name}.api_token_env");
         let token_env = config.api_token_env.clone().with_context(|| format!("{key} is required"))?;
         let mut token = reqwest::header::HeaderValue::from_str(&secrets.secret(&key, &token_env)?)
@@ -446,6 +453,7 @@ impl PipedriveTarget {
             token_env,
             field_key,
             store: std::sync::OnceLock::new(),
+            clock,
         })
     }
 
@@ -462,7 +470,7 @@ impl PipedriveTarget {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Sent {
-        match super::send(request).await {
+        match super::send(request, &self.clock).await {
             super::Outcome::Answered(resp) => Sent::Answer(resp),
             super::Outcome::Unsent(why) => Sent::Failed(Failure {
                 class: ErrorClass::Transient,
@@ -527,7 +535,7 @@ impl PipedriveTarget {
                 let Some((id, created)) = self.find_or_create_person(report, &plan, &external_id, now).await else {
                     return;
                 };
-                match store.link(&self.name, &external_id, &id.to_string()).await {
+                match store.link(&self.name, &external_id, &id.to_string(), self.clock.now()).await {
                     Ok(l) => match l.parse::<u64>() {
                         Ok(linked_id) => {
                             (linked_id, created && linked_id == id, if created { "created" } else { "found" })
@@ -574,7 +582,7 @@ impl PipedriveTarget {
         match self.send(self.request(reqwest::Method::POST, &url).json(&body), "lead").await {
             Sent::Failed(f) => report.verdict = Verdict::Failed(f),
             Sent::Answer(resp) => {
-                let v = parse_answer(resp.status, &resp.body, &resp.headers, Utc::now());
+                let v = parse_answer(resp.status, &resp.body, &resp.headers, self.clock.now());
                 if v.is_delivered() {
                     report.http_status = Some(resp.status);
                     match v.crm_id {
@@ -595,7 +603,7 @@ impl PipedriveTarget {
                     self.answered(report, &resp, Some(&v));
                 }
             }
-            Sent::NoAnswer(why) => match self.lookup_lead(report, person_id, &external_id, Utc::now()).await {
+            Sent::NoAnswer(why) => match self.lookup_lead(report, person_id, &external_id, self.clock.now()).await {
                 Some(Some(lead_id)) => self.delivered(
                     report,
                     person_id,
@@ -706,7 +714,7 @@ impl PipedriveTarget {
                 None
             }
             Sent::Answer(resp) => {
-                let v = parse_answer(resp.status, &resp.body, &resp.headers, Utc::now());
+                let v = parse_answer(resp.status, &resp.body, &resp.headers, self.clock.now());
                 match v.crm_id.as_deref().map(str::parse::<u64>) {
                     Some(Ok(id)) if v.is_delivered() => Some((id, true)),
                     _ if v.is_delivered() => {
@@ -813,7 +821,7 @@ impl PipedriveTarget {
                 }
             }
             s if !(200..300).contains(&s) => {
-                let v = parse_answer(s, &resp.body, &resp.headers, Utc::now());
+                let v = parse_answer(s, &resp.body, &resp.headers, self.clock.now());
                 return ConnectionCheck { ok: false, message: format!("GET {me}: {}", v.reason) };
             }
             _ => {}
@@ -844,7 +852,7 @@ impl PipedriveTarget {
                 ),
             },
             _ => {
-                let v = parse_answer(resp.status, &resp.body, &resp.headers, Utc::now());
+                let v = parse_answer(resp.status, &resp.body, &resp.headers, self.clock.now());
                 ConnectionCheck { ok: false, message: format!("GET {fields}: {}", v.reason) }
             }
         }

@@ -486,6 +486,8 @@ pub struct SalesforceTarget {
     usage: std::sync::Mutex<Option<(u64, u64)>>,
     pacing: std::sync::Mutex<Pacing>,
     next_slot: std::sync::Mutex<Option<DateTime<Utc>>>,
+    /// What time it is (answers' retry times, the pace of requests near the daily limit).
+    clock: crate::clock::Clock,
 }
 
 impl SalesforceTarget {
@@ -493,6 +495,7 @@ impl SalesforceTarget {
         name: &str,
         config: &crate::config::TargetConfig,
         secrets: &crate::config::Config,
+        clock: crate::clock::Clock,
     ) -> anyhow::Result<SalesforceTarget> {
         use anyhow::Context;
         let key = format!("targets.{name}");
@@ -521,6 +524,7 @@ impl SalesforceTarget {
             usage: std::sync::Mutex::new(None),
             pacing: std::sync::Mutex::new(Pacing::default()),
             next_slot: std::sync::Mutex::new(None),
+            clock,
         })
     }
 
@@ -564,7 +568,7 @@ impl SalesforceTarget {
         if !above_threshold(self.api_usage(), pacing.slow_above) {
             return;
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         let slot = {
             let mut next = self.next_slot.lock().expect("slot lock");
             let (slot, after) = reserve_slot(*next, now, pacing.interval);
@@ -624,7 +628,7 @@ impl SalesforceTarget {
             .post(&url)
             .form(&refresh_form(&self.client_id, &self.client_secret, refresh_token))
             .timeout(std::time::Duration::from_millis(self.config.timeout_ms));
-        match super::send(request).await {
+        match super::send(request, &self.clock).await {
             super::Outcome::Answered(resp) => parse_token_answer(resp.status, &resp.body),
             super::Outcome::Unsent(why) | super::Outcome::Unanswered(why) => Err(TokenError {
                 class: ErrorClass::Transient,
@@ -691,7 +695,7 @@ impl SalesforceTarget {
                 .bearer_auth(&token.access_token)
                 .timeout(std::time::Duration::from_millis(self.config.timeout_ms))
                 .json(&body);
-            match super::send(request).await {
+            match super::send(request, &self.clock).await {
                 super::Outcome::Unsent(why) => {
                     self.apply(
                         &mut report,
@@ -715,7 +719,7 @@ impl SalesforceTarget {
                     self.note_usage(&resp.headers);
                     report.http_status = Some(resp.status);
                     report.excerpt = super::excerpt(&resp.body);
-                    let v = parse_upsert_answer(resp.status, &resp.body, Utc::now());
+                    let v = parse_upsert_answer(resp.status, &resp.body, self.clock.now());
                     if v.credential_problem && stale.is_none() {
                         tracing::info!(target = %self.name, "Salesforce session expired: refreshing it once");
                         stale = Some(generation);
@@ -793,7 +797,7 @@ impl SalesforceTarget {
             .get(&url)
             .bearer_auth(&token.access_token)
             .timeout(std::time::Duration::from_millis(self.config.timeout_ms));
-        let resp = match super::send(request).await {
+        let resp = match super::send(request, &self.clock).await {
             super::Outcome::Answered(resp) => resp,
             super::Outcome::Unsent(why) | super::Outcome::Unanswered(why) => {
                 return fail(format!("the session was refreshed, but {} cannot be reached: {why}", token.instance_url))
@@ -817,7 +821,7 @@ impl SalesforceTarget {
             s => fail(format!(
                 "describing {} answered HTTP {s}: {}",
                 self.object,
-                parse_upsert_answer(s, &resp.body, Utc::now()).reason
+                parse_upsert_answer(s, &resp.body, self.clock.now()).reason
             )),
         }
     }
@@ -1149,7 +1153,7 @@ mod connector_tests {
         for var in ["SF_ID", "SF_SECRET", "SF_REFRESH"] {
             config.inline_secrets.insert(var.into(), format!("secret-{var}"));
         }
-        SalesforceTarget::new("sf", &config.targets["sf"], &config).unwrap()
+        SalesforceTarget::new("sf", &config.targets["sf"], &config, crate::clock::Clock::system()).unwrap()
     }
 
     fn job(payload: Value) -> crate::store::Job {

@@ -236,7 +236,7 @@ pub async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() 
 /// it, so the test can authenticate its API calls; returns the token.
 pub async fn preset_token(db: &Path) -> String {
     let store = leadline::store::Store::open(&database_url(db)).await.unwrap();
-    let token = leadline::api::http::reset_token(&store).await.unwrap();
+    let token = leadline::api::http::reset_token(&store, chrono::Utc::now()).await.unwrap();
     store.close().await;
     token
 }
