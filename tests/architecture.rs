@@ -1,0 +1,157 @@
+//! The layering the code promises (docs/architecture.md, "Layers"), checked on the source itself:
+//!
+//! - no import cycles among the crate's modules (each file is a module; a parent and the children it declares
+//!   are one unit, so `use super::…` inside a module family is not a cycle);
+//! - only the shells (the desktop app, `server.rs`, the HTTP adapter) import `api`;
+//! - `Utc::now()` is read only by the clock and the demo (tests may use it).
+//!
+//! It reads `use crate::…` paths (and `crate::…` paths in code) outside `#[cfg(test)]` modules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const SRC: &str = "src-tauri";
+
+/// Every module file as `(module path, text without comments and test modules)`.
+fn modules() -> BTreeMap<String, String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(Path::new(SRC), &mut files);
+    let mut out = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(SRC).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        if matches!(parts.last().map(String::as_str), Some("lib" | "main" | "build")) {
+            continue;
+        }
+        if parts.last().map(String::as_str) == Some("mod") {
+            parts.pop();
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code: String =
+            code.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
+        out.insert(parts.join("::"), code);
+    }
+    out
+}
+
+/// The module a `crate::a::b::Item` path names: its longest prefix that is a module.
+fn module_of(path: &str, known: &BTreeMap<String, String>) -> Option<String> {
+    let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+    (1..=parts.len()).rev().map(|n| parts[..n].join("::")).find(|m| known.contains_key(m))
+}
+
+/// Module → the modules it imports (`crate::` paths, braces expanded one level), parents and children left out.
+fn imports(known: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, code) in known {
+        // `super::x` in `a::b` is `crate::a::x`.
+        let parent = module.rsplit_once("::").map_or("", |(p, _)| p);
+        let code = code.replace(
+            "super::",
+            &format!("crate::{}", if parent.is_empty() { String::new() } else { format!("{parent}::") }),
+        );
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let end =
+                rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{')).unwrap_or(rest.len());
+            let path = &rest[..end];
+            let mut targets = Vec::new();
+            if let Some((head, _)) = path.split_once('{') {
+                let close = rest.find('}').unwrap_or(rest.len());
+                for item in rest[head.len() + 1..close].split(',') {
+                    targets.push(format!("{head}{}", item.trim().split(['{', ' ']).next().unwrap_or_default()));
+                }
+            } else {
+                targets.push(path.to_string());
+            }
+            for t in targets {
+                let Some(target) = module_of(t.trim_end_matches(':'), known) else { continue };
+                let family = target == *module
+                    || module.starts_with(&format!("{target}::"))
+                    || target.starts_with(&format!("{module}::"));
+                if !family {
+                    edges.entry(module.clone()).or_default().insert(target);
+                }
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn the_modules_import_each_other_without_cycles() {
+    let known = modules();
+    let edges = imports(&known);
+    assert!(edges.get("delivery::worker").is_some_and(|e| e.contains("targets")), "the reader finds imports");
+    // Depth-first search for a back edge; report the cycle it closes.
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(m.to_string(), 1);
+        stack.push(m.to_string());
+        for next in edges.get(m).into_iter().flatten() {
+            match state.get(next).copied().unwrap_or(0) {
+                1 => {
+                    let from = stack.iter().position(|s| s == next).unwrap();
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(next, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for m in known.keys() {
+        if state.get(m).copied().unwrap_or(0) == 0 {
+            if let Some(cycle) = visit(m, &edges, &mut state, &mut Vec::new()) {
+                panic!("import cycle: {}", cycle.join(" → "));
+            }
+        }
+    }
+}
+
+#[test]
+fn only_the_shells_import_the_api() {
+    let known = modules();
+    let shells = ["desktop", "server", "api", "api::http"];
+    let importers: Vec<String> = imports(&known)
+        .into_iter()
+        .filter(|(m, to)| to.iter().any(|t| t == "api" || t.starts_with("api::")) && !shells.contains(&m.as_str()))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(importers.is_empty(), "modules below the shells import api: {importers:?}");
+}
+
+#[test]
+fn only_the_clock_and_the_demo_read_the_system_time() {
+    let readers: Vec<String> = modules()
+        .into_iter()
+        .filter(|(m, code)| code.contains("Utc::now()") && m != "clock" && m != "demo" && !m.starts_with("demo::"))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(readers.is_empty(), "read the injected clock instead of Utc::now(): {readers:?}");
+}
