@@ -229,6 +229,60 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_limit_is_kept_exactly_even_when_sooner_than_the_backoff() {
+        let f = failure(ErrorClass::RateLimited);
+        let after = t0() + chrono::Duration::milliseconds(1);
+        for seed in 0..20 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let input = RetryInput {
+                failure: &f,
+                attempts_before: 4,
+                pending_since: t0(),
+                retry_after: Some(after),
+                now: t0(),
+            };
+            assert_eq!(decide_retry(&input, &cfg(), &mut rng), RetryDecision::Retry { at: after, counts: false });
+        }
+    }
+
+    #[test]
+    fn a_transient_failure_waits_for_its_backoff_when_the_hint_is_sooner() {
+        let f = failure(ErrorClass::Transient);
+        let after = t0() + chrono::Duration::milliseconds(1);
+        let later = (0..20).filter(|seed| {
+            let mut rng = StdRng::seed_from_u64(*seed);
+            let input = RetryInput {
+                failure: &f,
+                attempts_before: 3,
+                pending_since: t0(),
+                retry_after: Some(after),
+                now: t0(),
+            };
+            matches!(decide_retry(&input, &cfg(), &mut rng), RetryDecision::Retry { at, .. } if at > after)
+        });
+        assert!(later.count() > 10, "the backoff, not the sooner hint, decides");
+    }
+
+    #[test]
+    fn a_retry_due_exactly_at_the_end_of_the_budget_is_still_made() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let f = failure(ErrorClass::RateLimited);
+        let end = t0() + chrono::Duration::seconds(3600);
+        let input =
+            RetryInput { failure: &f, attempts_before: 0, pending_since: t0(), retry_after: Some(end), now: t0() };
+        assert_eq!(decide_retry(&input, &cfg(), &mut rng), RetryDecision::Retry { at: end, counts: false });
+    }
+
+    #[test]
+    fn budgets_are_written_in_the_largest_whole_unit() {
+        assert_eq!(humanize_seconds(3600), "1 h");
+        assert_eq!(humanize_seconds(7200), "2 h");
+        assert_eq!(humanize_seconds(600), "10 min");
+        assert_eq!(humanize_seconds(5400), "90 min");
+        assert_eq!(humanize_seconds(90), "90 s");
+    }
+
+    #[test]
     fn time_budget_dead_letters_even_with_attempts_left() {
         let mut rng = StdRng::seed_from_u64(1);
         let f = failure(ErrorClass::RateLimited);

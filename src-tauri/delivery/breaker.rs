@@ -187,6 +187,7 @@ mod tests {
         assert_eq!((tr.from, tr.to), (BreakerState::Closed, BreakerState::Open));
         assert_eq!(tr.reason, "3 consecutive failures");
         assert_eq!(b.admit(t(500), &c).0, Admission::Deny);
+        assert_eq!(b.opened_at(), Some(t(2)), "the desk says since when the target is down");
     }
 
     #[test]
