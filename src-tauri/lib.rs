@@ -1,29 +1,31 @@
 //! Leadline: durable lead ingest, classified idempotent delivery to CRMs, readable dead letters.
 //!
-//! `docs/architecture.md` describes the layers and the delivery model. Modules are named for what they do:
-//! [`ingest`] receives events, [`pipeline`] turns them into steps, [`delivery`] runs them (worker,
-//! classification, backoff, breaker), [`targets`] talks to CRMs, [`store`] persists, [`dlq`] reads dead
-//! letters, [`privacy`] masks personal data on its way out, [`api`] is the one surface the shells use, [`server`]
-//! assembles them, [`demo`] fakes a world.
+//! `docs/architecture.md` describes the layers and the delivery model. The folders are the layers, bottom up:
+//!
+//! - [`model`] (domain words and pure functions, with [`model::privacy`]'s masks), [`clock`] and [`config`];
+//! - [`store`]: every operation on the database, on SQLite or PostgreSQL;
+//! - [`runtime`]: the shared state the features' loops and the API work with;
+//! - [`features`]: [`ingest`] receives events, [`pipeline`] turns them into steps, [`delivery`] runs them
+//!   (worker, classification, backoff, breaker), [`targets`] talks to CRMs, [`graph`] to Meta's Graph API,
+//!   [`dlq`] reads dead letters, [`replay`] sends them back, [`monitor`] watches, [`reconcile`] recovers missed
+//!   leads, [`figures`] sums up;
+//! - [`shells`]: [`api`] (the one surface the UI uses, and its HTTP adapter), [`server`] (assembles a
+//!   process), the desktop window; `main.rs` is the command line.
+//!
+//! [`demo`] fakes a world (mock CRMs, synthetic traffic) beside them. The features and shells are re-exported
+//! at the crate root (`leadline::delivery`, `leadline::api`…).
 
-pub mod api;
 pub mod clock;
 pub mod config;
-pub mod delivery;
 pub mod demo;
-#[cfg(feature = "desktop")]
-pub mod desktop;
-pub mod dlq;
-pub mod figures;
-pub mod graph;
-pub mod ingest;
+pub mod features;
 pub mod model;
-pub mod monitor;
-pub mod pipeline;
-pub mod privacy;
-pub mod reconcile;
-pub mod replay;
 pub mod runtime;
-pub mod server;
+pub mod shells;
 pub mod store;
-pub mod targets;
+
+pub use features::{delivery, dlq, figures, graph, ingest, monitor, pipeline, reconcile, replay, targets};
+pub use model::privacy;
+#[cfg(feature = "desktop")]
+pub use shells::desktop;
+pub use shells::{api, server};

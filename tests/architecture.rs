@@ -3,6 +3,7 @@
 //! - no import cycles among the crate's modules (each file is a module; a parent and the children it declares
 //!   are one unit, so `use super::…` inside a module family is not a cycle);
 //! - only the shells (the desktop app, `server.rs`, the HTTP adapter) import `api`;
+//! - the folders are the layers: `model`, `store`, `runtime`, `features`, `shells` (and `demo` beside them);
 //! - `Utc::now()` is read only by the clock and the demo (tests may use it).
 //!
 //! It reads `use crate::…` paths (and `crate::…` paths in code) outside `#[cfg(test)]` modules.
@@ -94,7 +95,10 @@ fn imports(known: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String
 fn the_modules_import_each_other_without_cycles() {
     let known = modules();
     let edges = imports(&known);
-    assert!(edges.get("delivery::worker").is_some_and(|e| e.contains("targets")), "the reader finds imports");
+    assert!(
+        edges.get("features::delivery::worker").is_some_and(|e| e.contains("features::targets")),
+        "the reader finds imports"
+    );
     // Depth-first search for a back edge; report the cycle it closes.
     fn visit(
         m: &str,
@@ -137,13 +141,37 @@ fn the_modules_import_each_other_without_cycles() {
 #[test]
 fn only_the_shells_import_the_api() {
     let known = modules();
-    let shells = ["desktop", "server", "api", "api::http"];
+    let shells = ["shells::desktop", "shells::server", "shells::api", "shells::api::http"];
     let importers: Vec<String> = imports(&known)
         .into_iter()
-        .filter(|(m, to)| to.iter().any(|t| t == "api" || t.starts_with("api::")) && !shells.contains(&m.as_str()))
+        .filter(|(m, to)| to.iter().any(|t| t.starts_with("shells::api")) && !shells.contains(&m.as_str()))
         .map(|(m, _)| m)
         .collect();
     assert!(importers.is_empty(), "modules below the shells import api: {importers:?}");
+}
+
+#[test]
+fn the_folders_are_the_layers() {
+    let mut top: Vec<String> = std::fs::read_dir(SRC)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    top.sort();
+    let expected = [
+        "build.rs",
+        "clock.rs",
+        "config.rs",
+        "demo",
+        "features",
+        "lib.rs",
+        "main.rs",
+        "model",
+        "runtime",
+        "shells",
+        "store",
+    ];
+    assert_eq!(top, expected, "a newcomer reads the architecture in src-tauri's folder names");
 }
 
 #[test]

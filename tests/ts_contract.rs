@@ -155,8 +155,8 @@ fn names_in(text: &str, start: &str, end: &str, pattern: &str) -> std::collectio
 #[test]
 fn the_window_is_granted_exactly_the_commands_the_ui_calls() {
     let read = |p: &str| std::fs::read_to_string(format!("{}/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    let listed = names_in(&read("src-tauri/desktop/command_names.in"), "&[", "]", "\"NAME\"");
-    let handled = names_in(&read("src-tauri/desktop/mod.rs"), "generate_handler![", "]", "\n            NAME,");
+    let listed = names_in(&read("src-tauri/shells/desktop/command_names.in"), "&[", "]", "\"NAME\"");
+    let handled = names_in(&read("src-tauri/shells/desktop/mod.rs"), "generate_handler![", "]", "\n            NAME,");
     let calls: String = read("ui/src/lib/backend-tauri.ts").lines().filter(|l| l.contains("call<")).collect();
     let called = names_in(&format!("\u{1}{calls}\u{2}"), "\u{1}", "\u{2}", ">('NAME'");
     let capability: serde_json::Value = serde_json::from_str(&read("capabilities/default.json")).unwrap();

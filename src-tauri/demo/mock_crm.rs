@@ -613,7 +613,7 @@ fn graph_gate(crm: &MockCrm, path: String, token: Option<&str>) -> Option<Respon
 fn graph_lead_object(form_id: &str, id: &str, created: i64, payload: &Value) -> Value {
     let created = chrono::DateTime::from_timestamp(created, 0).unwrap_or_default();
     json!({"id": id, "created_time": created.format("%Y-%m-%dT%H:%M:%S+0000").to_string(),
-           "ad_id": payload.get("ad_id").and_then(crate::graph::id_text), "form_id": form_id,
+           "ad_id": payload.get("ad_id").and_then(crate::features::graph::id_text), "form_id": form_id,
            "field_data": payload.get("field_data").cloned().unwrap_or_else(|| json!([]))})
 }
 

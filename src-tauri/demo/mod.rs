@@ -22,7 +22,7 @@ use crate::config::{
     BackoffConfig, BreakerConfig, Config, ReconcileConfig, SignatureConfig, SourceConfig, SourceKind, Strategy,
     TargetConfig, TargetKind,
 };
-use crate::ingest::signature;
+use crate::features::ingest::signature;
 use crate::store::EventCountPoint;
 use mock_crm::{Behaviour, MockCrm};
 use mock_hubspot::{HubspotBehaviour, Secondly};
@@ -372,7 +372,7 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
 /// The CRM's mapping: HubSpot contact properties from the three sources' lead shapes (a web form's flat fields,
 /// the partner's `lead` object, a Meta lead's `fields`). The phone goes as the lead gave it, so the demo's
 /// "field-format change" has something to refuse (the fix: a `phone_e164` transform, or fix and replay).
-fn hubspot_mapping() -> Vec<crate::targets::mapping::FieldRule> {
+fn hubspot_mapping() -> Vec<crate::features::targets::mapping::FieldRule> {
     serde_json::from_value(json!([
         {"to": "leadline_id", "from": "$external_id", "required": true},
         {"to": "email", "from": ["email", "/lead/email", "/fields/email"], "transform": ["trim", "lowercase"], "required": true},
@@ -388,7 +388,7 @@ fn hubspot_mapping() -> Vec<crate::targets::mapping::FieldRule> {
 
 /// The welcome SMS: a field mapping (visible on the Targets page) from the web form's lead and the CRM step's
 /// result to the SMS service's request.
-fn welcome_sms_mapping() -> Vec<crate::targets::mapping::FieldRule> {
+fn welcome_sms_mapping() -> Vec<crate::features::targets::mapping::FieldRule> {
     serde_json::from_value(json!([
         {"to": "/lead/phone", "from": "phone", "transform": [{"phone_e164": {"default_country": "+49"}}], "required": true},
         {"to": "/lead/first_name", "from": "name", "transform": ["trim", "first_name"], "default": "there"},

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 
+pub mod privacy;
 mod words;
 pub use words::*;
 

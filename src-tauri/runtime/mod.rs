@@ -13,9 +13,9 @@ use tokio::sync::broadcast;
 
 pub use self::clock::Clock;
 use crate::config::Config;
-use crate::delivery::worker::WorkerHandle;
-use crate::ingest::IngestState;
-use crate::monitor::health::HealthView;
+use crate::features::delivery::worker::WorkerHandle;
+use crate::features::ingest::IngestState;
+use crate::features::monitor::health::HealthView;
 use crate::store::Store;
 
 /// Where alerts are announced: desktop notifications in the app, the log in `leadline serve`.

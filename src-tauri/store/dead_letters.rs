@@ -875,7 +875,7 @@ backends! {
                 built_as(&q).fetch_all(&mut *tx).await.context("cannot read CRM answers to purge")?;
             for (id, result) in results {
                 let kept = serde_json::from_str::<serde_json::Value>(&result)
-                    .map(|v| crate::privacy::ids_only(&v).to_string())
+                    .map(|v| crate::model::privacy::ids_only(&v).to_string())
                     .unwrap_or_else(|_| "null".into());
                 sqlx::query("UPDATE delivery SET result = $1 WHERE id = $2")
                     .bind(kept)

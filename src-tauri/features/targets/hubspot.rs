@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use super::vendor::{header_u64, json_id, mask_known, retry_after, str_at, HeaderLookup, VendorVerdict};
 use super::AttemptReport;
-use crate::delivery::classify::{default_class_for_status, ErrorClass, Failure, Verdict};
+use crate::features::delivery::classify::{default_class_for_status, ErrorClass, Failure, Verdict};
 use crate::store::Job;
 
 /// Path of the batch upsert endpoint, relative to `https://api.hubapi.com`.

@@ -1,4 +1,4 @@
-//! HTTP adapter over [`crate::api`]: JSON routes under `/api`, a Server-Sent-Events feed, and the built UI.
+//! HTTP adapter over [`crate::shells::api`]: JSON routes under `/api`, a Server-Sent-Events feed, and the built UI.
 //!
 //! Browser mode is protected by a token (generated on first run, shown once, stored only as a hash). Every `/api`
 //! route, reads and the live feed included, needs it: as `Authorization: Bearer <token>` (API clients), or as the
@@ -23,8 +23,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{ApiError, App, LiveEvent, ReplayRequest};
-use crate::dlq::DeadLetterFilter;
-use crate::replay::ReplaySelection;
+use crate::features::dlq::DeadLetterFilter;
+use crate::features::replay::ReplaySelection;
 use crate::store::Store;
 
 /// The name the browser token acts under in audits.

@@ -1,10 +1,10 @@
 //! The `meta_lead` step: the first step of a Meta source's route. A Lead Ads webhook carries only ids; this
 //! step fetches the lead's answers (`GET /{leadgen_id}?fields=…`, Graph API "Retrieving leads") and replaces
-//! the stored lead with its one shape ([`crate::graph::canonical_lead`]) in the same commit that marks the step
+//! the stored lead with its one shape ([`crate::features::graph::canonical_lead`]) in the same commit that marks the step
 //! delivered. Later steps (the CRM) therefore always see the real lead, and a crash after the fetch never
 //! fetches twice: the step is a checkpoint like any other.
 //!
-//! Graph's answers are classified by their own codes ([`crate::graph::classify_error`]): a throttled fetch
+//! Graph's answers are classified by their own codes ([`crate::features::graph::classify_error`]): a throttled fetch
 //! holds every request to Graph until the time Graph gave (none is sent before it), an expired page token
 //! holds the step and asks a person for a new token (the leads wait, nothing is dead-lettered), a lead that
 //! no longer exists is a data dead letter. A lead never goes on to a CRM without its answers.
@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 
 use super::{excerpt, send, AttemptReport, Outcome};
 use crate::config::{Config, TargetConfig};
-use crate::delivery::classify::{ErrorClass, Failure, Verdict};
-use crate::graph::{self, GraphErrorKind};
+use crate::features::delivery::classify::{ErrorClass, Failure, Verdict};
+use crate::features::graph::{self, GraphErrorKind};
 use crate::store::Job;
 
 pub struct MetaLeadStep {

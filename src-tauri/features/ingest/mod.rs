@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::clock::Clock;
 use crate::config::{Config, SourceConfig, SourceKind};
-use crate::pipeline;
+use crate::features::pipeline;
 use crate::store::{InsertOutcome, NewEvent, OnChange, Store};
 
 /// Every way an ingest request can fail, each with its HTTP status. Serialised as `{code, message}`.

@@ -9,8 +9,8 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{start, ReplayOptions, ReplaySelection};
-use crate::delivery::breaker::BreakerState;
-use crate::monitor::alerts::{AlertKind, AlertSpec, Severity};
+use crate::features::delivery::breaker::BreakerState;
+use crate::features::monitor::alerts::{AlertKind, AlertSpec, Severity};
 use crate::runtime::{App, LiveEvent};
 use crate::store::{ReplayEventKind, ReplayPhase, RunningReplay};
 
@@ -268,7 +268,7 @@ async fn finish(app: &App, id: i64, auto: bool, now: DateTime<Utc>) -> anyhow::R
     app.store.finish_replay(id, &detail, now).await?;
     tracing::info!(replay_id = id, %detail, "replay finished");
     if auto {
-        crate::monitor::resolve(app, AlertKind::AutoReplay, &format!("replay-{id}"), &detail, now).await;
+        crate::features::monitor::resolve(app, AlertKind::AutoReplay, &format!("replay-{id}"), &detail, now).await;
     }
     Ok(())
 }
@@ -328,7 +328,7 @@ async fn auto_replay(app: &App, now: DateTime<Utc>) -> anyhow::Result<()> {
                 receipt.replay_id
             ),
         };
-        crate::monitor::raise(app, app.notifier.as_ref(), spec, now).await;
+        crate::features::monitor::raise(app, app.notifier.as_ref(), spec, now).await;
         let _ = app.live.send(LiveEvent::ReplayChanged { replay_id: receipt.replay_id });
     }
     Ok(())

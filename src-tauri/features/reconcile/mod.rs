@@ -11,7 +11,7 @@
 //! - Meta Lead Ads: `GET {graph}/{form_id}/leads?fields=id,created_time,ad_id,form_id,field_data&filtering=
 //!   [time_created > watermark]&access_token=…`, following `paging.next`, with the Graph address, version and
 //!   token of the source's `meta_lead` step. Listed leads are stored in the one Meta lead shape
-//!   ([`crate::graph::canonical_lead`]), answers included, so their fetch step has nothing left to ask.
+//!   ([`crate::features::graph::canonical_lead`]), answers included, so their fetch step has nothing left to ask.
 //!   Graph's throttling is honoured: while Graph said to wait, no request is sent (the run is recorded as
 //!   throttled).
 //! - Generic sources: `GET list_url` with `{since}` replaced by the watermark (Unix seconds); the leads are the
@@ -34,10 +34,10 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetKind};
-use crate::ingest::IngestState;
-use crate::monitor::alerts::{AlertKind, AlertSpec, Severity};
-use crate::monitor::{self, Notifier};
-use crate::pipeline;
+use crate::features::ingest::IngestState;
+use crate::features::monitor::alerts::{AlertKind, AlertSpec, Severity};
+use crate::features::monitor::{self, Notifier};
+use crate::features::pipeline;
 use crate::runtime::{App, LiveEvent};
 use crate::store::{InsertOutcome, NewEvent, RunResult, Store, Via};
 
@@ -55,7 +55,7 @@ pub enum ReconcileError {
     #[error("the list endpoint answered {status}: {body}")]
     Status { status: u16, body: String },
     #[error("{}", .0.reason)]
-    Graph(crate::graph::GraphError),
+    Graph(crate::features::graph::GraphError),
     #[error("Meta asked to wait until {0}: no request was sent")]
     Throttled(DateTime<Utc>),
     #[error(
@@ -213,7 +213,7 @@ async fn failure_alert(
     now: DateTime<Utc>,
 ) {
     let refused = match error {
-        ReconcileError::Graph(g) => g.kind == crate::graph::GraphErrorKind::Token,
+        ReconcileError::Graph(g) => g.kind == crate::features::graph::GraphErrorKind::Token,
         ReconcileError::Status { status, .. } => matches!(status, 401 | 403),
         _ => false,
     };
@@ -241,7 +241,7 @@ async fn failure_alert(
     }
     let minutes = (now - since).num_minutes();
     let throttled = matches!(error, ReconcileError::Throttled(_))
-        || matches!(error, ReconcileError::Graph(g) if g.kind == crate::graph::GraphErrorKind::Throttled);
+        || matches!(error, ReconcileError::Graph(g) if g.kind == crate::features::graph::GraphErrorKind::Throttled);
     let spec = AlertSpec {
         kind: AlertKind::SourceFailing,
         key: source.to_string(),
@@ -343,7 +343,7 @@ async fn get_json(
 fn follow(first: &reqwest::Url, next: Option<&str>) -> Result<Option<reqwest::Url>, ReconcileError> {
     match next {
         None | Some("") => Ok(None),
-        Some(link) => crate::graph::same_origin(first, link).map(Some).ok_or_else(|| {
+        Some(link) => crate::features::graph::same_origin(first, link).map(Some).ok_or_else(|| {
             let origin = reqwest::Url::parse(link)
                 .map(|u| u.origin().ascii_serialization())
                 .unwrap_or_else(|_| "not a URL".into());
@@ -425,37 +425,42 @@ async fn list_meta(
             .map_err(|e| ReconcileError::Config(format!("the meta_lead step's url: {e}")))?;
         first
             .query_pairs_mut()
-            .append_pair("fields", crate::graph::LEAD_FIELDS)
+            .append_pair("fields", crate::features::graph::LEAD_FIELDS)
             .append_pair("filtering", &filtering.to_string())
             .append_pair("access_token", &token);
         let mut next = Some(first.clone());
         let mut pages = 0;
         while let Some(u) = next.take() {
-            if let Some(until) = crate::graph::held_until(&base, now) {
+            if let Some(until) = crate::features::graph::held_until(&base, now) {
                 return Err(ReconcileError::Throttled(until));
             }
             pages += 1;
             let (body, headers) = match get_json(client, &u, None).await {
                 Ok(answer) => answer,
                 Err((ReconcileError::Status { status, body }, headers)) => {
-                    let e = crate::graph::classify_error(status, body.as_bytes());
-                    if let Some(until) = headers.as_ref().and_then(|h| crate::graph::throttled_until(h, now)) {
-                        crate::graph::hold(&base, until);
+                    let e = crate::features::graph::classify_error(status, body.as_bytes());
+                    if let Some(until) = headers.as_ref().and_then(|h| crate::features::graph::throttled_until(h, now))
+                    {
+                        crate::features::graph::hold(&base, until);
                     }
                     return Err(ReconcileError::Graph(e));
                 }
                 Err((e, _)) => return Err(e),
             };
-            if let Some(until) = crate::graph::throttled_until(&headers, now) {
-                crate::graph::hold(&base, until);
+            if let Some(until) = crate::features::graph::throttled_until(&headers, now) {
+                crate::features::graph::hold(&base, until);
             }
             if body.get("error").is_some() {
-                return Err(ReconcileError::Graph(crate::graph::classify_error(200, body.to_string().as_bytes())));
+                return Err(ReconcileError::Graph(crate::features::graph::classify_error(
+                    200,
+                    body.to_string().as_bytes(),
+                )));
             }
             let data = body.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
             for lead in data {
                 let Some(id) = pipeline::event_id(&lead, "id") else { continue };
-                let payload = crate::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id.as_deref());
+                let payload =
+                    crate::features::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id.as_deref());
                 out.push((id, payload));
             }
             if pages < MAX_PAGES {

@@ -1,10 +1,10 @@
 //! The health view: the queue, each target's situation and the one verdict, from the same facts as the alerts.
-//! The types and the pure functions; [`crate::monitor::health`] computes it from an app at an instant.
+//! The types and the pure functions; [`crate::features::monitor::health`] computes it from an app at an instant.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::delivery::worker::{Hold, HoldReason};
+use crate::features::delivery::worker::{Hold, HoldReason};
 use crate::model::{AlertKind, BreakerState, Severity};
 use crate::store::{Alert, QueueHealth};
 

@@ -3,7 +3,7 @@
 
 pub mod http;
 
-pub use crate::monitor::health::{
+pub use crate::features::monitor::health::{
     situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
 };
 pub use crate::runtime::{App, Clock, LiveEvent};
@@ -14,19 +14,19 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::delivery::breaker::BreakerState;
-use crate::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup};
-use crate::figures::{self, DeliveryFigures};
-use crate::monitor::alerts::{self, Alert};
-use crate::monitor::metrics::{self, MetricSeries, Range};
-use crate::monitor::sources::SourceStatus;
-use crate::privacy;
-use crate::reconcile::{self, ReconcileError, ReconciliationRun};
-use crate::replay::fix::{self, FieldFix, FixReport};
-use crate::replay::{
+use crate::features::delivery::breaker::BreakerState;
+use crate::features::dlq::{self, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup};
+use crate::features::figures::{self, DeliveryFigures};
+use crate::features::monitor::alerts::{self, Alert};
+use crate::features::monitor::metrics::{self, MetricSeries, Range};
+use crate::features::monitor::sources::SourceStatus;
+use crate::features::reconcile::{self, ReconcileError, ReconciliationRun};
+use crate::features::replay::fix::{self, FieldFix, FixReport};
+use crate::features::replay::{
     self, ReplayError, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress, ReplayReceipt,
     ReplayReportItem, ReplaySelection,
 };
+use crate::model::privacy;
 use crate::store::{ReplayOutcome, Resolution, Reveal};
 
 /// Errors at the API boundary, serialised as `{code, message}`; the UI branches on `code`.
@@ -118,7 +118,7 @@ pub fn session(app: &App) -> Session {
 }
 
 pub async fn health(app: &App) -> Result<HealthView, ApiError> {
-    Ok(crate::monitor::health(app, app.clock.now()).await?)
+    Ok(crate::features::monitor::health(app, app.clock.now()).await?)
 }
 
 pub async fn metrics(app: &App, range: &str) -> Result<MetricSeries, ApiError> {
@@ -526,7 +526,7 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
     let mut out = Vec::new();
     for (name, sc) in &app.config.sources {
         out.push(SourceView {
-            status: crate::monitor::sources::assess_source(app, name, now).await?,
+            status: crate::features::monitor::sources::assess_source(app, name, now).await?,
             kind: match sc.kind {
                 crate::config::SourceKind::Generic => "generic".into(),
                 crate::config::SourceKind::Meta => "meta".into(),
@@ -589,7 +589,7 @@ pub struct TargetView {
     pub endpoint: String,
     pub strategy: String,
     /// Nothing is sent before `until`: the target said when to come back, or refused a credential.
-    pub hold: Option<crate::delivery::worker::Hold>,
+    pub hold: Option<crate::features::delivery::worker::Hold>,
     /// The rate requests are paced to (declared, or learned from the target's headers), like `190/10s`.
     pub rate: Option<String>,
     /// Requests that may be in flight now (lowered while the target answers 429).
@@ -645,7 +645,11 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
 
 /// The exact request `target` would send for the stored lead `lead` (its external id, `source:source_ref`):
 /// a dry run, nothing is sent. A lead the target's mapping cannot use is answered with the reason.
-pub async fn target_preview(app: &App, target: &str, lead: &str) -> Result<crate::targets::RequestPreview, ApiError> {
+pub async fn target_preview(
+    app: &App,
+    target: &str,
+    lead: &str,
+) -> Result<crate::features::targets::RequestPreview, ApiError> {
     let runtime = target_runtime(app, target)?;
     let job = app.store.job_preview(lead.trim(), target).await?.ok_or_else(|| {
         ApiError::NotFound(format!("no lead `{}` (write it as source:id, e.g. webform:L-1)", lead.trim()))
@@ -657,11 +661,14 @@ pub async fn target_preview(app: &App, target: &str, lead: &str) -> Result<crate
 }
 
 /// Test connection: one harmless authenticated request to `target`, answered in plain words.
-pub async fn check_target(app: &App, target: &str) -> Result<crate::targets::ConnectionCheck, ApiError> {
+pub async fn check_target(app: &App, target: &str) -> Result<crate::features::targets::ConnectionCheck, ApiError> {
     Ok(target_runtime(app, target)?.check().await)
 }
 
-fn target_runtime<'a>(app: &'a App, target: &str) -> Result<&'a crate::delivery::worker::TargetRuntime, ApiError> {
+fn target_runtime<'a>(
+    app: &'a App,
+    target: &str,
+) -> Result<&'a crate::features::delivery::worker::TargetRuntime, ApiError> {
     if !app.config.targets.contains_key(target) {
         return Err(ApiError::NotFound(format!("no target named `{target}`")));
     }
@@ -747,7 +754,7 @@ pub async fn load_pauses(app: &App) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::worker::{Hold, HoldReason};
+    use crate::features::delivery::worker::{Hold, HoldReason};
     use crate::store::{QueueHealth, TargetHealth};
 
     fn alert(kind: &str, severity: &str, title: &str) -> Alert {

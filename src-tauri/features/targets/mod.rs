@@ -26,8 +26,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config, Strategy, TargetConfig};
-use crate::delivery::backoff::parse_retry_after;
-use crate::delivery::classify::{classify, truncate_chars, ErrorClass, Failure, Observed, Verdict};
+use crate::features::delivery::backoff::parse_retry_after;
+use crate::features::delivery::classify::{classify, truncate_chars, ErrorClass, Failure, Observed, Verdict};
 use crate::store::Job;
 
 /// Longest response excerpt kept with an attempt, in characters.

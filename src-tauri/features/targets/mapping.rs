@@ -802,7 +802,7 @@ transform = [{ date = { format = "%Y-%m-%d" } }]
         struct Doc {
             targets: BTreeMap<String, Wrapper>,
         }
-        let docs = include_str!("../../docs/configuration.md");
+        let docs = include_str!("../../../docs/configuration.md");
         let section = &docs[docs.find("### Field mapping").expect("docs have a Field mapping section")..];
         let start = section.find("```toml\n").expect("a TOML example") + "```toml\n".len();
         let end = start + section[start..].find("```").expect("the example ends");

@@ -13,7 +13,7 @@
 //! - `retry_budget` (warning, per target): leads whose retry time budget runs out within
 //!   `monitor.retry_budget_warning_minutes`; they will be dead-lettered unless the target recovers.
 //! - `reconciliation_found` (warning, per source): the source listed leads whose webhooks never arrived
-//!   ([`crate::reconcile`]); they were ingested. Resolves when a later run finds none missing.
+//!   ([`crate::features::reconcile`]); they were ingested. Resolves when a later run finds none missing.
 //! - `credentials` (critical, per credential — the environment variable holding it): a target or a source
 //!   refused Leadline's token (Meta's expired page token). The leads wait; resolves when a request with it
 //!   works again.
@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::delivery::breaker::BreakerState;
-use crate::delivery::classify::ErrorClass;
-use crate::delivery::worker::WorkerEvent;
+use crate::features::delivery::breaker::BreakerState;
+use crate::features::delivery::classify::ErrorClass;
+use crate::features::delivery::worker::WorkerEvent;
 use crate::runtime::{App, LiveEvent};
 use alerts::{AlertKind, AlertSpec, Held, Severity};
 use notify::Announce;
@@ -87,8 +87,8 @@ fn quiet_now(app: &App, now: DateTime<Utc>) -> bool {
 /// Alerts quote CRMs' messages: e-mail addresses and phone numbers in them are masked before the alert is stored,
 /// shown or sent (see `privacy`).
 pub async fn raise(app: &App, notifier: &dyn Notifier, mut spec: AlertSpec, now: DateTime<Utc>) {
-    spec.title = crate::privacy::mask_text(&spec.title);
-    spec.detail = crate::privacy::mask_text(&spec.detail);
+    spec.title = crate::model::privacy::mask_text(&spec.title);
+    spec.detail = crate::model::privacy::mask_text(&spec.detail);
     let alert = match alerts::raise(&app.store, &spec, now).await {
         Ok((alert, true)) => alert,
         Ok((_, false)) => return,
@@ -208,7 +208,7 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
             ..
         } => {
             // The first dead letter of a cause reaches a person; more of the same cause are the same alert.
-            let cause = crate::dlq::cause_of(&reason);
+            let cause = crate::features::dlq::cause_of(&reason);
             let what = if class == ErrorClass::PermanentData { "bad lead data" } else { "an unknown outcome" };
             raise(
                 app,

@@ -19,7 +19,7 @@ use reqwest::Method;
 use serde_json::{Map, Value};
 
 use super::vendor::{encode_component, json_id, mask, str_at, VendorVerdict};
-use crate::delivery::classify::{default_class_for_status, ErrorClass};
+use crate::features::delivery::classify::{default_class_for_status, ErrorClass};
 
 /// Hold after an exhausted org-wide API limit. The limit is a rolling 24-hour count; an hour lets some of it
 /// roll off without hammering a refusing org (each refused call counts too).
@@ -659,7 +659,7 @@ impl SalesforceTarget {
         let fields = match super::mapped_record(&self.config.mapping, job) {
             Ok(f) => f,
             Err(failure) => {
-                report.verdict = crate::delivery::classify::Verdict::Failed(failure);
+                report.verdict = crate::features::delivery::classify::Verdict::Failed(failure);
                 return report;
             }
         };
@@ -739,7 +739,7 @@ impl SalesforceTarget {
     pub fn preview(
         &self,
         job: &crate::store::Job,
-    ) -> Result<super::RequestPreview, crate::delivery::classify::Failure> {
+    ) -> Result<super::RequestPreview, crate::features::delivery::classify::Failure> {
         let fields = super::mapped_record(&self.config.mapping, job)?;
         let instance = self.session.try_lock().ok().and_then(|s| s.token.as_ref().map(|t| t.instance_url.clone()));
         let mut notes = Vec::new();
@@ -767,8 +767,8 @@ impl SalesforceTarget {
             &fields,
         )
         .map_err(|v| match v.verdict() {
-            crate::delivery::classify::Verdict::Failed(f) => f,
-            crate::delivery::classify::Verdict::Delivered => unreachable!("upsert_request only fails"),
+            crate::features::delivery::classify::Verdict::Failed(f) => f,
+            crate::features::delivery::classify::Verdict::Delivered => unreachable!("upsert_request only fails"),
         })?;
         Ok(super::RequestPreview {
             method: method.to_string(),

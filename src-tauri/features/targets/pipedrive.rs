@@ -27,7 +27,7 @@ use serde_json::{json, Map, Value};
 use super::vendor::{encode_component, header_u64, json_id, mask, retry_after, str_at, HeaderLookup, VendorVerdict};
 use super::{AttemptReport, ConnectionCheck, RequestPreview};
 use crate::config::{Config, TargetConfig};
-use crate::delivery::classify::{default_class_for_status, ErrorClass, Failure, Verdict};
+use crate::features::delivery::classify::{default_class_for_status, ErrorClass, Failure, Verdict};
 use crate::store::{Job, Store};
 
 /// The header that carries the API token (v1 and v2 accept it).
@@ -1051,8 +1051,8 @@ mod tests {
         );
     }
 
-    fn rule(to: &str) -> crate::targets::mapping::FieldRule {
-        crate::targets::mapping::FieldRule {
+    fn rule(to: &str) -> crate::features::targets::mapping::FieldRule {
+        crate::features::targets::mapping::FieldRule {
             to: to.into(),
             from: Some("x".into()),
             constant: None,

@@ -21,17 +21,17 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::config::TargetKind;
 use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
-use crate::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
-use crate::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
-use crate::delivery::classify::Failure;
-use crate::delivery::classify::{ErrorClass, Verdict};
-use crate::delivery::pacing::{Admit, Pacer};
+use crate::features::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
+use crate::features::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
+use crate::features::delivery::classify::Failure;
+use crate::features::delivery::classify::{ErrorClass, Verdict};
+use crate::features::delivery::pacing::{Admit, Pacer};
+use crate::features::targets::hubspot::HubspotTarget;
+use crate::features::targets::meta_lead::MetaLeadStep;
+use crate::features::targets::pipedrive::PipedriveTarget;
+use crate::features::targets::salesforce::SalesforceTarget;
+use crate::features::targets::{AttemptReport, ConnectionCheck, HttpTarget, RequestPreview};
 use crate::store::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, Store};
-use crate::targets::hubspot::HubspotTarget;
-use crate::targets::meta_lead::MetaLeadStep;
-use crate::targets::pipedrive::PipedriveTarget;
-use crate::targets::salesforce::SalesforceTarget;
-use crate::targets::{AttemptReport, ConnectionCheck, HttpTarget, RequestPreview};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
 #[derive(Debug, Clone, Serialize)]
@@ -184,7 +184,7 @@ impl TargetRuntime {
     pub fn hold(&self, now: DateTime<Utc>) -> Option<Hold> {
         let own = self.hold.lock().expect("hold lock").clone().filter(|h| h.until > now);
         let graph = match &*self.connector() {
-            Connector::MetaLead(m) => crate::graph::held_until(m.base(), now),
+            Connector::MetaLead(m) => crate::features::graph::held_until(m.base(), now),
             Connector::Http(_) => None,
             Connector::Pipedrive(_) => None,
             // An org near its daily API limit: one request per pacing interval (targets::salesforce::Pacing).
@@ -250,7 +250,7 @@ impl TargetRuntime {
                 h.deliver_batch(std::slice::from_ref(job), now).await.pop().flatten().unwrap_or_else(|| {
                     // Cannot happen (a lone lead has no duplicate in its batch); never claim it was delivered.
                     let mut r = AttemptReport::new(now);
-                    r.verdict = Verdict::Failed(crate::delivery::classify::Failure {
+                    r.verdict = Verdict::Failed(crate::features::delivery::classify::Failure {
                         class: ErrorClass::Transient,
                         reason: "not sent; retried".into(),
                         field: None,
@@ -265,7 +265,7 @@ impl TargetRuntime {
     /// batch upsert); `None`: one lead per request.
     pub fn batch_capacity(&self) -> Option<usize> {
         match &*self.connector() {
-            Connector::Hubspot(_) => Some(crate::targets::hubspot::MAX_BATCH),
+            Connector::Hubspot(_) => Some(crate::features::targets::hubspot::MAX_BATCH),
             _ => None,
         }
     }
@@ -934,7 +934,7 @@ async fn decide(
                     tracing::warn!(
                         delivery_id = job.id,
                         class = %failure.class,
-                        reason = %crate::privacy::mask_text(&reason),
+                        reason = %crate::model::privacy::mask_text(&reason),
                         "dead-lettered"
                     );
                     let _ = handle.events.send(WorkerEvent::DeadLettered {

@@ -10,8 +10,8 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::delivery::backoff::parse_retry_after;
-use crate::delivery::classify::{truncate_chars, ErrorClass, Failure, Verdict};
+use crate::features::delivery::backoff::parse_retry_after;
+use crate::features::delivery::classify::{truncate_chars, ErrorClass, Failure, Verdict};
 
 /// Longest CRM message quoted in a reason, in characters.
 pub const MESSAGE_CHARS: usize = 300;
@@ -141,7 +141,7 @@ pub fn header_u64<H: HeaderLookup + ?Sized>(headers: &H, name: &str) -> Option<u
 ///   "Property values were not valid: [...]");
 /// - phone-like runs: digits with spaces, dashes, dots, slashes or brackets between them, 5 digits or more in all
 ///   (`+49 151 1234 5678` is four short tokens, which a token-wise mask would keep);
-/// - then [`crate::dlq::cause_of`]: quoted values, e-mail addresses, tokens with 5+ digits, long ids.
+/// - then [`crate::features::dlq::cause_of`]: quoted values, e-mail addresses, tokens with 5+ digits, long ids.
 ///
 /// Names in free text cannot be recognised; the adapters therefore write their own words for the errors known to
 /// echo a value (Salesforce `STRING_TOO_LONG`, ...) instead of quoting the CRM.
@@ -151,7 +151,7 @@ pub fn mask(text: &str) -> String {
         Some(i) => format!("{} …", text[..i].trim_end()),
         None => text.to_string(),
     };
-    truncate_chars(crate::dlq::cause_of(&mask_digit_runs(&mask_at_words(&head))).trim(), MESSAGE_CHARS)
+    truncate_chars(crate::features::dlq::cause_of(&mask_digit_runs(&mask_at_words(&head))).trim(), MESSAGE_CHARS)
 }
 
 /// Masks every word holding an `@`: a malformed address (`ada@example`, `bad@@x`) is still someone's address,

@@ -87,7 +87,7 @@ pub fn leads(body: &str) -> Result<MetaNotification, MetaBodyError> {
                 }
             }
             // One lead shape whatever the path: times as RFC 3339 text, like the Graph API's lead object.
-            if let Some(t) = payload.get("created_time").and_then(crate::graph::time_text) {
+            if let Some(t) = payload.get("created_time").and_then(crate::features::graph::time_text) {
                 payload.insert("created_time".into(), Value::String(t));
             }
             out.leads.push(MetaLead { leadgen_id, payload: Value::Object(payload) });

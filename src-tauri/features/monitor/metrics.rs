@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::MetricsConfig;
-use crate::delivery::classify::ErrorClass;
+use crate::features::delivery::classify::ErrorClass;
 use crate::store::{
     from_ms, ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, QueueHealth, Store, METRIC_COUNTERS,
 };

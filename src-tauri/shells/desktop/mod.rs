@@ -1,9 +1,9 @@
-//! The desktop shell (feature `desktop`): a Tauri 2 window over the same [`crate::api`] the HTTP server uses.
+//! The desktop shell (feature `desktop`): a Tauri 2 window over the same [`crate::shells::api`] the HTTP server uses.
 //!
 //! `leadline` with no arguments opens the window; the ingest server, the worker and the monitor run inside
 //! the app on the embedded SQLite database in the app's data folder. Configuration comes from `--config` /
 //! `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with none, the app runs the demo and the
-//! UI says so in a banner. Commands here only adapt [`crate::api`]; replay confirmation is a native dialog
+//! UI says so in a banner. Commands here only adapt [`crate::shells::api`]; replay confirmation is a native dialog
 //! (`tauri-plugin-dialog`), alerts become desktop notifications (`tauri-plugin-notification`).
 
 use std::path::PathBuf;
@@ -15,17 +15,17 @@ use tauri::{Emitter, Manager, RunEvent};
 use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
 use tauri_plugin_notification::NotificationExt;
 
-use crate::api::{
-    self, App, Confirm, DeadLetterList, DeadLetterView, HealthView, ScriptedConfirm, Session, TargetView,
-};
 use crate::config::Config;
 use crate::demo;
-use crate::dlq::DeadLetterFilter;
-use crate::monitor::alerts::Alert;
-use crate::monitor::metrics::MetricSeries;
-use crate::monitor::Notifier;
-use crate::replay::{ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
-use crate::server::{Server, StartOptions};
+use crate::features::dlq::DeadLetterFilter;
+use crate::features::monitor::alerts::Alert;
+use crate::features::monitor::metrics::MetricSeries;
+use crate::features::monitor::Notifier;
+use crate::features::replay::{ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
+use crate::shells::api::{
+    self, App, Confirm, DeadLetterList, DeadLetterView, HealthView, ScriptedConfirm, Session, TargetView,
+};
+use crate::shells::server::{Server, StartOptions};
 
 type CommandResult<T> = Result<T, api::ApiError>;
 
@@ -151,7 +151,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             // SIGTERM / Ctrl-C close the app the same way as its window: through the Exit event below.
             let exit = app.handle().clone();
             tauri::async_runtime::spawn(async move {
-                crate::server::shutdown_signal().await;
+                crate::shells::server::shutdown_signal().await;
                 exit.exit(0);
             });
             Ok(())
@@ -230,12 +230,12 @@ async fn sources(state: S<'_>) -> CommandResult<Vec<api::SourceView>> {
 }
 
 #[tauri::command]
-async fn reconcile_now(state: S<'_>, source: String) -> CommandResult<crate::reconcile::ReconciliationRun> {
+async fn reconcile_now(state: S<'_>, source: String) -> CommandResult<crate::features::reconcile::ReconciliationRun> {
     api::reconcile_now(&state.app, &source).await
 }
 
 #[tauri::command]
-async fn figures(state: S<'_>, range: String) -> CommandResult<crate::figures::DeliveryFigures> {
+async fn figures(state: S<'_>, range: String) -> CommandResult<crate::features::figures::DeliveryFigures> {
     api::figures(&state.app, &range).await
 }
 
@@ -260,7 +260,7 @@ async fn replay(
     state: S<'_>,
     selection: ReplaySelection,
     reason: String,
-    options: Option<crate::replay::ReplayOptions>,
+    options: Option<crate::features::replay::ReplayOptions>,
 ) -> CommandResult<ReplayReceipt> {
     let options = options.unwrap_or_default();
     api::replay_confirmed(&state.app, &selection, &reason, &options, &state.actor, state.confirm.clone()).await
@@ -276,7 +276,7 @@ async fn replay_report(
     state: S<'_>,
     id: i64,
     outcome: Option<String>,
-) -> CommandResult<Vec<crate::replay::ReplayReportItem>> {
+) -> CommandResult<Vec<crate::features::replay::ReplayReportItem>> {
     api::replay_report(&state.app, id, outcome.as_deref()).await
 }
 
@@ -286,7 +286,10 @@ async fn control_replay(state: S<'_>, id: i64, action: String) -> CommandResult<
 }
 
 #[tauri::command]
-async fn dead_letter_groups(state: S<'_>, filter: DeadLetterFilter) -> CommandResult<Vec<crate::dlq::DeadLetterGroup>> {
+async fn dead_letter_groups(
+    state: S<'_>,
+    filter: DeadLetterFilter,
+) -> CommandResult<Vec<crate::features::dlq::DeadLetterGroup>> {
     api::dead_letter_groups(&state.app, &filter).await
 }
 
@@ -307,7 +310,10 @@ async fn resolve_dead_letters(state: S<'_>, request: api::ResolveRequest) -> Com
 
 /// Applying a field fix is confirmed in a native dialog; a dry run is not.
 #[tauri::command]
-async fn fix_dead_letters(state: S<'_>, request: api::FixRequest) -> CommandResult<crate::replay::fix::FixReport> {
+async fn fix_dead_letters(
+    state: S<'_>,
+    request: api::FixRequest,
+) -> CommandResult<crate::features::replay::fix::FixReport> {
     if !request.dry_run {
         let preview =
             api::fix_dead_letters(&state.app, &api::FixRequest { dry_run: true, ..request.clone() }, &state.actor)
@@ -356,7 +362,11 @@ async fn targets(state: S<'_>) -> CommandResult<Vec<TargetView>> {
 }
 
 #[tauri::command]
-async fn target_preview(state: S<'_>, name: String, lead: String) -> CommandResult<crate::targets::RequestPreview> {
+async fn target_preview(
+    state: S<'_>,
+    name: String,
+    lead: String,
+) -> CommandResult<crate::features::targets::RequestPreview> {
     api::target_preview(&state.app, &name, &lead).await
 }
 
@@ -366,7 +376,7 @@ async fn reload_secrets(state: S<'_>) -> CommandResult<Vec<api::SecretReload>> {
 }
 
 #[tauri::command]
-async fn check_target(state: S<'_>, name: String) -> CommandResult<crate::targets::ConnectionCheck> {
+async fn check_target(state: S<'_>, name: String) -> CommandResult<crate::features::targets::ConnectionCheck> {
     api::check_target(&state.app, &name).await
 }
 

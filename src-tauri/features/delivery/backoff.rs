@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use rand::Rng;
 
 use crate::config::BackoffConfig;
-use crate::delivery::classify::{ErrorClass, Failure};
+use crate::features::delivery::classify::{ErrorClass, Failure};
 pub use crate::model::parse_retry_after;
 
 /// Full jitter: a uniformly random delay in `[0, min(cap, base · 2^attempt)]` milliseconds.

@@ -9,9 +9,9 @@ use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::delivery::worker::Worker;
-use crate::ingest::{self, IngestState};
-use crate::monitor::{LogNotifier, Notifier};
+use crate::features::delivery::worker::Worker;
+use crate::features::ingest::{self, IngestState};
+use crate::features::monitor::{LogNotifier, Notifier};
 use crate::runtime::{App, Clock};
 use crate::store::Store;
 
@@ -80,14 +80,15 @@ impl Server {
             demo: options.demo,
             closing,
         };
-        crate::api::load_pauses(&app).await?;
-        let new_token = crate::api::http::ensure_token(&app.store, app.clock.now()).await?;
-        let monitor = tokio::spawn(crate::monitor::run(app.clone(), options.notifier.clone()));
-        let replays = tokio::spawn(crate::replay::runner::run(app.clone()));
-        let reconciler = tokio::spawn(crate::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
+        crate::shells::api::load_pauses(&app).await?;
+        let new_token = crate::shells::api::http::ensure_token(&app.store, app.clock.now()).await?;
+        let monitor = tokio::spawn(crate::features::monitor::run(app.clone(), options.notifier.clone()));
+        let replays = tokio::spawn(crate::features::replay::runner::run(app.clone()));
+        let reconciler =
+            tokio::spawn(crate::features::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let reloader = tokio::spawn(reload_on_hangup(app.clone()));
-        let router = crate::api::http::protect(
-            ingest::router(ingest_state).merge(crate::api::http::router(app.clone())),
+        let router = crate::shells::api::http::protect(
+            ingest::router(ingest_state).merge(crate::shells::api::http::router(app.clone())),
             &app.config.server,
         );
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)
@@ -139,7 +140,7 @@ async fn reload_on_hangup(app: App) {
         };
         while hangup.recv().await.is_some() {
             // Each target's outcome is logged by reload_secrets itself.
-            if let Err(e) = crate::api::reload_secrets(&app, "SIGHUP").await {
+            if let Err(e) = crate::shells::api::reload_secrets(&app, "SIGHUP").await {
                 tracing::warn!(error = %e, "secrets not reloaded");
             }
         }
@@ -156,7 +157,7 @@ pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
     config.database_url()?;
     ingest::check_sources(config)?;
     for (name, target) in &config.targets {
-        crate::delivery::worker::TargetRuntime::new(name, target, config, Clock::system())?;
+        crate::features::delivery::worker::TargetRuntime::new(name, target, config, Clock::system())?;
     }
     Ok(unsigned_source_warnings(config))
 }
