@@ -9,8 +9,7 @@
 //! database), and a table at the end puts the backends side by side. For PostgreSQL the bench starts its own
 //! throwaway cluster with `.ci/pg-start` (stopped and removed at the end, also on a panic) unless
 //! `LEADLINE_BENCH_PG_URL` names the admin URL of a running one (it must be allowed to `CREATE DATABASE`).
-//! PostgreSQL's bulk fills are slower, so unless a size flag is given its 1,000,000-job sizes are reduced (the
-//! output says so) to keep a `--backend both` run under about ten minutes on two cores.
+//! The bulk fills are one transaction each (PostgreSQL's counts its tallies once, after the rows are in).
 //!
 //! 1. Ingest: concurrent clients (`--clients`, 32) POST signed-off generic webhooks (`--per-client`, 500 each)
 //!    over loopback HTTP to `leadline`'s ingest (worker off); accepted per second, p50 and p99 latency. Every 202
@@ -67,12 +66,8 @@ impl Backend {
 
 /// A size flag: its default, and PostgreSQL's (smaller where its bulk fill would make the run too long) unless
 /// the flag is given.
-fn size(flag: &str, default: usize, postgres_default: usize, backend: Backend) -> usize {
-    match (given(flag), backend) {
-        (Some(n), _) => n,
-        (None, Backend::Sqlite) => default,
-        (None, Backend::Postgres) => postgres_default,
-    }
+fn size(flag: &str, default: usize) -> usize {
+    given(flag).unwrap_or(default)
 }
 
 /// `.ci/pg-start`, which starts and stops a throwaway cluster.
@@ -618,7 +613,7 @@ async fn store_figures(dbs: &Databases, backends: &[Backend], table: &mut Table)
         }
         let jobs = arg("--delivery-jobs", 20_000);
         for &b in backends {
-            let history = size("--history-jobs", 1_000_000, PG_HISTORY_JOBS, b);
+            let history = size("--history-jobs", 1_000_000);
             let url = dbs.fresh(b, "delivery").await;
             let (small, _, _) = bench_delivery(&url, jobs, 1_000).await;
             dbs.discard(&url).await;
@@ -647,24 +642,15 @@ async fn store_figures(dbs: &Databases, backends: &[Backend], table: &mut Table)
     }
     for &b in backends {
         let url = dbs.fresh(b, "health").await;
-        table.put(b, bench_health(&url, size("--health-jobs", 1_000_000, PG_HEALTH_JOBS, b)).await);
+        table.put(b, bench_health(&url, size("--health-jobs", 1_000_000)).await);
         dbs.discard(&url).await;
     }
     for &b in backends {
         let url = dbs.fresh(b, "dead").await;
-        table.put(b, bench_dead_letters(&url, size("--dead-letters", 1_000_000, PG_DEAD_LETTERS, b)).await);
+        table.put(b, bench_dead_letters(&url, size("--dead-letters", 1_000_000)).await);
         dbs.discard(&url).await;
     }
 }
-
-/// PostgreSQL's sizes when no flag is given. A bulk fill is one transaction, and on PostgreSQL the tally
-/// triggers then update the same few tally rows once per inserted step: each update adds a row version the
-/// next one walks past, so the fill grows with the square of its size (on two cores, with other builds running:
-/// 100,000 delivered jobs in 7 minutes, measured with psql; the queue-health mix of 50,000 in 69 s; 100,000 dead
-/// letters in 19 minutes; 1,000,000 would take days).
-const PG_HISTORY_JOBS: usize = 20_000;
-const PG_HEALTH_JOBS: usize = 50_000;
-const PG_DEAD_LETTERS: usize = 20_000;
 
 fn main() {
     let only = |name: &str| std::env::args().any(|a| a == name);
@@ -702,21 +688,6 @@ fn main() {
             (Some(url), None) => format!("at {}", leadline::store::postgres::redact(url)),
         }
     );
-    if pg_admin.is_some() {
-        for (flag, pg) in [
-            ("--history-jobs", PG_HISTORY_JOBS),
-            ("--health-jobs", PG_HEALTH_JOBS),
-            ("--dead-letters", PG_DEAD_LETTERS),
-        ] {
-            if given(flag).is_none() && pg < 1_000_000 {
-                println!(
-                    "PostgreSQL: {flag} reduced from 1,000,000 to {} (its one-transaction bulk fill grows with the square \
-                     of its size; give {flag} to set it)",
-                    thousands(pg)
-                );
-            }
-        }
-    }
     rt.block_on(async {
         if store_figures_run {
             let dbs = Databases { files: tempfile::tempdir().unwrap(), pg_admin, seq: AtomicUsize::new(0) };
