@@ -219,6 +219,18 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_ratio_below_the_threshold_keeps_it_closed() {
+        let c = BreakerConfig { consecutive_failures: 100, ..cfg() };
+        for failures in 1..5 {
+            let mut b = Breaker::default();
+            for i in 0..20 {
+                let h = if i % 10 < failures { Health::Unhealthy } else { Health::Healthy };
+                assert!(b.record(h, t(i), &c).is_none(), "{failures} of 10 failed: stays closed");
+            }
+        }
+    }
+
+    #[test]
     fn half_open_admits_one_probe_then_closes_or_reopens() {
         let c = cfg();
         let mut b = Breaker::default();
