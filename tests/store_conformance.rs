@@ -357,6 +357,57 @@ async fn bench_fill_keeps_counts_exact(store: Store) {
     assert_eq!(real(&store).await, kept(&store).await);
 }
 
+/// The desk's other reads and writes answer alike on both backends: an alert's life (raised, raised again,
+/// acknowledged, resolved, raised anew), a target's pause, the figures' delivered steps and dead letters per
+/// route, and a breaker's history.
+async fn the_desks_reads_answer_alike(store: Store) {
+    use leadline::model::{AlertKind, BreakerState, Severity, Transition};
+    use leadline::store::AlertSpec;
+    let spec = |title: &str| AlertSpec {
+        kind: AlertKind::BreakerOpen,
+        key: "crm".into(),
+        severity: Severity::Critical,
+        title: title.into(),
+        detail: "503 from the CRM".into(),
+    };
+    let first = store.raise_alert(&spec("crm is down"), at(1)).await.unwrap();
+    let again = store.raise_alert(&spec("crm is still down"), at(2)).await.unwrap();
+    assert_eq!((again.id, again.occurrences, again.opened_at), (first.id, 2, at(1)), "one alert per incident");
+    let acked = store.acknowledge_alert(first.id, "ops", at(3)).await.unwrap().unwrap();
+    assert_eq!((acked.acknowledged_by.as_deref(), acked.acknowledged_at), (Some("ops"), Some(at(3))));
+    assert!(store.resolve_alert(AlertKind::BreakerOpen, "crm", "closed again", at(4)).await.unwrap());
+    assert!(!store.resolve_alert(AlertKind::BreakerOpen, "crm", "closed again", at(5)).await.unwrap());
+    let next = store.raise_alert(&spec("crm is down"), at(6)).await.unwrap();
+    assert_ne!(next.id, first.id, "a new incident is a new alert");
+    let listed = store.alerts(10).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(store.unresolved_alerts().await.unwrap().iter().map(|a| a.id).collect::<Vec<_>>(), [next.id]);
+
+    store.pause_target("crm", "ops", at(7)).await.unwrap();
+    let pauses = store.target_pauses().await.unwrap();
+    assert_eq!((pauses[0].target.as_str(), pauses[0].paused_by.as_str(), pauses[0].paused_at), ("crm", "ops", at(7)));
+    store.resume_target("crm").await.unwrap();
+    assert!(store.target_pauses().await.unwrap().is_empty());
+
+    insert(&store, 3, "f", &["crm"]).await;
+    let jobs = claim(&store, "crm", 3, at(10)).await;
+    store.complete(&[finished(&jobs[0], delivered("c-1"), at(11))]).await.unwrap();
+    store.complete(&[finished(&jobs[1], dead(ErrorClass::PermanentData), at(12))]).await.unwrap();
+    let steps = store.delivered_steps(at(0), at(100)).await.unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!((steps[0].source.as_str(), steps[0].target.as_str(), steps[0].delivered_at), ("webform", "crm", at(11)));
+    let dead_routes = store.dead_letters_by_route(at(0), at(100)).await.unwrap();
+    assert_eq!((dead_routes[0].target.as_str(), dead_routes[0].dead_letters), ("crm", 1));
+
+    let open =
+        Transition { from: BreakerState::Closed, to: BreakerState::Open, at: at(20), reason: "5 failures".into() };
+    store.record_breaker_transition("crm", &open).await.unwrap();
+    let history = store.breaker_history("crm", at(30), at(40)).await.unwrap();
+    assert_eq!(history.state_at_start.as_deref(), Some("open"));
+    assert!(history.transitions.is_empty());
+    assert_eq!(store.breaker_history("crm", at(0), at(40)).await.unwrap().transitions.len(), 1);
+}
+
 /// After a mixed workload (deliveries, retries, dead letters of every class, releases, stale completions,
 /// rescues, multi-step routes), the counts kept by the triggers equal the real counts.
 async fn kept_counts_equal_real_counts(store: Store) {
@@ -616,6 +667,7 @@ conformance! {
     a_changed_lead_is_a_new_revision,
     kept_counts_equal_real_counts,
     bench_fill_keeps_counts_exact,
+    the_desks_reads_answer_alike,
     crm_link_first_wins,
     make_due_brings_jobs_forward,
     replay_refuses_a_changed_selection,
