@@ -52,6 +52,11 @@ async fn start() -> Setup {
 
 /// A server whose every decision takes its time from `clock` (a manual clock the test sets and advances).
 async fn start_with_clock(clock: Option<Clock>) -> Setup {
+    start_tweaked(clock, |text| text).await
+}
+
+/// As [`start_with_clock`], with the config text changed by `tweak` first.
+async fn start_tweaked(clock: Option<Clock>, tweak: impl Fn(String) -> String) -> Setup {
     let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &common::idempotent_crm(crm_addr));
@@ -72,7 +77,7 @@ notify = "immediate"
 renotify_minutes = 30
 "#
     ));
-    let config = common::parse_config(&text);
+    let config = common::parse_config(&tweak(text));
     let notes = Arc::new(Recording::default());
     let server =
         Server::start_with(config, StartOptions { demo: false, notifier: notes.clone(), clock }).await.unwrap();
@@ -402,5 +407,69 @@ async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
     let old_minutes = minutes.iter().filter(|p| p.0 < later - chrono::Duration::hours(48)).count();
     assert_eq!(old_minutes, 0);
     assert!(sum(3600).await >= 16.0, "hourly roll-ups are kept");
+    setup.server.shutdown().await.unwrap();
+}
+
+/// A CRM that goes down opens its breaker, and that reaches a person at once (`breaker_open`, critical); leads
+/// left waiting longer than `oldest_pending_alert_seconds` (15 min) raise `oldest_pending`, aged from when they
+/// were received. When the CRM answers again the probe closes the breaker, the leads go, and both alerts resolve
+/// by themselves. Time is the manual clock's: the breaker's cooldown (an hour here) and the leads' age move only
+/// when the test says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_open_and_oldest_pending_alerts_follow_the_target_and_the_queue() {
+    let clock = Clock::manual(t0());
+    let setup = start_tweaked(Some(clock.clone()), |text| {
+        text.replace("cooldown_ms = 300", "cooldown_ms = 3600000")
+            .replace("budget_seconds = 600", "budget_seconds = 86400")
+    })
+    .await;
+    let app = &setup.server.app;
+    setup.crm.set_behaviour(leadline::demo::mock_crm::Behaviour { fail_with: Some(503), ..Default::default() });
+    let post =
+        |id: String| setup.http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&json!({"id": id}));
+    for i in 0..6 {
+        assert_eq!(post(format!("b-{i}")).send().await.unwrap().status(), 202);
+    }
+    // Retries are due a fraction of a second later: each look moves the clock on by one second, far from the
+    // hour-long cooldown.
+    common::wait_for("the breaker alert", Duration::from_secs(10), async || {
+        if alert(&setup, "breaker_open", "crm").await.is_some() {
+            return true;
+        }
+        clock.advance(chrono::Duration::seconds(1));
+        false
+    })
+    .await;
+    let down = alert(&setup, "breaker_open", "crm").await.unwrap();
+    assert_eq!((down.state.as_str(), down.severity.as_str()), ("open", "critical"));
+    assert_eq!(down.title, "crm looks down: Leadline paused sending to it");
+    assert!(setup.notes.titles().contains(&down.title), "announced at once: {:?}", setup.notes.titles());
+    assert!(alert(&setup, "oldest_pending", "*").await.is_none(), "nothing has waited 15 min yet");
+
+    // Sixteen minutes on, the leads still wait behind the open breaker.
+    clock.advance(chrono::Duration::minutes(16));
+    let queue = api::health(app).await.unwrap().queue;
+    monitor::check_queue(app, setup.notes.as_ref(), &queue, clock.now()).await;
+    let waiting = alert(&setup, "oldest_pending", "*").await.expect("the oldest-pending alert");
+    assert_eq!(waiting.state.as_str(), "open");
+    assert!(waiting.title.starts_with("A lead has been waiting 16 min"), "{}", waiting.title);
+    assert!(waiting.detail.contains("(to crm)"), "{}", waiting.detail);
+
+    // The CRM is back; an hour later the cooldown is over, the probe succeeds, the leads go.
+    setup.crm.set_behaviour(leadline::demo::mock_crm::Behaviour::default());
+    clock.advance(chrono::Duration::hours(1));
+    common::wait_for("every lead delivered", Duration::from_secs(15), async || {
+        api::health(app).await.unwrap().queue.overall.delivered == 6
+    })
+    .await;
+    common::wait_for("the breaker alert resolved", Duration::from_secs(10), async || {
+        alert(&setup, "breaker_open", "crm").await.is_some_and(|a| a.resolved_at.is_some())
+    })
+    .await;
+    let queue = api::health(app).await.unwrap().queue;
+    monitor::check_queue(app, setup.notes.as_ref(), &queue, clock.now()).await;
+    let caught_up = alert(&setup, "oldest_pending", "*").await.unwrap();
+    assert_eq!(caught_up.resolution_note.as_deref(), Some("the queue caught up"));
+    assert_eq!(setup.crm.stats().duplicated_external_ids, 0);
     setup.server.shutdown().await.unwrap();
 }

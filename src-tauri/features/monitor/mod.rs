@@ -329,7 +329,9 @@ async fn next_event(events: &mut Option<tokio::sync::broadcast::Receiver<WorkerE
     }
 }
 
-async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::QueueHealth, now: DateTime<Utc>) {
+/// Raises or resolves the `oldest_pending` alert, and resolves `new_cause` alerts whose target has no such dead
+/// letter open any more, from the queue's health at `now`. The monitor runs it every few seconds.
+pub async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::store::QueueHealth, now: DateTime<Utc>) {
     let limit = app.config.monitor.oldest_pending_alert_seconds as f64;
     match queue.overall.oldest_pending_age_seconds {
         Some(age) if age > limit => {
