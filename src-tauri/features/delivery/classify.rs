@@ -126,6 +126,13 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_message_is_passed_over_for_the_next_place_crms_put_one() {
+        let json = serde_json::json!({"message": "", "error": {"message": "phone is invalid"}, "field": ""});
+        assert_eq!(crm_message(&json, None).as_deref(), Some("phone is invalid"));
+        assert_eq!(crm_field(&json, None), None);
+    }
     use std::collections::BTreeMap;
     use ErrorClass::*;
 

@@ -42,6 +42,13 @@ strategy = "upsert"
     }
 
     #[test]
+    fn a_limit_beyond_any_duration_never_runs_the_fallback() {
+        let mut config = sms();
+        config.max_lead_age_minutes = Some(u64::MAX);
+        assert_eq!(fallback_for(&config, at(0, 0) - chrono::Duration::days(3650), at(12, 0)), None);
+    }
+
+    #[test]
     fn a_lead_is_as_old_as_its_creation_when_it_says_so() {
         assert_eq!(lead_time(at(12, 0), &json!({"id": "1"})), at(12, 0));
         assert_eq!(lead_time(at(12, 0), &json!({"created_time": "2026-11-30T10:00:00Z"})), at(10, 0));
