@@ -416,7 +416,9 @@ pub async fn purge_resolved(store: &Store, days: u64, now: DateTime<Utc>) -> any
 }
 
 /// Purges the data of leads delivered everywhere more than `days` ago (`privacy.delivered_payload_retention_days`),
-/// in batches of 10,000 until none is left. Returns how many leads were purged.
+/// in batches of 10,000 until none is left, pausing between batches as long as each took, so that delivery, which
+/// shares the one writer, keeps going while a large backlog is caught up (the first run after an upgrade, say). Returns how many
+/// leads were purged.
 pub async fn purge_delivered(store: &Store, days: u64, now: DateTime<Utc>) -> anyhow::Result<u64> {
     if days == 0 {
         return Ok(0);
@@ -424,11 +426,14 @@ pub async fn purge_delivered(store: &Store, days: u64, now: DateTime<Utc>) -> an
     let cutoff = now - chrono::Duration::days(days as i64);
     let mut total = 0;
     loop {
+        let started = std::time::Instant::now();
         let n = store.purge_delivered_leads(cutoff, now).await?;
         total += n;
         if n < 10_000 {
             break;
         }
+        // As long again as the batch took (at least 0.1 s): the purge holds the writer at most half the time.
+        tokio::time::sleep(started.elapsed().max(std::time::Duration::from_millis(100))).await;
     }
     if total > 0 {
         tracing::info!(
