@@ -10,20 +10,20 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 
 /// A connection of this backend, as a transaction lends it to the statements inside it.
-pub type Conn = sqlx::PgConnection;
+pub(crate) type Conn = sqlx::PgConnection;
 
 /// The advisory lock key write transactions take turns on (any fixed number; "LEAD" in ASCII).
 const WRITERS_LOCK: i64 = 0x4C45_4144;
 
 /// The PostgreSQL database as the store's operations see it.
-pub struct Db {
+pub(crate) struct Db {
     pool: PgPool,
 }
 
 impl Db {
     /// Connects to `url` (`postgres://user@host:port/db`) and applies pending migrations. Several processes
     /// may start at once: sqlx's migrator takes an advisory lock, so only one applies them.
-    pub async fn open(url: &str) -> anyhow::Result<Db> {
+    pub(crate) async fn open(url: &str) -> anyhow::Result<Db> {
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(30))
@@ -43,7 +43,7 @@ impl Db {
     /// The `BEGIN` runs in a task of its own, as on SQLite: a caller dropped half-way (a task aborted at shutdown,
     /// a request whose client went away) cannot leave a connection inside a transaction the client side does not
     /// know about.
-    pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+    pub(crate) async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         let pool = self.pool.clone();
         tokio::spawn(async move {
             let mut tx = pool.begin().await.context("cannot start a transaction")?;
@@ -58,15 +58,15 @@ impl Db {
         .context("the task starting a transaction failed")?
     }
 
-    pub fn writer(&self) -> &PgPool {
+    pub(crate) fn writer(&self) -> &PgPool {
         &self.pool
     }
 
-    pub fn reader(&self) -> &PgPool {
+    pub(crate) fn reader(&self) -> &PgPool {
         &self.pool
     }
 
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.pool.close().await;
     }
 }

@@ -16,10 +16,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 
 /// A connection of this backend, as a transaction lends it to the statements inside it.
-pub type Conn = sqlx::SqliteConnection;
+pub(crate) type Conn = sqlx::SqliteConnection;
 
 /// The SQLite database as the store's operations see it.
-pub struct Db {
+pub(crate) struct Db {
     write: SqlitePool,
     read: SqlitePool,
 }
@@ -27,7 +27,7 @@ pub struct Db {
 impl Db {
     /// Opens (creating if needed) the database at `url` (`sqlite://path`, or a bare path) and applies pending
     /// migrations.
-    pub async fn open(url: &str) -> anyhow::Result<Db> {
+    pub(crate) async fn open(url: &str) -> anyhow::Result<Db> {
         let url = if url.starts_with("sqlite:") { url.to_string() } else { format!("sqlite://{url}") };
         let options = SqliteConnectOptions::from_str(&url)
             .with_context(|| format!("invalid database URL {url}"))?
@@ -71,7 +71,7 @@ impl Db {
     /// went away) would leave the one write connection "in a transaction" that nobody owns, and every later write
     /// would fail ("begin_with at non-zero transaction depth"). Spawned, the `BEGIN` always completes and a
     /// transaction nobody awaits any more is dropped, which rolls it back.
-    pub async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+    pub(crate) async fn begin_write(&self) -> anyhow::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
         let pool = self.write.clone();
         tokio::spawn(async move { pool.begin_with("BEGIN IMMEDIATE").await })
             .await
@@ -80,16 +80,16 @@ impl Db {
     }
 
     /// For single-statement writes.
-    pub fn writer(&self) -> &SqlitePool {
+    pub(crate) fn writer(&self) -> &SqlitePool {
         &self.write
     }
 
     /// For reads: a pool of read-only connections beside the writer.
-    pub fn reader(&self) -> &SqlitePool {
+    pub(crate) fn reader(&self) -> &SqlitePool {
         &self.read
     }
 
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.write.close().await;
         self.read.close().await;
     }
