@@ -1,4 +1,4 @@
-//! Queue health from the trigger-maintained `delivery_tally` and the `delivery_oldest` index:
+//! Queue health from the trigger-maintained `delivery_tally` and the `delivery_oldest_lead` index:
 //! a handful of index lookups, whatever the number of stored jobs.
 
 use std::collections::BTreeMap;
@@ -106,10 +106,11 @@ backends! {
             for h in per_target.values_mut() {
                 if h.pending + h.running > 0 {
                     // The age of the oldest undelivered lead, from when Leadline received it: a retry, a replay or the
-                    // previous step's delivery does not make a lead young again.
+                    // previous step's delivery does not make a lead young again. A step's created_at is its lead's
+                    // reception, so one seek of `delivery_oldest_lead` answers (a join with the leads would read
+                    // every unfinished step: 40 ms at 10,000 of them).
                     let (oldest,): (Option<i64>,) = sqlx::query_as(
-                        "SELECT MIN(e.received_at) FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-                          WHERE d.state IN ('pending', 'running') AND d.target = $1",
+                        "SELECT MIN(created_at) FROM delivery WHERE state IN ('pending', 'running') AND target = $1",
                     )
                     .bind(&h.target)
                     .fetch_one(db.reader())
