@@ -290,11 +290,18 @@ backends! {
             .execute(&mut *tx)
             .await
             .context("cannot count the filled dead letters")?;
+            // Fresh statistics, as autovacuum would gather on a database that grew over months: without them
+            // the planner guesses about a million rows it has never seen.
             for statement in [
                 "ALTER TABLE delivery ENABLE TRIGGER delivery_tally_insert",
                 "ALTER TABLE delivery ENABLE TRIGGER dead_letter_tally_insert",
+                "ANALYZE inbound_event",
+                "ANALYZE delivery",
+                "ANALYZE attempt",
+                "ANALYZE delivery_tally",
+                "ANALYZE dead_letter_tally",
             ] {
-                sqlx::query(statement).execute(&mut *tx).await.context("cannot resume the tally triggers")?;
+                sqlx::query(statement).execute(&mut *tx).await.context("cannot resume the tally triggers or analyze")?;
             }
             tx.commit().await.context("cannot commit the fill")?;
             Ok(())
