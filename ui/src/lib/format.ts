@@ -52,9 +52,6 @@ export function countLevel(n: number): Level {
 
 export type { ErrorClass };
 
-/** Every class, in the order the UI shows them (most urgent first). */
-export const CLASSES: ErrorClass[] = ['permanent_config', 'permanent_data', 'ambiguous', 'transient', 'rate_limited'];
-
 /** Words a sales-ops person uses for each error class, and what to do about it. */
 export const CLASS_INFO: Record<ErrorClass, { label: string; help: string }> = {
   permanent_config: {
@@ -78,6 +75,10 @@ export const CLASS_INFO: Record<ErrorClass, { label: string; help: string }> = {
     help: 'The CRM kept asking to slow down until the time budget ran out. Check your CRM plan’s API limits.',
   },
 };
+
+/** Every class, in the order the UI shows them (most urgent first): `CLASS_INFO`'s, which the generated
+ * `ErrorClass` type makes exhaustive (a class added in Rust fails the type check until it is described). */
+export const CLASSES = Object.keys(CLASS_INFO) as ErrorClass[];
 
 export function classLabel(c: string): string {
   return (CLASS_INFO as Record<string, { label: string }>)[c]?.label ?? c;
