@@ -96,7 +96,7 @@ impl Default for ServerConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseConfig {
     /// `sqlite:///absolute/path.db` or a plain file path (SQLite, the embedded default), or
-    /// `postgres://user:password@host:port/database` (PostgreSQL, for a team sharing one database; sqlx's URL
+    /// `postgres://user:password@host:port/database` (PostgreSQL, for a team sharing one database; the driver's URL
     /// options apply, e.g. `?host=/run/postgresql` for a Unix socket, `?sslmode=require`). Default:
     /// `leadline.db` in the platform data folder.
     pub url: Option<String>,

@@ -127,6 +127,22 @@ pub struct Completion {
 
 type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64, i64);
 
+impl Completion {
+    /// What `job` came to: `outcome`, with the attempt made for it (if one was), written at `now`.
+    pub fn of(job: &Job, outcome: JobOutcome, attempt: Option<AttemptRecord>, now: DateTime<Utc>) -> Completion {
+        Completion {
+            job_id: job.id,
+            event_id: job.event_id,
+            step_index: job.step_index,
+            lease_token: job.lease_token,
+            trigger: job.trigger.clone(),
+            outcome,
+            attempt,
+            now,
+        }
+    }
+}
+
 /// A claim to make: up to `limit` due jobs of `target`, oldest due first, leased to `owner` until `lease_until`.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest {

@@ -683,16 +683,7 @@ fn divert_too_old(jobs: Vec<Job>, config: &TargetConfig, now: DateTime<Utc>) -> 
 }
 
 fn release(job: &Job, now: DateTime<Utc>) -> Completion {
-    Completion {
-        job_id: job.id,
-        event_id: job.event_id,
-        step_index: job.step_index,
-        lease_token: job.lease_token,
-        trigger: job.trigger.clone(),
-        outcome: JobOutcome::Released { at: now },
-        attempt: None,
-        now,
-    }
+    Completion::of(job, JobOutcome::Released { at: now }, None, now)
 }
 
 async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t: Transition) {
@@ -828,14 +819,10 @@ async fn decide(
             credential: credential.clone(),
             reason: f.reason.clone(),
         });
-        return Completion {
-            job_id: job.id,
-            event_id: job.event_id,
-            step_index: job.step_index,
-            lease_token: job.lease_token,
-            trigger: job.trigger.clone(),
-            outcome: JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
-            attempt: Some(AttemptRecord {
+        return Completion::of(
+            job,
+            JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
+            Some(AttemptRecord {
                 started_at: report.started_at,
                 duration_ms: report.duration_ms,
                 http_status: report.http_status,
@@ -844,7 +831,7 @@ async fn decide(
                 response_excerpt: report.excerpt,
             }),
             now,
-        };
+        );
     }
     if report.verdict == Verdict::Delivered {
         if let Some(credential) = target.refused_credential.lock().expect("credential lock").take() {
@@ -861,14 +848,10 @@ async fn decide(
     if let (true, Some(until), Verdict::Failed(f)) = (report.quota_wait, report.retry_after, &report.verdict) {
         // A used-up quota (HubSpot's daily limit) is not the lead's failure: it waits for the reset, the target
         // is held until then (above), and neither an attempt nor the time budget is used.
-        return Completion {
-            job_id: job.id,
-            event_id: job.event_id,
-            step_index: job.step_index,
-            lease_token: job.lease_token,
-            trigger: job.trigger.clone(),
-            outcome: JobOutcome::Retry { at: until, counts: false, in_doubt: job.in_doubt },
-            attempt: Some(AttemptRecord {
+        return Completion::of(
+            job,
+            JobOutcome::Retry { at: until, counts: false, in_doubt: job.in_doubt },
+            Some(AttemptRecord {
                 started_at: report.started_at,
                 duration_ms: report.duration_ms,
                 http_status: report.http_status,
@@ -877,7 +860,7 @@ async fn decide(
                 response_excerpt: report.excerpt,
             }),
             now,
-        };
+        );
     }
 
     let (outcome, class, reason) = match &report.verdict {
@@ -957,14 +940,10 @@ async fn decide(
             }
         }
     };
-    Completion {
-        job_id: job.id,
-        event_id: job.event_id,
-        step_index: job.step_index,
-        lease_token: job.lease_token,
-        trigger: job.trigger.clone(),
+    Completion::of(
+        job,
         outcome,
-        attempt: Some(AttemptRecord {
+        Some(AttemptRecord {
             started_at: report.started_at,
             duration_ms: report.duration_ms,
             http_status: report.http_status,
@@ -973,7 +952,7 @@ async fn decide(
             response_excerpt: report.excerpt,
         }),
         now,
-    }
+    )
 }
 
 /// A claim for the writer, and where its jobs go once committed.
