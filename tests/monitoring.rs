@@ -410,6 +410,141 @@ async fn metric_history_rolls_minutes_up_to_hours_and_prunes_by_retention() {
     setup.server.shutdown().await.unwrap();
 }
 
+/// Speed to CRM per source and chart bucket: 10 leads of `plain` delivered in one minute at known speeds, 10 more
+/// in another minute of the same hour, 4 of `webform`, 5 of `plain` two hours earlier, one in the current minute.
+/// The 1 h chart has each minute's median and 90th percentile; the 7 d chart's hour has the percentiles of all its
+/// raw speeds (not the mean nor the highest of its minutes' medians); the last-hour summary takes the 60
+/// complete minutes before the current one, whatever the range. Reported speeds come from a histogram: within its
+/// stated resolution, 2^(1/8) (±9 %).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speed_to_crm_series_has_honest_percentiles_per_source_and_bucket() {
+    use leadline::figures::percentile;
+    use leadline::monitor::metrics::{self, Range, Recorder};
+    use leadline::store::{AttemptRecord, Completion, JobOutcome, Store};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&common::database_url(&dir.path().join("speed.db"))).await.unwrap();
+    let t = |s: &str| -> DateTime<Utc> { format!("2026-03-02T{s}Z").parse().unwrap() };
+    let now = t("10:00:30");
+    // (source, received, speed in seconds). Steps go to `offline`, a target no worker serves: the test delivers.
+    let mut leads: Vec<(&str, DateTime<Utc>, i64)> = Vec::new();
+    let minute_a = t("09:50:00");
+    let minute_b = t("09:20:00");
+    let two_hours_earlier = t("07:00:00");
+    leads.extend([1, 2, 3, 4, 5, 6, 7, 8, 9, 30].map(|s| ("plain", minute_a, s)));
+    leads.extend((10..20).map(|i| ("plain", minute_b, i * 10))); // 100 … 190 s: delivered 09:21:40 … 09:23:10
+    leads.extend([20; 4].map(|s| ("webform", minute_a, s)));
+    leads.extend([60, 120, 180, 240, 300].map(|s| ("plain", two_hours_earlier, s)));
+    leads.push(("plain", t("10:00:00"), 10)); // the current minute: still being counted
+    for (i, (source, received, speed)) in leads.iter().enumerate() {
+        let lead = NewEvent {
+            source: source.to_string(),
+            source_ref: format!("speed-{i}"),
+            payload: json!({"id": i}),
+            route: vec!["offline".into()],
+            received_at: *received,
+            via: Default::default(),
+            lead_at: None,
+            on_change: Default::default(),
+        };
+        store.insert_events(&[lead]).await.unwrap();
+        let delivered_at = *received + chrono::Duration::seconds(*speed);
+        let jobs =
+            store.claim("offline", 1, "test", *received, delivered_at + chrono::Duration::minutes(1)).await.unwrap();
+        assert_eq!(jobs.len(), 1);
+        let outcome = JobOutcome::Delivered { result: json!({"crm_id": i}), link: None, payload: None };
+        let attempt = AttemptRecord {
+            started_at: delivered_at,
+            duration_ms: 10,
+            http_status: Some(200),
+            class: None,
+            reason: "ok".into(),
+            response_excerpt: None,
+        };
+        store.complete(&[Completion::of(&jobs[0], outcome, Some(attempt), delivered_at)]).await.unwrap();
+    }
+    let health = store.queue_health(now, &[]).await.unwrap();
+    let config = leadline::config::MetricsConfig::default();
+    metrics::record(&store, &mut Recorder::with_fetch_targets([]), &health, &config, now).await.unwrap();
+
+    // Within the histogram's resolution of the raw value.
+    let close = |reported: Option<f64>, raw: f64| {
+        let r = reported.unwrap_or_else(|| panic!("no value where {raw} s was expected"));
+        assert!(r / raw <= 2f64.powf(0.125) + 1e-9 && r / raw >= 2f64.powf(-0.125) - 1e-9, "{r} s for {raw} s");
+    };
+    let raw_percentile = |mut v: Vec<f64>, p: f64| {
+        v.sort_by(f64::total_cmp);
+        percentile(&v, p).unwrap()
+    };
+
+    // The last hour, in minutes.
+    let hour = metrics::series(&store, Range::Hour, now).await.unwrap();
+    let at = |s: &metrics::MetricSeries, when: DateTime<Utc>| s.at.iter().position(|a| *a == when.timestamp()).unwrap();
+    let (p50, p90) = (&hour.speed_p50_by_source, &hour.speed_p90_by_source);
+    let a = at(&hour, minute_a);
+    close(p50["plain"][a], 5.0);
+    close(p90["plain"][a], 9.0);
+    close(p50["webform"][a], 20.0);
+    close(p90["webform"][a], 20.0);
+    // Minute B's leads were delivered over three minutes: each minute has the speeds delivered in it.
+    close(p50["plain"][at(&hour, t("09:21:00"))], 100.0);
+    close(p90["plain"][at(&hour, t("09:22:00"))], 170.0);
+    assert_eq!(p50["webform"].iter().filter(|v| v.is_some()).count(), 1, "nothing delivered elsewhere is null");
+    assert_eq!(p50["plain"][at(&hour, t("09:30:00"))], None);
+    // The current minute has its value, but lies past `complete_until`: the chart does not draw it as final.
+    let current = at(&hour, t("10:00:00"));
+    close(p50["plain"][current], 10.0);
+    assert_eq!(hour.complete_until, t("10:00:00").timestamp());
+    // The last complete hour, all sources together: 24 leads, the one of the current minute left out.
+    let last_hour: Vec<f64> = leads
+        .iter()
+        .filter(|(_, received, speed)| {
+            let delivered = *received + chrono::Duration::seconds(*speed);
+            delivered >= t("09:00:00") && delivered < t("10:00:00")
+        })
+        .map(|l| l.2 as f64)
+        .collect();
+    assert_eq!(last_hour.len(), 24);
+    assert_eq!(hour.speed_last_hour_delivered, 24.0);
+    close(hour.speed_last_hour_p50, raw_percentile(last_hour.clone(), 50.0));
+    close(hour.speed_last_hour_p90, raw_percentile(last_hour, 90.0));
+
+    // Seven days, in hours, read from the hourly roll-ups: the 09:00 hour holds minutes A and B.
+    let week = metrics::series(&store, Range::Week, now).await.unwrap();
+    let nine = at(&week, t("09:00:00"));
+    let plain_nine: Vec<f64> = leads
+        .iter()
+        .filter(|(source, received, _)| *source == "plain" && (*received == minute_a || *received == minute_b))
+        .map(|l| l.2 as f64)
+        .collect();
+    assert_eq!(plain_nine.len(), 20);
+    let (median, slow) = (raw_percentile(plain_nine.clone(), 50.0), raw_percentile(plain_nine, 90.0));
+    assert_eq!((median, slow), (30.0, 170.0));
+    close(week.speed_p50_by_source["plain"][nine], median);
+    close(week.speed_p90_by_source["plain"][nine], slow);
+    // Not a summary of the minutes' medians: their mean or highest is far from the hour's true median.
+    let minute_medians: Vec<f64> = p50["plain"][..current].iter().flatten().copied().collect();
+    assert!(minute_medians.iter().all(|m| (m / median - 1.0).abs() > 0.5), "{minute_medians:?}");
+    let seven = at(&week, two_hours_earlier);
+    close(week.speed_p50_by_source["plain"][seven], 180.0);
+    close(week.speed_p90_by_source["plain"][seven], 300.0);
+    close(week.speed_p50_by_source["webform"][nine], 20.0);
+    assert_eq!(week.speed_p50_by_source["webform"][seven], None);
+    // The 24 h chart's 15-minute buckets agree: 09:45–10:00 holds minute A only.
+    let day = metrics::series(&store, Range::Day, now).await.unwrap();
+    close(day.speed_p50_by_source["plain"][at(&day, t("09:45:00"))], 5.0);
+    // The last-hour sentence reads the same 60 minutes whatever the range.
+    for other in [&day, &week] {
+        let last = (other.speed_last_hour_delivered, other.speed_last_hour_p50, other.speed_last_hour_p90);
+        assert_eq!(last, (24.0, hour.speed_last_hour_p50, hour.speed_last_hour_p90));
+    }
+    // Seven minutes on, the 24 h chart's current bucket (10:00–10:15) is still being counted, but the last hour
+    // (09:07–10:07) is complete and takes in the lead of 10:00 too.
+    let later = metrics::series(&store, Range::Day, t("10:07:30")).await.unwrap();
+    assert_eq!(later.complete_until, t("10:00:00").timestamp());
+    assert_eq!(later.speed_last_hour_delivered, 25.0);
+}
+
 /// A CRM that goes down opens its breaker, and that reaches a person at once (`breaker_open`, critical); leads
 /// left waiting longer than `oldest_pending_alert_seconds` (15 min) raise `oldest_pending`, aged from when they
 /// were received. When the CRM answers again the probe closes the breaker, the leads go, and both alerts resolve

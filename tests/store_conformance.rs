@@ -597,7 +597,13 @@ async fn purge_keeps_statistics(store: Store) {
 async fn metrics_roll_up_and_retention(store: Store) {
     insert(&store, 3, "m", &["crm"]).await;
     let gauge = |value| GaugeReading { metric: "pending", key: "crm".into(), value, keep_highest: true };
-    let record = |minute, value, prune| MetricsRecord { minute, gauges: vec![gauge(value)], recount_from: t0(), prune };
+    let record = |minute, value, prune| MetricsRecord {
+        minute,
+        gauges: vec![gauge(value)],
+        recount_from: t0(),
+        prune,
+        fetch_targets: vec![],
+    };
     store.record_metrics(&record(t0(), 5.0, None)).await.unwrap();
     store.record_metrics(&record(t0(), 2.0, None)).await.unwrap();
     assert_eq!(store.metric_points("events", "webform", 60).await.unwrap(), vec![(t0(), 3.0)]);
@@ -611,6 +617,49 @@ async fn metrics_roll_up_and_retention(store: Store) {
     let minutes = store.metric_points("pending", "crm", 60).await.unwrap();
     assert_eq!(minutes, vec![(later, 1.0)], "the old minute is gone");
     assert_eq!(store.metric_points("events", "webform", 3600).await.unwrap(), vec![(t0(), 3.0)], "the hour stays");
+}
+
+/// Speed to CRM is a histogram counter (`speed`, key `{bucket}:{source}`) of each lead's first step that is not a
+/// fetch, in the minute it was delivered: a fetch step and a later SMS step are not counted, a recount changes
+/// nothing, and the hour is the sum of its minutes.
+async fn speed_histogram_counts_first_crm_steps(store: Store) {
+    use leadline::store::speed_bucket;
+    insert(&store, 2, "sf", &["fetch", "crm", "notify"]).await;
+    insert(&store, 3, "sc", &["crm"]).await;
+    let deliver = |target: &'static str, when: DateTime<Utc>| {
+        let store = store.clone();
+        async move {
+            let jobs = claim(&store, target, 10, when).await;
+            let done: Vec<Completion> =
+                jobs.iter().map(|j| finished(j, delivered(&format!("{target}{}", j.event_id)), when)).collect();
+            assert_eq!(store.complete(&done).await.unwrap(), jobs.len());
+            jobs.len()
+        }
+    };
+    assert_eq!(deliver("fetch", at(1)).await, 2);
+    assert_eq!(deliver("crm", at(3)).await, 5, "received at t0, delivered 3 s later");
+    assert_eq!(deliver("notify", at(70)).await, 2);
+    let record = MetricsRecord {
+        minute: at(120),
+        gauges: vec![],
+        recount_from: t0(),
+        prune: None,
+        fetch_targets: vec!["fetch".into()],
+    };
+    for _ in 0..2 {
+        store.record_metrics(&record).await.unwrap();
+        let speeds: Vec<(DateTime<Utc>, String, f64)> = store
+            .metric_buckets(60, 60, t0())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|b| b.metric == "speed")
+            .map(|b| (b.at, b.key, b.sum))
+            .collect();
+        assert_eq!(speeds, vec![(t0(), format!("{}:webform", speed_bucket(3000)), 5.0)]);
+        let hours = store.metric_points("speed", &format!("{}:webform", speed_bucket(3000)), 3600).await.unwrap();
+        assert_eq!(hours, vec![(t0(), 5.0)]);
+    }
 }
 
 /// What the dead-letter page asks: the list (newest first, filtered), the groups by cause and one letter's detail
@@ -673,5 +722,6 @@ conformance! {
     replay_refuses_a_changed_selection,
     purge_keeps_statistics,
     metrics_roll_up_and_retention,
+    speed_histogram_counts_first_crm_steps,
     dead_letter_pages_answer_alike,
 }

@@ -3,6 +3,11 @@
 //! the volume monitor reads.
 //!
 //! Buckets are integer arithmetic on the millisecond columns (`at / 60000 * 60000`), the same in both backends.
+//!
+//! Speed to CRM is kept as a histogram: metric `speed`, key `{bucket}:{source}`, the number of leads of `source`
+//! whose first CRM step was delivered in the minute with a speed (received → delivered) in histogram bucket
+//! `bucket` of [`SPEED_EDGES_MS`]. A counter like the others: recomputed from `delivery` (the `delivery_delivered`
+//! index) and summed on roll-up, so an hour's histogram is exactly the sum of its minutes'.
 
 use std::collections::HashMap;
 
@@ -12,7 +17,34 @@ use chrono::{DateTime, Utc};
 use super::{from_ms, ms, Store};
 
 /// Counter metrics (summed when rolled up); every other metric is a gauge (highest value kept).
-pub const METRIC_COUNTERS: [&str; 5] = ["events", "delivered", "failed", "rate_limited", "dead_lettered"];
+pub const METRIC_COUNTERS: [&str; 6] = ["events", "delivered", "failed", "rate_limited", "dead_lettered", "speed"];
+
+/// How many upper edges the speed histogram has: bucket 0 is `[0, e0)`, bucket `k` is `[e(k-1), e(k))`, and the
+/// last bucket, `SPEED_EDGE_COUNT`, is everything from the last edge on.
+pub const SPEED_EDGE_COUNT: usize = 98;
+
+/// The speed histogram's bucket edges, milliseconds: 50 ms × 2^(k/4) for k = 0..=97 (50 ms to about 11.6 days),
+/// so every bucket but the first and the last spans a factor of 2^(1/4) ≈ 1.19.
+pub fn speed_edges_ms() -> [f64; SPEED_EDGE_COUNT] {
+    let steps = [1.0, 2f64.powf(0.25), 2f64.sqrt(), 2f64.powf(0.75)];
+    std::array::from_fn(|k| 50.0 * 2f64.powi((k / 4) as i32) * steps[k % 4])
+}
+
+/// The histogram bucket of a speed in milliseconds (what the recording SQL computes).
+pub fn speed_bucket(speed_ms: i64) -> usize {
+    speed_edges_ms().iter().take_while(|e| speed_ms as f64 >= **e).count()
+}
+
+/// The SQL expression of the histogram bucket of `speed` (milliseconds): a `CASE` over the fixed edges, the same
+/// text on both backends.
+fn speed_bucket_sql(speed: &str) -> String {
+    let mut sql = String::from("CASE");
+    for (k, edge) in speed_edges_ms().iter().enumerate() {
+        sql.push_str(&format!(" WHEN {speed} < {edge} THEN {k}"));
+    }
+    sql.push_str(&format!(" ELSE {SPEED_EDGE_COUNT} END"));
+    sql
+}
 
 const MINUTE_MS: i64 = 60_000;
 const HOUR_MS: i64 = 3_600_000;
@@ -45,6 +77,9 @@ pub struct MetricsRecord {
     pub recount_from: DateTime<Utc>,
     /// Delete old history in the same pass.
     pub prune: Option<MetricsRetention>,
+    /// Targets that are not a CRM (Meta fetch steps, `kind = "meta_lead"`): a lead's speed to CRM is measured at
+    /// its first route step to any other target.
+    pub fetch_targets: Vec<String>,
 }
 
 /// How many rows a pass pruned: (minutes, hours).
@@ -154,6 +189,33 @@ backends! {
                 .await
                 .with_context(|| format!("cannot count {metric} per minute"))?;
             }
+            // Speed to CRM: per source and minute of delivery, a histogram of received → delivered for each lead's
+            // first step that is not a fetch. Deleted and recounted, so a lead delivered again later (a revision)
+            // leaves no stale count behind; recent minutes only (the metric_point_time index).
+            sqlx::query("DELETE FROM metric_point WHERE resolution = 60 AND at >= $1 AND metric = 'speed'")
+                .bind(from)
+                .execute(&mut *tx)
+                .await
+                .context("cannot clear recent speeds")?;
+            sqlx::query(&format!(
+                "INSERT INTO metric_point (metric, key, resolution, at, value)
+                 SELECT 'speed', CAST(s.b AS TEXT) || ':' || s.source, 60, s.m, COUNT(*) FROM (
+                   SELECT e.source AS source, d.delivered_at / 60000 * 60000 AS m, {} AS b
+                     FROM delivery d JOIN inbound_event e ON e.id = d.event_id
+                    WHERE d.state = 'delivered' AND d.delivered_at >= $1 AND NOT ({})
+                      AND NOT EXISTS (SELECT 1 FROM delivery p
+                                       WHERE p.event_id = d.event_id AND p.step_index < d.step_index AND NOT ({}))
+                 ) s GROUP BY s.source, s.m, s.b
+                 ON CONFLICT (metric, key, resolution, at) DO UPDATE SET value = excluded.value",
+                speed_bucket_sql("(d.delivered_at - e.received_at)"),
+                in_list("d.target", 2),
+                in_list("p.target", 2),
+            ))
+            .bind(from)
+            .bind(list_arg(&record.fetch_targets))
+            .execute(&mut *tx)
+            .await
+            .context("cannot count speeds per minute")?;
             // Roll the touched hours up from their minutes.
             sqlx::query(&format!(
                 "INSERT INTO metric_point (metric, key, resolution, at, value)
@@ -274,6 +336,13 @@ backends! {
         }
     }
     sqlite {
+        /// `expr IN <the list bound as $n>`: a JSON array read with `json_each`.
+        fn in_list(expr: &str, n: usize) -> String {
+            format!("{expr} IN (SELECT value FROM json_each(${n}))")
+        }
+        fn list_arg(names: &[String]) -> String {
+            serde_json::Value::from(names.to_vec()).to_string()
+        }
         const UPSERT_GAUGE_HIGHEST: &str = "INSERT INTO metric_point (metric, key, resolution, at, value)
              VALUES ($1, $2, 60, $3, $4)
              ON CONFLICT (metric, key, resolution, at) DO UPDATE SET value = MAX(metric_point.value, excluded.value)";
@@ -282,6 +351,13 @@ backends! {
              ON CONFLICT (metric, key, resolution, at) DO UPDATE SET value = excluded.value";
     }
     postgres {
+        /// `expr IN <the list bound as $n>`: a `TEXT[]`.
+        fn in_list(expr: &str, n: usize) -> String {
+            format!("{expr} = ANY(${n})")
+        }
+        fn list_arg(names: &[String]) -> Vec<String> {
+            names.to_vec()
+        }
         const UPSERT_GAUGE_HIGHEST: &str = "INSERT INTO metric_point (metric, key, resolution, at, value)
              VALUES ($1, $2, 60, $3, $4)
              ON CONFLICT (metric, key, resolution, at) DO UPDATE SET value = GREATEST(metric_point.value, excluded.value)";

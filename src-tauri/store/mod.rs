@@ -84,7 +84,10 @@ pub use inspect::{
     AttemptEntry, BreakerTransitionRecord, CrmLinkRecord, DeliveryRecord, EventRecord, ReplayItemRecord,
 };
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
-pub use metrics::{GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS};
+pub use metrics::{
+    speed_bucket, speed_edges_ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS,
+    SPEED_EDGE_COUNT,
+};
 pub use operators::{Reveal, TargetPause};
 pub use replays::{
     DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,

@@ -266,7 +266,7 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last: Option<serde_json::Value> = None;
-    let mut recorder = metrics::Recorder::default();
+    let mut recorder = metrics::Recorder::for_config(&app.config);
     let mut last_digest = app.clock.now();
     let mut n: u64 = 0;
     loop {

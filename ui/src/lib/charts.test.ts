@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bucketWord, complete, incidentMarks, perMinute } from './charts';
+import { bucketWord, complete, incidentMarks, perMinute, speedEmptyText, speedSentence } from './charts';
 import type { Alert } from './api/wire';
 
 describe('charts', () => {
@@ -11,6 +11,24 @@ describe('charts', () => {
   it('leaves the bucket still being counted out instead of drawing a dip', () => {
     const s = { at: [0, 60, 120], complete_until: 120 };
     expect(complete([5, 6, 1], s)).toEqual([5, 6, null]);
+  });
+  it('leaves out the bucket still being counted in a series with gaps too', () => {
+    expect(complete([2.5, null, 3], { at: [0, 60, 120], complete_until: 120 })).toEqual([2.5, null, null]);
+  });
+  it('says how fast leads reach the CRM in words', () => {
+    const s = (delivered: number, p50: number | null, p90: number | null) =>
+      speedSentence({ speed_last_hour_delivered: delivered, speed_last_hour_p50: p50, speed_last_hour_p90: p90 });
+    expect(s(412, 4.1, 12.3)).toBe('Half of leads reach the CRM within 4.1 s; 9 in 10 within 12 s (last hour, 412 leads).');
+    expect(s(2300, 95, 3600 * 2.5)).toBe('Half of leads reach the CRM within 1.6 min; 9 in 10 within 2.5 h (last hour, 2,300 leads).');
+    expect(s(4, 0.4, 2)).toBe('Half of leads reach the CRM within 0.4 s; all 4 within 2 s (last hour).');
+    expect(s(1, 3, 3)).toBe('The one lead delivered in the last hour reached the CRM within 3 s.');
+    expect(s(0, null, null)).toBe('Nothing was delivered in the last hour.');
+  });
+  it('says why the speed chart is empty', () => {
+    const base = { at: [0, 3600, 7200], complete_until: 7200, bucket_seconds: 3600 };
+    expect(speedEmptyText({ ...base, speed_p50_by_source: {} })).toBe('Nothing was delivered in this period.');
+    expect(speedEmptyText({ ...base, speed_p50_by_source: { web: [null, null, null] } })).toBe('Nothing was delivered in this period.');
+    expect(speedEmptyText({ ...base, speed_p50_by_source: { web: [null, null, 2.1] } })).toBe('Leads were delivered only in the current hour, still being counted.');
   });
   it('averages leads per minute over the last complete minutes', () => {
     const s = { at: [0, 60, 120, 180], complete_until: 180, bucket_seconds: 60 };

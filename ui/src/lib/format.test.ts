@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ageLevel, classLabel, explainError, formatAge, leadRows, toQuery } from './format';
+import { ageLevel, classLabel, explainError, formatAge, formatDuration, leadRows, toQuery } from './format';
 
 describe('formatAge', () => {
   it('reads like a person would say it', () => {
@@ -10,6 +10,26 @@ describe('formatAge', () => {
     expect(formatAge(7500)).toBe('2 h 5 min');
     expect(formatAge(3 * 86400 + 4 * 3600)).toBe('3 d 4 h');
     expect(formatAge(-5)).toBe('0 s');
+  });
+});
+
+describe('formatDuration', () => {
+  it('keeps tenths where they matter and whole units where they do not', () => {
+    expect(formatDuration(null)).toBe('—');
+    expect(formatDuration(0)).toBe('0 s');
+    expect(formatDuration(0.125)).toBe('0.1 s');
+    expect(formatDuration(0.44)).toBe('0.4 s');
+    expect(formatDuration(4)).toBe('4 s');
+    expect(formatDuration(4.24)).toBe('4.2 s');
+    expect(formatDuration(9.97)).toBe('10 s');
+    expect(formatDuration(12.4)).toBe('12 s');
+    expect(formatDuration(59.7)).toBe('1 min');
+    expect(formatDuration(90)).toBe('1.5 min');
+    expect(formatDuration(725)).toBe('12 min');
+    expect(formatDuration(3599)).toBe('1 h');
+    expect(formatDuration(9000)).toBe('2.5 h');
+    expect(formatDuration(86400 * 1.5)).toBe('1.5 d');
+    expect(formatDuration(-3)).toBe('0 s');
   });
 });
 

@@ -36,6 +36,26 @@ export function formatAge(seconds: number | null | undefined): string {
   return h ? `${Math.floor(s / 86400)} d ${h} h` : `${Math.floor(s / 86400)} d`;
 }
 
+/**
+ * A short duration, precise where it matters: "0.4 s", "4.2 s", "12 s", "1.5 min", "12 min", "2.5 h", "1.5 d"; "—" for
+ * none. For speeds (how long a lead took), where "0 s" for 400 ms would mislead.
+ */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '—';
+  const s = Math.max(0, seconds);
+  const one = (v: number) => String(Math.round(v * 10) / 10);
+  if (Math.round(s * 10) / 10 < 10) return `${one(s)} s`;
+  if (Math.round(s) < 60) return `${Math.round(s)} s`;
+  const m = s / 60;
+  if (Math.round(m * 10) / 10 < 10) return `${one(m)} min`;
+  if (Math.round(m) < 60) return `${Math.round(m)} min`;
+  const h = s / 3600;
+  if (Math.round(h * 10) / 10 < 10) return `${one(h)} h`;
+  if (Math.round(h) < 24) return `${Math.round(h)} h`;
+  const d = s / 86400;
+  return d < 10 ? `${one(d)} d` : `${Math.round(d)} d`;
+}
+
 export type Level = 'ok' | 'warn' | 'bad';
 
 /** Oldest-pending thresholds: under a minute is healthy, under 15 minutes is worth a look, more is an incident. */

@@ -118,7 +118,29 @@ dead_open_by_class: { [key in string]: Array<number | null> },
 /**
  * Events received per bucket, by source.
  */
-volume_by_source: { [key in string]: Array<number> }, };
+volume_by_source: { [key in string]: Array<number> }, 
+/**
+ * Speed to CRM (received → first CRM step delivered), seconds, by source: the median of the leads delivered
+ * in the bucket (`null`: none was). From a histogram, within ±9 % (see the module docs).
+ */
+speed_p50_by_source: { [key in string]: Array<number | null> }, 
+/**
+ * The slow end: the 90th percentile, seconds, by source.
+ */
+speed_p90_by_source: { [key in string]: Array<number | null> }, 
+/**
+ * Leads that reached the CRM in the last hour, all sources together: the 60 complete minutes before the
+ * current one, whatever the chart's range (read from the per-minute history).
+ */
+speed_last_hour_delivered: number, 
+/**
+ * Their median speed to CRM, seconds (`null`: none did).
+ */
+speed_last_hour_p50: number | null, 
+/**
+ * Their 90th percentile, seconds (`null`: none did).
+ */
+speed_last_hour_p90: number | null, };
 
 export type DeadLetterFilter = { class: ErrorClass | null, source: string | null, target: string | null, since: string | null, until: string | null, 
 /**
