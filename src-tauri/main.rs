@@ -150,7 +150,11 @@ async fn serve(
     }
     let demo_running = crm.is_some();
     let pid_file = config.pid_file()?;
-    let server = Server::start_with(config, StartOptions { demo: demo_running, ..Default::default() }).await?;
+    // The demo started at a point of its schedule has been "listening" since its timeline began (see
+    // `StartOptions::listened_before`); a real run listens from its start.
+    let listened_before = if demo_running { demo::clock_offset() } else { Duration::ZERO };
+    let server =
+        Server::start_with(config, StartOptions { demo: demo_running, listened_before, ..Default::default() }).await?;
     // `leadline reload` finds this process here.
     if let Some(dir) = pid_file.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);
@@ -172,7 +176,7 @@ async fn serve(
     if let Some(mock) = crm {
         demo::seed_history(&server.app.store, server.app.clock.now(), demo_rate).await?;
         tokio::spawn(demo::run_schedule(mock.clone()));
-        tokio::spawn(demo::run_traffic(server.addr, demo_rate, Duration::from_secs(20 * 60), mock));
+        tokio::spawn(demo::run_traffic(server.addr, demo_rate, demo::PARTNER_SILENT_AT, mock));
         println!("Leadline demo running: open the link above in a browser. Ctrl-C to stop.");
     }
     leadline::server::shutdown_signal().await;

@@ -57,6 +57,12 @@ async fn start_with_clock(clock: Option<Clock>) -> Setup {
 
 /// As [`start_with_clock`], with the config text changed by `tweak` first.
 async fn start_tweaked(clock: Option<Clock>, tweak: impl Fn(String) -> String) -> Setup {
+    start_listening(clock, Duration::ZERO, tweak).await
+}
+
+/// As [`start_tweaked`], the monitor taking itself to have listened for `listened_before` before the start (as
+/// the demo started at a point of its timeline does).
+async fn start_listening(clock: Option<Clock>, listened_before: Duration, tweak: impl Fn(String) -> String) -> Setup {
     let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &common::idempotent_crm(crm_addr));
@@ -79,8 +85,12 @@ renotify_minutes = 30
     ));
     let config = common::parse_config(&tweak(text));
     let notes = Arc::new(Recording::default());
-    let server =
-        Server::start_with(config, StartOptions { demo: false, notifier: notes.clone(), clock }).await.unwrap();
+    let server = Server::start_with(
+        config,
+        StartOptions { notifier: notes.clone(), clock, listened_before, ..Default::default() },
+    )
+    .await
+    .unwrap();
     Setup { server, crm, notes, http: reqwest::Client::new(), _dir: dir }
 }
 
@@ -193,6 +203,64 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     let history = api::alerts(app).await.unwrap();
     assert_eq!(history.iter().filter(|a| a.key == "plain").count(), 2);
     setup.server.shutdown().await.unwrap();
+}
+
+/// `plain`'s history for the hour before `t0()`: two leads a minute until 09:20, then nothing (the hour's
+/// roll-up agrees with its minutes), and four weeks of 120 an hour before.
+async fn seed_silent_since_0920(setup: &Setup) {
+    let at = |minutes: i64| t0() - chrono::Duration::minutes(60 - minutes);
+    let point =
+        |resolution_seconds, at, events| EventCountPoint { source: "plain".into(), resolution_seconds, at, events };
+    let mut points: Vec<EventCountPoint> = (0..20).map(|m| point(60, at(m), 2.0)).collect();
+    points.push(point(3600, at(0), 40.0));
+    setup.server.app.store.seed_event_history(&points).await.unwrap();
+    seed_history(setup, "plain", 120.0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silence_that_began_before_the_start_is_judged_at_once_only_where_the_history_stands_for_listening() {
+    // A real restart at 10:00, the source silent since 09:20: the minutes before the start are not listening
+    // time. One minute in, nothing is judged yet, and the page says when it will be.
+    let real = start_with_clock(Some(Clock::manual(t0()))).await;
+    seed_silent_since_0920(&real).await;
+    let app = &real.server.app;
+    assert_eq!(app.listening_since, app.started_at);
+    app.clock.set(t0() + chrono::Duration::minutes(1));
+    let status = sources::assess_source(app, "plain", app.clock.now()).await.unwrap();
+    assert_eq!(status.state, sources::SourceState::Listening, "{status:?}");
+    assert_eq!(status.assessment.judged_from, Some(t0() + chrono::Duration::minutes(6)), "{status:?}");
+    assert_eq!(status.assessment.silent_since, Some(t0()), "a restart is not a lead, nor the start of a silence");
+    sources::check_sources(app, real.notes.as_ref(), app.clock.now()).await;
+    assert!(alert(&real, "silence", "plain").await.is_none());
+    // Five minutes of listening are judged on five minutes; thirty without a lead are a silence.
+    app.clock.set(t0() + chrono::Duration::minutes(6));
+    let status = sources::assess_source(app, "plain", app.clock.now()).await.unwrap();
+    assert_eq!((status.assessment.window_minutes, status.assessment.judged_from), (6, None), "{status:?}");
+    app.clock.set(t0() + chrono::Duration::minutes(31));
+    sources::check_sources(app, real.notes.as_ref(), app.clock.now()).await;
+    assert_eq!(alert(&real, "silence", "plain").await.unwrap().state.as_str(), "open");
+    real.server.shutdown().await.unwrap();
+
+    // The demo's way: the history stands for an hour of listening before the start. The silence that began at
+    // 09:20 is judged one minute in, dated from the history's last lead, and raises one alert, not two.
+    let demo = start_listening(Some(Clock::manual(t0())), Duration::from_secs(3600), |t| t).await;
+    seed_silent_since_0920(&demo).await;
+    let app = &demo.server.app;
+    assert_eq!(app.listening_since, t0() - chrono::Duration::hours(1));
+    app.clock.set(t0() + chrono::Duration::minutes(1));
+    let status = sources::assess_source(app, "plain", app.clock.now()).await.unwrap();
+    assert_eq!(status.state, sources::SourceState::Silent, "{status:?}");
+    assert_eq!(status.assessment.silent_since, Some(t0() - chrono::Duration::minutes(40)));
+    assert_eq!(status.last_event_at, Some(t0() - chrono::Duration::minutes(40)));
+    // Its windows count the history: 38 in the last hour (the minutes 09:01 to 09:19), none in the last 30.
+    assert_eq!(status.assessment.observed, 0, "{status:?}");
+    sources::check_sources(app, demo.notes.as_ref(), app.clock.now()).await;
+    let silence = alert(&demo, "silence", "plain").await.expect("silence alert");
+    assert_eq!(silence.state.as_str(), "open");
+    assert!(silence.title.starts_with("No leads from plain for 41 min"), "{}", silence.title);
+    let drop = alert(&demo, "volume_drop", "plain").await;
+    assert!(drop.as_ref().is_none_or(|d| d.state.as_str() == "resolved"), "{drop:?}");
+    demo.server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

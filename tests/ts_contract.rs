@@ -15,7 +15,7 @@ use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, Dea
 use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
 use leadline::monitor::alerts::Alert;
 use leadline::monitor::metrics::MetricSeries;
-use leadline::monitor::sources::SourceStatus;
+use leadline::monitor::sources::{SourceState, SourceStatus};
 use leadline::monitor::volume::{Assessment, BaselineKind, Verdict};
 use leadline::reconcile::ReconciliationRun;
 use leadline::replay::fix::{FieldFix, FieldOp, FixReport, FixSample};
@@ -82,6 +82,7 @@ fn generated() -> String {
         Alert::decl(&cfg),
         SourceView::decl(&cfg),
         SourceStatus::decl(&cfg),
+        SourceState::decl(&cfg),
         Assessment::decl(&cfg),
         BaselineKind::decl(&cfg),
         Verdict::decl(&cfg),

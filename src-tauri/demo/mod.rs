@@ -218,8 +218,15 @@ pub fn behaviour_at(elapsed: Duration) -> (&'static str, HubspotBehaviour) {
     }
 }
 
+/// How far into the demo's timeline the partner API falls silent, as a broken integration would (and stays
+/// silent). With `silence_minutes = 10`, its silence alert is due 30 minutes into the timeline: start the demo at
+/// `LEADLINE_DEMO_CLOCK_OFFSET=1800` to see it at once.
+pub const PARTNER_SILENT_AT: Duration = Duration::from_secs(20 * 60);
+
 /// Where the demo's schedule starts, in seconds: `LEADLINE_DEMO_CLOCK_OFFSET` (default 0). Tests and guided tours
-/// use it to begin in a given phase, e.g. `420` for the expired token.
+/// use it to begin in a given phase, e.g. `420` for the expired token. The demo's timeline then began that long
+/// before the start: its seeded history covers that time (the partner's silence included, from 1200), and the
+/// monitor is told it has been listening since (`StartOptions::listened_before`).
 pub fn clock_offset() -> Duration {
     std::env::var("LEADLINE_DEMO_CLOCK_OFFSET")
         .ok()
@@ -231,13 +238,13 @@ pub fn clock_offset() -> Duration {
 /// Switches the mock HubSpot's behaviour along [`behaviour_at`], forever; the other mock endpoints (SMS, tasks)
 /// only have background noise.
 pub async fn run_schedule(crm: MockCrm) {
-    let start = tokio::time::Instant::now() - clock_offset();
+    let (offset, start) = (clock_offset(), tokio::time::Instant::now());
     let mut last = "";
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     crm.set_behaviour(noise());
     loop {
         tick.tick().await;
-        let (phase, behaviour) = behaviour_at(start.elapsed());
+        let (phase, behaviour) = behaviour_at(offset + start.elapsed());
         if phase != last {
             tracing::info!(phase, "demo HubSpot");
             last = phase;
@@ -277,53 +284,93 @@ pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
 /// Gives the demo's sources four weeks of hourly history (weekends quieter) and per-minute history for the last
 /// day and the minutes of this hour before the start, so volume-drop and silence detection work from the first
 /// minutes instead of after weeks of learning, and the charts have a past. What is already present is kept.
+///
+/// The history is the demo's timeline: started at an offset past [`PARTNER_SILENT_AT`], the partner API has no
+/// events after it fell silent, so the silence the monitor sees is the one the timeline tells.
 pub async fn seed_history(
     store: &crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,
     per_minute: f64,
 ) -> anyhow::Result<()> {
+    let since_timeline_began = chrono::Duration::from_std(clock_offset()).unwrap_or_default();
+    let partner_silent_from = now - since_timeline_began + chrono::Duration::from_std(PARTNER_SILENT_AT)?;
+    let points = history_points(now, partner_silent_from, per_minute, &mut rand::rng());
+    store.seed_event_history(&points).await
+}
+
+/// The points of [`seed_history`]: hourly counts for four weeks and per-minute counts for the last day up to the
+/// minute `now` falls in (that minute is counted from the events themselves). The hours the minutes cover are
+/// their sums, so rolling the minutes up into hours later changes nothing; the partner API has no event in or
+/// after the minute `partner_silent_from` falls in.
+pub fn history_points(
+    now: chrono::DateTime<chrono::Utc>,
+    partner_silent_from: chrono::DateTime<chrono::Utc>,
+    per_minute: f64,
+    rng: &mut impl Rng,
+) -> Vec<EventCountPoint> {
     use chrono::{Datelike, Timelike};
     const SOURCES: [&str; 3] = ["webform", "meta_ads", "partner_api"];
     let hour_ms = 3_600_000i64;
     let current = now.timestamp_millis() / hour_ms * hour_ms;
+    let silent_ms = partner_silent_from.timestamp_millis();
     // Expected leads of `source` per hour in the hour starting at `at` (Unix ms).
     let expected = |source: &str, at: i64| {
         let t = chrono::DateTime::from_timestamp_millis(at).unwrap_or_default();
         let weekly = if t.weekday().num_days_from_monday() >= 5 { 0.6 } else { 1.0 };
         hourly_rate(source, t.hour(), per_minute) * weekly
     };
-    let mut rng = rand::rng();
-    let mut points: Vec<EventCountPoint> = Vec::new();
+    // The share of `[at, at + len)` before the partner fell silent (1 for the other sources).
+    let heard = |source: &str, at: i64, len: i64| {
+        if source == "partner_api" {
+            ((silent_ms - at) as f64 / len as f64).clamp(0.0, 1.0)
+        } else {
+            1.0
+        }
+    };
     let point = |source: &str, resolution_seconds: i64, at: i64, events: f64| EventCountPoint {
         source: source.to_string(),
         resolution_seconds,
         at: chrono::DateTime::from_timestamp_millis(at).unwrap_or_default(),
         events,
     };
-    for h in 1..=28 * 24 {
-        let at = current - h * hour_ms;
-        for source in SOURCES {
-            points.push(point(source, 3600, at, (expected(source, at) * rng.random_range(0.9..1.1)).round()));
-        }
-    }
-    // Minutes: the last day, and this hour up to the start.
+    let mut points: Vec<EventCountPoint> = Vec::new();
+    // Minutes: the last day, and this hour up to the start; summed per hour.
     let first_minute = current - 24 * hour_ms;
+    let mut hour_sums: std::collections::HashMap<(&str, i64), f64> = std::collections::HashMap::new();
     for at in (first_minute..now.timestamp_millis() / 60_000 * 60_000).step_by(60_000) {
         let hour = at / hour_ms * hour_ms;
         for source in SOURCES {
-            points.push(point(source, 60, at, (expected(source, hour) / 60.0 * rng.random_range(0.7..1.3)).round()));
+            // A minute the partner was silent in, even in part, has none of its leads.
+            if heard(source, at, 60_000) < 1.0 {
+                continue;
+            }
+            let events = (expected(source, hour) / 60.0 * rng.random_range(0.7..1.3)).round();
+            *hour_sums.entry((source, hour)).or_default() += events;
+            points.push(point(source, 60, at, events));
         }
     }
-    store.seed_event_history(&points).await
+    for h in 1..=28 * 24 {
+        let at = current - h * hour_ms;
+        for source in SOURCES {
+            let events = if at >= first_minute {
+                hour_sums.get(&(source, at)).copied().unwrap_or(0.0)
+            } else {
+                (expected(source, at) * rng.random_range(0.9..1.1) * heard(source, at, hour_ms)).round()
+            };
+            points.push(point(source, 3600, at, events));
+        }
+    }
+    points
 }
 
 /// Posts synthetic leads to the ingest server at `ingest` (about `per_minute` at the daily peak) forever.
-/// The `partner_api` source falls silent after `partner_silent_after`, as a broken integration would. Every Meta
-/// lead is listed by the mock Graph API on `crm`, but one in ten of their webhooks is "lost" on the way, so
-/// reconciliation has something to find.
-pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_after: Duration, crm: MockCrm) {
+/// The `partner_api` source falls silent `partner_silent_at` into the demo's timeline (which began
+/// [`clock_offset`] before the start), as a broken integration would. Every Meta lead is listed by the mock
+/// Graph API on `crm`, but one in ten of their webhooks is "lost" on the way, so reconciliation has something to
+/// find.
+pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_at: Duration, crm: MockCrm) {
     let client = reqwest::Client::new();
-    let start = tokio::time::Instant::now();
+    let (offset, start) = (clock_offset(), tokio::time::Instant::now());
     let mut n: u64 = 0;
     let mut meta_sent: u64 = 0;
     loop {
@@ -332,7 +379,7 @@ pub async fn run_traffic(ingest: SocketAddr, per_minute: f64, partner_silent_aft
         let wait = { -(1.0 - rand::rng().random::<f64>()).ln() / rate };
         tokio::time::sleep(Duration::from_secs_f64(wait.min(30.0))).await;
         n += 1;
-        let (url, body, header, answers) = synthetic_request(ingest, n, start.elapsed() < partner_silent_after);
+        let (url, body, header, answers) = synthetic_request(ingest, n, offset + start.elapsed() < partner_silent_at);
         if url.ends_with("/meta_ads") {
             if let Some(mut value) = serde_json::from_str::<serde_json::Value>(&body)
                 .ok()
@@ -461,6 +508,48 @@ mod tests {
         assert_eq!(behaviour_at(Duration::from_secs(250)).1.secondly.map(|s| s.max), Some(1));
         // The schedule repeats.
         assert_eq!(behaviour_at(Duration::from_secs(130 + 600)).0, behaviour_at(Duration::from_secs(130)).0);
+    }
+
+    #[test]
+    fn seeded_history_has_no_partner_lead_after_its_silence_and_hours_agree_with_their_minutes() {
+        let now: chrono::DateTime<chrono::Utc> = "2026-03-02T10:17:42Z".parse().unwrap();
+        let points = |silent_from| history_points(now, silent_from, 240.0, &mut rand::rng());
+        let minutes = |p: &[EventCountPoint], source: &str| -> Vec<chrono::DateTime<chrono::Utc>> {
+            p.iter().filter(|p| p.source == source && p.resolution_seconds == 60).map(|p| p.at).collect()
+        };
+        // Started 29 min 57 s into the timeline: the partner fell silent 9 min 57 s ago, at 10:07:45.
+        let silent_from: chrono::DateTime<chrono::Utc> = "2026-03-02T10:07:45Z".parse().unwrap();
+        let seeded = points(silent_from);
+        let partner = minutes(&seeded, "partner_api");
+        assert_eq!(partner.iter().max().map(|t| t.to_rfc3339()).as_deref(), Some("2026-03-02T10:06:00+00:00"));
+        assert_eq!(
+            minutes(&seeded, "webform").iter().max().map(|t| t.to_rfc3339()).as_deref(),
+            Some("2026-03-02T10:16:00+00:00")
+        );
+        // Each hour the minutes cover is their sum: a roll-up of the minutes into hours changes nothing.
+        for source in ["webform", "partner_api"] {
+            let hour: chrono::DateTime<chrono::Utc> = "2026-03-02T08:00:00Z".parse().unwrap();
+            let sum: f64 = seeded
+                .iter()
+                .filter(|p| p.source == source && p.resolution_seconds == 60)
+                .filter(|p| p.at >= hour && p.at < hour + chrono::Duration::hours(1))
+                .map(|p| p.events)
+                .sum();
+            let hourly = seeded.iter().find(|p| p.source == source && p.resolution_seconds == 3600 && p.at == hour);
+            assert_eq!(hourly.map(|p| p.events), Some(sum), "{source}");
+            assert!(sum > 0.0);
+        }
+        // Silent since yesterday: no partner minute at all, and its older hours stop at the silence.
+        let seeded = points(now - chrono::Duration::hours(30));
+        assert!(minutes(&seeded, "partner_api").is_empty());
+        let last_hour = seeded.iter().filter(|p| p.source == "partner_api" && p.events > 0.0).map(|p| p.at).max();
+        assert_eq!(
+            last_hour,
+            Some(now - chrono::Duration::hours(30) - chrono::Duration::minutes(17) - chrono::Duration::seconds(42))
+        );
+        // The silence still to come: the partner is heard up to the start.
+        let seeded = points(now + chrono::Duration::minutes(5));
+        assert_eq!(minutes(&seeded, "partner_api").iter().max(), minutes(&seeded, "webform").iter().max());
     }
 
     #[test]

@@ -37,8 +37,13 @@ pub struct App {
     pub ingest: IngestState,
     /// Where alerts are announced.
     pub notifier: Arc<dyn Notifier>,
-    /// When this process started: volume is judged only over time Leadline was listening.
+    /// When this process started.
     pub started_at: DateTime<Utc>,
+    /// Since when the monitor takes Leadline to have been listening to its sources: volume is judged only over
+    /// that time, and a silence is measured from it at the earliest. In a real run this is the start: the
+    /// minutes Leadline was down say nothing about a source, and must not count as its silence. Only the demo
+    /// sets it earlier (see `StartOptions::listened_before`).
+    pub listening_since: DateTime<Utc>,
     /// The built-in demo is running (mock CRM and synthetic traffic): the UI says so.
     pub demo: bool,
     /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.

@@ -15,17 +15,26 @@ use crate::features::monitor::{LogNotifier, Notifier};
 use crate::runtime::{App, Clock};
 use crate::store::Store;
 
-/// How to start: whether the demo runs (the UI says so), where alerts are announced, and the clock (the
-/// system's unless a test brings a manual one).
+/// How to start: whether the demo runs (the UI says so), where alerts are announced, the clock (the system's
+/// unless a test brings a manual one), and how long before the start the monitor takes itself to have listened.
 pub struct StartOptions {
     pub demo: bool,
     pub notifier: Arc<dyn Notifier>,
     pub clock: Option<Clock>,
+    /// How long before this start the monitor is to take Leadline as already listening (`App::listening_since`):
+    /// zero for a real run, whose restart must not count the minutes it was down as a source's silence.
+    ///
+    /// The demo started at a point of its schedule (`LEADLINE_DEMO_CLOCK_OFFSET`) passes that offset: its
+    /// seeded per-minute history stands for the demo's timeline before the start, as if Leadline had heard it,
+    /// so the monitor reads that history for the time before the start and judges a silence the timeline says
+    /// began earlier (the partner API's) as soon as it has lasted long enough — not only after this process
+    /// has itself listened for `silence_minutes`.
+    pub listened_before: std::time::Duration,
 }
 
 impl Default for StartOptions {
     fn default() -> Self {
-        Self { demo: false, notifier: Arc::new(LogNotifier), clock: None }
+        Self { demo: false, notifier: Arc::new(LogNotifier), clock: None, listened_before: std::time::Duration::ZERO }
     }
 }
 
@@ -68,6 +77,7 @@ impl Server {
         let ingest_state = IngestState::new(&config, store.clone(), wake, clock.clone())?;
         let (live, _) = broadcast::channel(256);
         let (stop_http, closing) = watch::channel(false);
+        let started_at = clock.now();
         let app = App {
             store,
             config: Arc::new(config),
@@ -76,7 +86,9 @@ impl Server {
             live,
             ingest: ingest_state.clone(),
             notifier: options.notifier.clone(),
-            started_at: clock.now(),
+            started_at,
+            listening_since: started_at
+                - chrono::Duration::from_std(options.listened_before).unwrap_or(chrono::TimeDelta::zero()),
             demo: options.demo,
             closing,
         };

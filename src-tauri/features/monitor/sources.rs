@@ -10,16 +10,54 @@ use super::{human_duration, metrics, raise, resolve, Notifier};
 use crate::runtime::App;
 use crate::store::Store;
 
+/// What is happening with a source, in one word the Sources page turns into a label.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceState {
+    /// Volume is what this hour of the week usually brings.
+    Normal,
+    /// Improbably few leads for this hour: a `volume_drop` alert.
+    Drop,
+    /// Nothing at all while leads were expected (since `assessment.silent_since`): a `silence` alert.
+    Silent,
+    /// Not enough history to know what is normal.
+    Learning,
+    /// Too little traffic is expected now to judge (nights, weekends).
+    Low,
+    /// Leadline has listened too briefly for any window to be judged; it will be at `assessment.judged_from`.
+    Listening,
+}
+
+impl SourceState {
+    /// The state an assessment amounts to: an alert's verdict first, then why nothing is judged, if it is not.
+    pub fn of(a: &Assessment) -> SourceState {
+        if a.silence == Verdict::Raise {
+            SourceState::Silent
+        } else if a.drop == Verdict::Raise {
+            SourceState::Drop
+        } else if a.baseline == volume::BaselineKind::Learning {
+            SourceState::Learning
+        } else if a.judged_from.is_some() {
+            SourceState::Listening
+        } else if a.p_value.is_none() {
+            SourceState::Low
+        } else {
+            SourceState::Normal
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
 pub struct SourceStatus {
     pub source: String,
-    /// `normal`, `drop`, `silent`, `learning` (not enough history), `low` (too little traffic expected now to
-    /// judge) or `starting` (Leadline has been listening for less than the shortest window).
-    pub state: String,
+    /// What is happening, in one word (see [`SourceState`]).
+    pub state: SourceState,
     pub assessment: Assessment,
     pub last_event_at: Option<DateTime<Utc>>,
     /// Events per hour the baseline expects at this hour.
     pub expected_per_hour_now: Option<f64>,
+    /// Since when Leadline has been listening to its sources (its start, in a real run).
+    pub listening_since: DateTime<Utc>,
 }
 
 /// Assesses one source at `now` from its metric history and its recent events.
@@ -27,38 +65,54 @@ pub async fn assess_source(app: &App, source: &str, now: DateTime<Utc>) -> anyho
     let m = &app.config.monitor;
     let tz = m.tz();
     let weeks = m.volume.baseline_weeks as i64;
-    let hourly = metrics::hourly_events(&app.store, source, now - chrono::Duration::weeks(weeks)).await?;
+    // From the start of the hour the baseline's weeks begin with: the oldest week's sample of this hour of the
+    // week is in it (read from `now - weeks` it was left out and counted as zero).
+    let weeks_ago = (now - chrono::Duration::weeks(weeks)).timestamp_millis();
+    let since = DateTime::from_timestamp_millis(weeks_ago - weeks_ago.rem_euclid(3_600_000)).unwrap_or(now);
+    let hourly = metrics::hourly_events(&app.store, source, since).await?;
     let first = metrics::first_hour(&app.store, source).await?;
     let baseline = Baseline::from_history(&hourly, first, now, tz, &m.volume, &m.business_hours);
-    // Only windows Leadline was listening for all along: after a restart, the minutes it was down say nothing
-    // about the source.
-    let uptime_minutes = (now - app.started_at).num_minutes().max(0) as u64;
+    // Only time Leadline was listening counts: after a restart, the minutes it was down say nothing about the
+    // source. The windows are clipped to it, so a few minutes after a start a busy source is judged on those.
+    let before = heard_before_start(app, source).await?;
     let mut counts = Vec::new();
-    for minutes in volume::windows(&m.volume).into_iter().filter(|w| *w <= uptime_minutes) {
-        counts.push((minutes, count_since(&app.store, source, now - chrono::Duration::minutes(minutes as i64)).await?));
+    for minutes in volume::listened_windows(&m.volume, Some(app.listening_since), now) {
+        let from = now - chrono::Duration::minutes(minutes as i64);
+        let since_start = count_since(&app.store, source, from.max(app.started_at)).await?;
+        let earlier: f64 = before.iter().filter(|(at, _)| *at >= from).map(|(_, n)| n).sum();
+        counts.push((minutes, since_start + earlier.round() as u64));
     }
-    let last = last_event(&app.store, source).await?;
-    let assessment = volume::assess(&baseline, &counts, last, Some(app.started_at), now, &m.volume);
-    let state = if counts.is_empty() {
-        "starting"
-    } else if assessment.silence == Verdict::Raise {
-        "silent"
-    } else if assessment.drop == Verdict::Raise {
-        "drop"
-    } else if baseline.kind == volume::BaselineKind::Learning {
-        "learning"
-    } else if assessment.p_value.is_none() {
-        "low"
-    } else {
-        "normal"
-    };
+    // A minute of the history with events had its last one by the minute's end.
+    let heard_before = before.iter().filter(|(_, n)| *n > 0.0).map(|(at, _)| *at + chrono::Duration::minutes(1)).max();
+    let last = last_event(&app.store, source).await?.max(heard_before);
+    let assessment = volume::assess(&baseline, &counts, last, Some(app.listening_since), now, &m.volume);
     Ok(SourceStatus {
         source: source.to_string(),
-        state: state.into(),
+        state: SourceState::of(&assessment),
         assessment,
         last_event_at: last,
         expected_per_hour_now: baseline.rate_at(now),
+        listening_since: app.listening_since,
     })
+}
+
+/// What the monitor takes as heard from `source` before this process started: the recorded events per minute
+/// from `App::listening_since` to the start, whole minutes only (the minute the process started in is counted
+/// from the events themselves). Nothing in a real run, which listens from its start; in the demo started at a
+/// point of its schedule, the seeded history of the demo's timeline before the start.
+async fn heard_before_start(app: &App, source: &str) -> anyhow::Result<Vec<(DateTime<Utc>, f64)>> {
+    if app.listening_since >= app.started_at {
+        return Ok(Vec::new());
+    }
+    let minute = chrono::Duration::minutes(1);
+    Ok(app
+        .store
+        .metric_buckets(60, 60, app.listening_since)
+        .await?
+        .into_iter()
+        .filter(|b| b.metric == "events" && b.key == source && b.at + minute <= app.started_at)
+        .map(|b| (b.at, b.sum))
+        .collect())
 }
 
 /// Events of `source` received since `since` (webhooks only: leads recovered by reconciliation are old news).
@@ -100,9 +154,10 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
             severity: Severity::Critical,
             title: format!("No leads from {source} for {}", human_duration(minutes * 60.0)),
             detail: format!(
-                "About {:.0} were expected in that time. A webhook subscription may have dropped, a form or its \
-                 script may be broken, or the campaign was stopped. Reconciliation, where set up, recovers leads \
-                 the source still lists.",
+                "Nothing since {} UTC, while about {:.0} were expected. A webhook subscription may have dropped, a \
+                 form or its script may be broken, or the campaign was stopped. Reconciliation, where set up, \
+                 recovers leads the source still lists.",
+                a.silent_since.map(|t| t.format("%H:%M").to_string()).unwrap_or_else(|| "?".into()),
                 a.expected_during_silence.unwrap_or(0.0)
             ),
         };
@@ -185,5 +240,42 @@ mod words_tests {
         assert_eq!(chance_in_words(1e-7), "about once in 10,000,000 such periods");
         assert_eq!(chance_in_words(0.0), "practically never");
         assert_eq!(chance_in_words(0.9), "often");
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::*;
+    use volume::BaselineKind;
+
+    fn judged() -> Assessment {
+        Assessment {
+            baseline: BaselineKind::HourOfWeek,
+            window_minutes: 15,
+            observed: 30,
+            expected: Some(30.0),
+            p_value: Some(0.6),
+            drop: Verdict::Clear,
+            silent_minutes: Some(0.2),
+            expected_during_silence: Some(0.4),
+            silent_since: None,
+            silence: Verdict::Clear,
+            heard_since_start: true,
+            judged_from: None,
+        }
+    }
+
+    #[test]
+    fn each_state_says_what_is_true_first_an_alert_then_why_nothing_is_judged() {
+        assert_eq!(SourceState::of(&judged()), SourceState::Normal);
+        let silent = Assessment { silence: Verdict::Raise, drop: Verdict::Keep, ..judged() };
+        assert_eq!(SourceState::of(&silent), SourceState::Silent);
+        assert_eq!(SourceState::of(&Assessment { drop: Verdict::Raise, ..judged() }), SourceState::Drop);
+        let early = "2026-03-02T10:06:00Z".parse().ok();
+        let listening = Assessment { p_value: None, drop: Verdict::Keep, judged_from: early, ..judged() };
+        assert_eq!(SourceState::of(&listening), SourceState::Listening);
+        assert_eq!(SourceState::of(&Assessment { judged_from: None, ..listening.clone() }), SourceState::Low);
+        let learning = Assessment { baseline: BaselineKind::Learning, ..listening };
+        assert_eq!(SourceState::of(&learning), SourceState::Learning);
     }
 }

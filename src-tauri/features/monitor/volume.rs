@@ -20,6 +20,11 @@
 //! `min_expected`, as for drops). Resolves with the next event. A silence includes the drop, so a source that is
 //! silent is not also reported as a drop.
 //!
+//! **Listening time**: counts only mean something over time Leadline was listening. After a start, each window is
+//! clipped to the whole minutes listened ([`listened_windows`]): five minutes after a start the windows are five
+//! minutes long, and judged as soon as their expectation passes `min_expected`. Until then nothing is judged, and
+//! the assessment says when it will be ([`Assessment::judged_from`]) and whether leads arrived since the start.
+//!
 //! Everything here is pure: history, counts and time are given, so it is tested on a simulated month.
 
 use std::collections::HashMap;
@@ -228,7 +233,15 @@ pub struct Assessment {
     pub silent_minutes: Option<f64>,
     /// Events the baseline expected during that silence.
     pub expected_during_silence: Option<f64>,
+    /// When the silence began: the last event, or the start of listening when nothing came since.
+    pub silent_since: Option<DateTime<Utc>>,
     pub silence: Verdict,
+    /// An event arrived since Leadline started listening (always, when it has listened all along).
+    pub heard_since_start: bool,
+    /// Too little has been listened to for any window to be judged yet, but it will be: the first time at which
+    /// a window clipped to the listening time expects enough to judge. `None` once windows are judged, and when
+    /// not even the full windows would be (a quiet hour).
+    pub judged_from: Option<DateTime<Utc>>,
 }
 
 /// The windows judged: a quarter, half and all of `window_minutes`, so a sharp drop is seen in the short
@@ -243,11 +256,56 @@ pub fn windows(config: &VolumeConfig) -> Vec<u64> {
     v
 }
 
-/// Judges a source at `now`: `counts` are the events observed in each of [`windows`] (`(minutes, count)`),
+/// The shortest window judged: fewer minutes say too little about a source (and [`windows`] makes none shorter).
+pub const MIN_JUDGED_MINUTES: u64 = 5;
+
+/// The windows to count over at `now` when Leadline has been listening since `listening_since` (`None`: all
+/// along): each of [`windows`] clipped to the whole minutes listened, none shorter than [`MIN_JUDGED_MINUTES`]
+/// (or the configured window, if that is shorter), without repeats. Empty right after a start.
+pub fn listened_windows(config: &VolumeConfig, listening_since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Vec<u64> {
+    let listened = listening_since.map(|since| (now - since).num_minutes().max(0) as u64);
+    let mut v: Vec<u64> = windows(config)
+        .into_iter()
+        .filter_map(|w| {
+            let clipped = listened.map_or(w, |l| w.min(l));
+            (clipped > 0 && clipped >= MIN_JUDGED_MINUTES.min(w)).then_some(clipped)
+        })
+        .collect();
+    v.dedup();
+    v
+}
+
+/// Whether any of `minutes` (windows ending at `now`) expects enough, after the tolerance, to be judged.
+fn judgeable(baseline: &Baseline, minutes: &[u64], now: DateTime<Utc>, config: &VolumeConfig) -> bool {
+    minutes.iter().any(|&m| {
+        baseline
+            .expected(now - Duration::minutes(m as i64), now)
+            .is_some_and(|lambda| lambda * (1.0 - config.tolerance) >= config.min_expected)
+    })
+}
+
+/// The first minute after `now` at which a window clipped to the time listened since `since` can be judged,
+/// looking no further than the longest window (after that the windows are no longer clipped).
+fn first_judgement(
+    baseline: &Baseline,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    config: &VolumeConfig,
+) -> Option<DateTime<Utc>> {
+    let longest = windows(config).into_iter().max()? as i64;
+    let listened = (now - since).num_minutes().max(0);
+    (listened + 1..=listened + longest)
+        .map(|m| since + Duration::minutes(m))
+        .find(|&t| judgeable(baseline, &listened_windows(config, Some(since), t), t, config))
+}
+
+/// Judges a source at `now`: `counts` are the events observed in each of [`listened_windows`] (`(minutes, count)`),
 /// `last_event` the time of its last event, `listening_since` when Leadline started receiving (`None`: always).
 /// Each window is tested; the smallest p-value, multiplied by the number of windows tested (Bonferroni),
 /// decides, so looking at several windows does not add false alarms. Silence is measured from the last event or
-/// the start of listening, whichever is later — and a start is not a lead: only an event ends a silence.
+/// the start of listening, whichever is later — and a start is not a lead: only an event ends a silence. Whether
+/// the hour normally has traffic is asked of the full windows: it is a property of the hour, not of how long
+/// Leadline has listened.
 pub fn assess(
     baseline: &Baseline,
     counts: &[(u64, u64)],
@@ -288,7 +346,14 @@ pub fn assess(
             Verdict::Keep,
         ),
     };
-    let busy_hour = !judged.is_empty();
+    let busy_hour = judgeable(baseline, &windows(config), now, config);
+    // Nothing judged because too little was listened to: say when it will be, if the hour allows it at all.
+    let judged_from = match listening_since {
+        Some(since) if judged.is_empty() && listened_windows(config, Some(since), now) != windows(config) => {
+            first_judgement(baseline, since, now, config)
+        }
+        _ => None,
+    };
     let heard_since_start = match (last_event, listening_since) {
         (Some(last), Some(start)) => last >= start,
         (last, None) => last.is_some(),
@@ -329,7 +394,10 @@ pub fn assess(
         drop,
         silent_minutes,
         expected_during_silence,
+        silent_since,
         silence,
+        heard_since_start,
+        judged_from,
     }
 }
 
@@ -351,6 +419,98 @@ mod tests {
         // A lead since the start ends it.
         let after = Some(start + Duration::seconds(30));
         assert_eq!(assess(&baseline, &[], after, Some(start), now, &config).silence, Verdict::Clear);
+    }
+
+    /// A baseline of `per_hour` events every hour of the week.
+    fn flat(per_hour: f64) -> Baseline {
+        Baseline { kind: BaselineKind::HourOfWeek, per_hour: [Some(per_hour); 168], tz: chrono_tz::UTC }
+    }
+
+    fn start() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_767_600_000, 0).unwrap()
+    }
+
+    #[test]
+    fn windows_are_clipped_to_the_whole_minutes_listened() {
+        let config = VolumeConfig::default(); // 60 min: windows of 15, 30 and 60
+        let since = Some(start());
+        let at = |minutes: i64, seconds: i64| start() + Duration::minutes(minutes) + Duration::seconds(seconds);
+        assert_eq!(listened_windows(&config, None, at(0, 0)), [15, 30, 60], "listening all along");
+        assert!(listened_windows(&config, since, at(0, 30)).is_empty());
+        assert!(listened_windows(&config, since, at(4, 59)).is_empty(), "under five minutes says too little");
+        assert_eq!(listened_windows(&config, since, at(5, 0)), [5], "three clipped windows are one test");
+        assert_eq!(listened_windows(&config, since, at(20, 10)), [15, 20]);
+        assert_eq!(listened_windows(&config, since, at(45, 0)), [15, 30, 45]);
+        assert_eq!(listened_windows(&config, since, at(90, 0)), [15, 30, 60]);
+        // A configured window shorter than five minutes is judged once it has been listened to in full.
+        let short = VolumeConfig { window_minutes: 3, ..VolumeConfig::default() };
+        assert!(listened_windows(&short, since, at(2, 0)).is_empty());
+        assert_eq!(listened_windows(&short, since, at(3, 0)), [3]);
+    }
+
+    #[test]
+    fn five_minutes_after_a_start_a_busy_source_is_judged_on_five_minutes() {
+        let config = VolumeConfig::default();
+        let baseline = flat(1200.0); // 100 expected in five minutes
+        let now = start() + Duration::minutes(5) + Duration::seconds(20);
+        let windows = listened_windows(&config, Some(start()), now);
+        assert_eq!(windows, [5]);
+        let last = Some(now - Duration::seconds(200));
+        let none = assess(&baseline, &[(5, 3)], last, Some(start()), now, &config);
+        assert_eq!((none.drop, none.window_minutes, none.judged_from), (Verdict::Raise, 5, None));
+        let usual = assess(&baseline, &[(5, 96)], last, Some(start()), now, &config);
+        assert_eq!((usual.drop, usual.judged_from), (Verdict::Clear, None));
+        assert!(usual.heard_since_start);
+    }
+
+    #[test]
+    fn too_early_to_judge_says_when_it_will_be_and_whether_leads_came() {
+        let config = VolumeConfig::default(); // judged when 70 % of the expectation reaches 8
+        let now = start() + Duration::minutes(3) + Duration::seconds(10);
+        // 120 an hour: 8 / 0.7 = 11.4 expected after 5.7 minutes, so the six-minute window is the first judged.
+        let a = assess(&flat(120.0), &[], None, Some(start()), now, &config);
+        assert_eq!(a.judged_from, Some(start() + Duration::minutes(6)));
+        assert_eq!((a.drop, a.silence, a.p_value, a.heard_since_start), (Verdict::Keep, Verdict::Keep, None, false));
+        let heard = assess(&flat(120.0), &[], Some(now - Duration::seconds(5)), Some(start()), now, &config);
+        assert!(heard.heard_since_start);
+        assert_eq!(heard.silence, Verdict::Clear);
+        // 30 an hour: only the 30-minute window expects enough (15 × 0.7 ≥ 8, 7.5 × 0.7 < 8 for the 15-minute one).
+        let a = assess(&flat(30.0), &[], None, Some(start()), now, &config);
+        assert_eq!(a.judged_from, Some(start() + Duration::minutes(23)));
+        // 6 an hour: not even an hour would be judged. That is a quiet hour, not a matter of listening longer.
+        assert_eq!(assess(&flat(6.0), &[], None, Some(start()), now, &config).judged_from, None);
+        // Once windows are judged, nothing is pending.
+        let later = start() + Duration::minutes(8);
+        assert_eq!(assess(&flat(120.0), &[(8, 16)], None, Some(start()), later, &config).judged_from, None);
+    }
+
+    #[test]
+    fn the_smallest_p_value_of_the_clipped_windows_is_corrected_for_their_number() {
+        let config = VolumeConfig::default();
+        let baseline = flat(240.0); // 4 a minute
+        let now = start() + Duration::minutes(20);
+        let counts = [(15, 40), (20, 60)];
+        let a = assess(&baseline, &counts, Some(now), Some(start()), now, &config);
+        let p15 = poisson_cdf(40, 60.0 * 0.7);
+        let p20 = poisson_cdf(60, 80.0 * 0.7);
+        assert_eq!(a.window_minutes, if p15 < p20 { 15 } else { 20 });
+        assert!((a.p_value.unwrap() - 2.0 * p15.min(p20)).abs() < 1e-12, "{a:?}");
+    }
+
+    #[test]
+    fn a_silence_is_dated_from_the_last_lead_or_the_start_of_listening() {
+        let config = VolumeConfig { silence_minutes: 10, ..VolumeConfig::default() };
+        let baseline = flat(240.0);
+        let since = start() - Duration::minutes(30);
+        let now = start() + Duration::seconds(3);
+        // Nothing for ten minutes of a busy hour, the last lead heard before this process started.
+        let last = Some(now - Duration::minutes(10));
+        let a = assess(&baseline, &[(15, 20), (30, 80)], last, Some(since), now, &config);
+        assert_eq!((a.silence, a.silent_since), (Verdict::Raise, last));
+        assert_eq!(a.drop, Verdict::Keep, "a silence is reported once, as a silence");
+        // Never a lead since listening began: the silence is dated from then, not from before it.
+        let a = assess(&baseline, &[], Some(since - Duration::hours(5)), Some(since), now, &config);
+        assert_eq!(a.silent_since, Some(since));
     }
 
     #[test]

@@ -100,12 +100,15 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
         }
     };
     let notifier = Arc::new(DesktopNotifier(handle.clone()));
-    let server =
-        Server::start_with(config, StartOptions { demo: demo_crm.is_some(), notifier, ..Default::default() }).await?;
+    // The demo started at a point of its schedule has been "listening" since its timeline began (see
+    // `StartOptions::listened_before`); a real configuration listens from its start.
+    let listened_before = if demo_crm.is_some() { demo::clock_offset() } else { Duration::ZERO };
+    let options = StartOptions { demo: demo_crm.is_some(), notifier, listened_before, ..Default::default() };
+    let server = Server::start_with(config, options).await?;
     if let Some(crm) = demo_crm {
         demo::seed_history(&server.app.store, server.app.clock.now(), 60.0).await?;
         tokio::spawn(demo::run_schedule(crm.clone()));
-        tokio::spawn(demo::run_traffic(server.addr, 60.0, Duration::from_secs(20 * 60), crm));
+        tokio::spawn(demo::run_traffic(server.addr, 60.0, demo::PARTNER_SILENT_AT, crm));
     }
     // Live events to the window.
     let mut live = server.app.live.subscribe();

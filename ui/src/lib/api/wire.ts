@@ -506,25 +506,33 @@ signed: boolean, last_reconciliation: ReconciliationRun | null,
  */
 recovered_7d: number, source: string, 
 /**
- * `normal`, `drop`, `silent`, `learning` (not enough history), `low` (too little traffic expected now to
- * judge) or `starting` (Leadline has been listening for less than the shortest window).
+ * What is happening, in one word (see [`SourceState`]).
  */
-state: string, assessment: Assessment, last_event_at: string | null, 
+state: SourceState, assessment: Assessment, last_event_at: string | null, 
 /**
  * Events per hour the baseline expects at this hour.
  */
-expected_per_hour_now: number | null, };
+expected_per_hour_now: number | null, 
+/**
+ * Since when Leadline has been listening to its sources (its start, in a real run).
+ */
+listening_since: string, };
 
 export type SourceStatus = { source: string, 
 /**
- * `normal`, `drop`, `silent`, `learning` (not enough history), `low` (too little traffic expected now to
- * judge) or `starting` (Leadline has been listening for less than the shortest window).
+ * What is happening, in one word (see [`SourceState`]).
  */
-state: string, assessment: Assessment, last_event_at: string | null, 
+state: SourceState, assessment: Assessment, last_event_at: string | null, 
 /**
  * Events per hour the baseline expects at this hour.
  */
-expected_per_hour_now: number | null, };
+expected_per_hour_now: number | null, 
+/**
+ * Since when Leadline has been listening to its sources (its start, in a real run).
+ */
+listening_since: string, };
+
+export type SourceState = "normal" | "drop" | "silent" | "learning" | "low" | "listening";
 
 export type Assessment = { baseline: BaselineKind, 
 /**
@@ -550,7 +558,21 @@ silent_minutes: number | null,
 /**
  * Events the baseline expected during that silence.
  */
-expected_during_silence: number | null, silence: Verdict, };
+expected_during_silence: number | null, 
+/**
+ * When the silence began: the last event, or the start of listening when nothing came since.
+ */
+silent_since: string | null, silence: Verdict, 
+/**
+ * An event arrived since Leadline started listening (always, when it has listened all along).
+ */
+heard_since_start: boolean, 
+/**
+ * Too little has been listened to for any window to be judged yet, but it will be: the first time at which
+ * a window clipped to the listening time expects enough to judge. `None` once windows are judged, and when
+ * not even the full windows would be (a quiet hour).
+ */
+judged_from: string | null, };
 
 export type BaselineKind = "hour_of_week" | "hour_of_day" | "business_hours" | "learning";
 
