@@ -135,6 +135,8 @@ async fn serve(
         (None, true) => {
             let (mock, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
             tracing::info!(%addr, "demo: mock CRM started");
+            // Printed for people and end-to-end tests who want to look at what the "CRM" received.
+            println!("Demo CRM (mock HubSpot and the other demo endpoints): http://{addr}");
             crm = Some(mock);
             let db = format!("sqlite://{}", default_data_dir()?.join("leadline-demo.db").display());
             demo::demo_config(addr, "127.0.0.1:8787".parse()?, Some(db))

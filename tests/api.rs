@@ -294,3 +294,50 @@ async fn a_replay_after_an_unanswered_attempt_keeps_its_key_and_creates_nothing_
     );
     app.server.shutdown().await.unwrap();
 }
+
+/// The dead letters of a filter and a replay's report as CSV files over HTTP: behind the token, every match
+/// (not one page), reasons masked, one row per lead.
+#[tokio::test]
+async fn dead_letters_and_a_replay_report_export_as_csv() {
+    let app = spawn().await;
+    dead_letters_from_missing_permission(&app, 3).await;
+    assert_eq!(
+        app.http.get(app.url("/api/export/dead-letters")).send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let answer = app.api_get("/api/export/dead-letters?class=permanent_config&target=crm").send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.headers()["content-type"], "text/csv; charset=utf-8");
+    let disposition = answer.headers()["content-disposition"].to_str().unwrap().to_string();
+    assert!(disposition.starts_with("attachment; filename=\"leadline-dead-letters-"), "{disposition}");
+    let text = answer.text().await.unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("delivery_id,parked_at,received_at,source,lead_id,target,class,"));
+    let mut ids: Vec<&str> = lines.map(|l| l.split(',').nth(4).unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, ["E-0", "E-1", "E-2"]);
+    let none = app.api_get("/api/export/dead-letters?class=ambiguous").send().await.unwrap().text().await.unwrap();
+    assert_eq!(none.lines().count(), 1, "only the header: {none}");
+
+    let a = &app.server.app;
+    let yes = Arc::new(ScriptedConfirm::always(true));
+    let receipt = api::replay_confirmed(
+        a,
+        &class_filter("permanent_config"),
+        "permission granted",
+        &Default::default(),
+        "ops",
+        yes,
+    )
+    .await
+    .unwrap();
+    wait_replay_done(a, receipt.replay_id).await;
+    let report = app.api_get(&format!("/api/export/replays/{}", receipt.replay_id)).send().await.unwrap();
+    assert_eq!(report.status(), StatusCode::OK);
+    let text = report.text().await.unwrap();
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(text.lines().skip(1).all(|l| l.contains(",delivered,")), "{text}");
+    let missing = app.api_get("/api/export/replays/999").send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    app.server.shutdown().await.unwrap();
+}

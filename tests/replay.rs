@@ -4,13 +4,14 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 use common::database_url;
 use serde_json::json;
 
-use leadline::api::{self, ApiError, FixRequest, ReplayRequest, ResolveRequest};
+use leadline::api::{self, ApiError, FixAndReplayRequest, FixRequest, ReplayRequest, ResolveRequest, ScriptedConfirm};
 use leadline::config::Config;
 use leadline::delivery::classify::ErrorClass;
 use leadline::demo::mock_crm::{Behaviour, MockCrm};
@@ -423,6 +424,87 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
     let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
     assert_eq!((p.delivered, p.failed_same_reason, p.failed_new_reason), (15, 0, 0));
     assert_eq!(setup.crm.stats().records, 15);
+    setup.server.shutdown().await.unwrap();
+}
+
+/// Fixing a cause group and replaying it is one act: one preview (the fix's before/after and the replay's counts),
+/// one reason, one confirmation; exactly the leads the fix changed go again, a lead it cannot help stays parked,
+/// and the fixed leads are marked as such in the replay's figures and report.
+#[tokio::test]
+async fn fixing_a_cause_group_and_replaying_it_is_one_act() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    let http = reqwest::Client::new();
+    setup.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+    for i in 0..6 {
+        let lead = json!({"id": format!("f-{i}"), "phone": format!("0151 {:04} {:04}", 3000 + i, 4000 + i)});
+        http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&lead).send().await.unwrap();
+    }
+    let hopeless = json!({"id": "f-x", "phone": "ask at the desk"});
+    http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&hopeless).send().await.unwrap();
+    wait_for("7 dead letters", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 7
+    })
+    .await;
+    let groups = api::dead_letter_groups(app, &DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(groups.len(), 1, "one cause: {groups:#?}");
+    assert_eq!(groups[0].field.as_deref(), Some("phone"), "the group names the field the CRM blamed");
+    let group = ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter {
+            class: Some(ErrorClass::PermanentData),
+            target: Some("crm".into()),
+            cause: Some(groups[0].cause.clone()),
+            ..Default::default()
+        }),
+    };
+    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    let preview = api::fix_and_replay_preview(app, &group, &fix, "ops").await.unwrap();
+    assert_eq!((preview.fix.changed, preview.fix.unchanged), (6, 1));
+    let replay = preview.replay.expect("a replay of the changed leads");
+    assert_eq!((replay.eligible, replay.by_target.get("crm").copied()), (6, Some(6)));
+    let request = FixAndReplayRequest {
+        selection: group.clone(),
+        fix: fix.clone(),
+        reason: "CRM wants E.164".into(),
+        expected_changed: 6,
+        options: ReplayOptions { canary: Some(2), rate_per_second: Some(50.0) },
+    };
+
+    // "No" in the dialog changes nothing.
+    let no = Arc::new(ScriptedConfirm::always(false));
+    let refused = api::fix_and_replay_confirmed(app, &request, "ops", no).await;
+    assert!(matches!(refused, Err(ApiError::Cancelled)), "{refused:?}");
+    let parked = api::dead_letters(app, &DeadLetterFilter::default()).await.unwrap().items;
+    assert!(parked.iter().all(|d| !d.fixed), "nothing fixed after a no");
+    // A count the person did not see is refused (the browser sends the count it showed).
+    let stale = FixAndReplayRequest { expected_changed: 5, ..request.clone() };
+    assert!(matches!(api::fix_and_replay(app, &stale, "ops").await, Err(ApiError::Conflict(_))));
+
+    // "Yes", once: the one question names the field, the count, the target, the canary and the reason.
+    let yes = Arc::new(ScriptedConfirm::always(true));
+    let receipt = api::fix_and_replay_confirmed(app, &request, "ops", yes.clone()).await.unwrap();
+    assert_eq!(receipt.fixed, 6);
+    let asked = yes.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "one confirmation: {asked:?}");
+    for words in ["Change `phone` in 6 leads", "to crm", "2 go first", "CRM wants E.164"] {
+        assert!(asked[0].contains(words), "{words:?} missing from {:?}", asked[0]);
+    }
+    wait_replay(app, "the fixed leads are delivered", Duration::from_secs(30), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    assert_eq!((p.total, p.delivered, p.failed_same_reason, p.failed_new_reason, p.fixed), (6, 6, 0, 0, 6));
+    assert_eq!((p.actor.as_str(), p.reason.as_str()), ("ops", "CRM wants E.164"));
+    assert_eq!(setup.crm.stats().records, 6, "the strict CRM took the six fixed leads, once each");
+    let report = api::replay_report(app, receipt.replay_id, None).await.unwrap();
+    assert_eq!(report.len(), 6);
+    assert!(report.iter().all(|item| item.fixed), "{report:#?}");
+    // The lead the fix could not help is still parked, unfixed, and was not sent again.
+    let left = api::dead_letters(app, &DeadLetterFilter::default()).await.unwrap().items;
+    assert_eq!(left.iter().map(|d| (d.source_ref.as_str(), d.fixed)).collect::<Vec<_>>(), [("f-x", false)]);
+    assert_eq!(left[0].attempts, 1);
     setup.server.shutdown().await.unwrap();
 }
 

@@ -5,14 +5,15 @@
 //! far below 2^53.
 
 use leadline::api::{
-    BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixRequest, HealthVerdict, HealthView,
-    LiveEvent, ReplayRequest, ResolveRequest, RevealRequest, SecretReload, Session, SourceView, TargetSituation,
-    TargetView, VerdictLevel,
+    BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixAndReplayPreview, FixAndReplayReceipt,
+    FixAndReplayRequest, FixRequest, HealthVerdict, HealthView, LiveEvent, ReplayRequest, ResolveRequest,
+    RevealRequest, SecretReload, Session, SourceView, TargetSituation, TargetView, VerdictLevel,
 };
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
 use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix};
 use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
+use leadline::model::{Page, Place};
 use leadline::monitor::alerts::Alert;
 use leadline::monitor::metrics::MetricSeries;
 use leadline::monitor::sources::{SourceState, SourceStatus};
@@ -72,6 +73,9 @@ fn generated() -> String {
         ReplayReportItem::decl(&cfg),
         ResolveRequest::decl(&cfg),
         FixRequest::decl(&cfg),
+        FixAndReplayRequest::decl(&cfg),
+        FixAndReplayPreview::decl(&cfg),
+        FixAndReplayReceipt::decl(&cfg),
         EditRequest::decl(&cfg),
         RevealRequest::decl(&cfg),
         Reveal::decl(&cfg),
@@ -80,6 +84,8 @@ fn generated() -> String {
         FixReport::decl(&cfg),
         FixSample::decl(&cfg),
         Alert::decl(&cfg),
+        Place::decl(&cfg),
+        Page::decl(&cfg),
         SourceView::decl(&cfg),
         SourceStatus::decl(&cfg),
         SourceState::decl(&cfg),

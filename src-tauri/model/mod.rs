@@ -6,8 +6,10 @@
 
 use chrono::{DateTime, Utc};
 
+mod place;
 pub mod privacy;
 mod words;
+pub use place::{Page, Place};
 pub use words::*;
 
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{from_ms, ms, Store};
-use crate::model::{decode, AlertKind, AlertState, Held, Severity};
+use crate::model::{decode, AlertKind, AlertState, Held, Place, Severity};
 
 /// What to raise.
 #[derive(Debug, Clone)]
@@ -41,6 +41,8 @@ pub struct Alert {
     pub notifications: i64,
     /// Waiting to be announced: in the next digest, or when quiet hours end.
     pub held: Option<Held>,
+    /// Where a person acts on it (derived from kind and key, not stored).
+    pub place: Place,
 }
 
 /// How a hold is stored in `alert.digest_pending` (0 is "not held").
@@ -80,9 +82,11 @@ fn to_alert(r: Row) -> anyhow::Result<Alert> {
     } else {
         AlertState::Open
     };
+    let kind: AlertKind = decode(&r.1)?;
     Ok(Alert {
         id: r.0,
-        kind: decode(&r.1)?,
+        kind,
+        place: Place::of_alert(kind, &r.2),
         key: r.2,
         severity: decode(&r.3)?,
         title: r.4,

@@ -47,6 +47,8 @@ pub struct DeadLetter {
     pub purged: bool,
     /// A running replay has it queued (not sent back yet).
     pub queued_in_replay: Option<i64>,
+    /// A person corrected the lead's data (a field fix or an edit): what is sent now is not what was received.
+    pub fixed: bool,
 }
 
 /// Which dead letters: every condition given must hold.
@@ -120,6 +122,8 @@ pub struct DeadLetterGroup {
     pub last_dead_at: DateTime<Utc>,
     /// One of them, to open as an example.
     pub example_id: i64,
+    /// The field the CRM blamed (in the example), if it named one.
+    pub field: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -338,6 +342,9 @@ pub(super) const QUEUED_IN_REPLAY: &str =
      WHERE ri.delivery_id = d.id AND ri.requeued_at IS NULL AND r.status IN ('running', 'paused') LIMIT 1)";
 
 /// How many replays are running or paused.
+/// Not null when a person corrected the lead's data (`original_payload` keeps what was received; a revision from
+/// the sender clears it). An integer in both dialects, so one row type reads it.
+pub(super) const FIXED_MARKER: &str = "CASE WHEN e.original_payload IS NULL THEN NULL ELSE e.id END";
 pub(super) const ANY_REPLAY_ACTIVE: &str = "SELECT COUNT(*) FROM replay WHERE status IN ('running', 'paused')";
 
 fn escape_like(text: &str) -> String {
@@ -498,13 +505,15 @@ struct Row {
     resolution_note: Option<String>,
     purged_at: Option<i64>,
     queued_in_replay: Option<i64>,
+    fixed_marker: Option<i64>,
 }
 
 fn select() -> String {
     format!(
         "SELECT d.id, d.event_id, e.source, e.source_ref, d.target, d.step_index, d.dead_class, d.dead_status,
             d.dead_reason, d.dead_cause, d.dead_field, d.attempts, e.received_at, d.dead_at, d.resolution,
-            d.resolved_by, d.resolved_at, d.resolution_note, e.purged_at, {QUEUED_IN_REPLAY} AS queued_in_replay
+            d.resolved_by, d.resolved_at, d.resolution_note, e.purged_at, {QUEUED_IN_REPLAY} AS queued_in_replay,
+            {FIXED_MARKER} AS fixed_marker
        FROM delivery d JOIN inbound_event e ON e.id = d.event_id"
     )
 }
@@ -532,6 +541,7 @@ fn to_letter(r: Row) -> anyhow::Result<DeadLetter> {
         resolution_note: r.resolution_note,
         purged: r.purged_at.is_some(),
         queued_in_replay: r.queued_in_replay,
+        fixed: r.fixed_marker.is_some(),
     })
 }
 
@@ -672,6 +682,21 @@ backends! {
                 q.push(" GROUP BY d.dead_class, d.target, d.dead_cause ORDER BY COUNT(*) DESC LIMIT 200");
                 built_as(&q).fetch_all(db.reader()).await.context("cannot group dead letters")?
             };
+            // The field each group's example blamed: one seek by primary key for all (at most 200) groups.
+            let mut fields = std::collections::HashMap::new();
+            if !rows.is_empty() {
+                let mut q = Sql::new(DIALECT, "SELECT id, dead_field FROM delivery WHERE dead_field IS NOT NULL AND id IN (");
+                for (i, row) in rows.iter().enumerate() {
+                    if i > 0 {
+                        q.push(", ");
+                    }
+                    q.bind(row.7);
+                }
+                q.push(")");
+                let found: Vec<(i64, String)> =
+                    built_as(&q).fetch_all(db.reader()).await.context("cannot read the groups' fields")?;
+                fields.extend(found);
+            }
             rows.into_iter()
                 .map(|(class, target, cause, count, http_status, first, last, example)| {
                     Ok(DeadLetterGroup {
@@ -683,6 +708,7 @@ backends! {
                         first_dead_at: from_ms(first.unwrap_or(0)),
                         last_dead_at: from_ms(last.unwrap_or(0)),
                         example_id: example,
+                        field: fields.remove(&example),
                     })
                 })
                 .collect()

@@ -132,6 +132,8 @@ pub struct ReplayProgress {
     pub resolved_by_hand: i64,
     /// Ran a time-sensitive step's fallback instead.
     pub fallbacks: i64,
+    /// Leads whose data a person corrected (a fix-and-replay's, or fixed before).
+    pub fixed: i64,
     pub done: bool,
     pub finished_at: Option<DateTime<Utc>>,
     pub events: Vec<ReplayEvent>,
@@ -149,6 +151,8 @@ pub struct ReplayReportItem {
     /// The reason it failed this time, when it did.
     pub reason: Option<String>,
     pub fallback_to: Option<String>,
+    /// A person corrected the lead's data before it went again.
+    pub fixed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
@@ -214,8 +218,8 @@ pub struct LeadFix {
 
 type PreviewRow = (String, String, i64, i64, Option<String>);
 type Head = (i64, String, String, String, String, String, i64, f64, Option<String>, i64, Option<i64>);
-type Counts = (i64, i64, i64, i64, i64, i64, i64, i64);
-type ItemRow = (i64, String, String, String, String, Option<String>, Option<String>, Option<String>);
+type Counts = (i64, i64, i64, i64, i64, i64, i64, i64, i64);
+type ItemRow = (i64, String, String, String, String, Option<String>, Option<String>, Option<String>, Option<i64>);
 type HistoryRow = (i64, i64, String, String, Option<String>, Option<String>);
 
 fn category(name: &str) -> PreviewCategory {
@@ -731,8 +735,9 @@ backends! {
             };
             let sent = "r.requeued_at IS NOT NULL";
             let sql = format!(
-                "SELECT COUNT(*), {}, {}, {}, {}, {}, {}, {}
+                "SELECT COUNT(*), {}, {}, {}, {}, {}, {}, {}, {}
                    FROM replay_item r JOIN delivery d ON d.id = r.delivery_id
+                   JOIN inbound_event e ON e.id = d.event_id
                   WHERE r.replay_id = $1",
                 count_if("r.requeued_at IS NULL"),
                 count_if(&format!("{sent} AND d.state = 'delivered'")),
@@ -745,8 +750,9 @@ backends! {
                 )),
                 count_if(&format!("{sent} AND d.state = 'dead' AND d.resolution != 'open'")),
                 count_if(&format!("{sent} AND r.fallback_to IS NOT NULL")),
+                count_if("e.original_payload IS NOT NULL"),
             );
-            let (total, queued, delivered, in_progress, same, new, by_hand, fallbacks): Counts = sqlx::query_as(&sql)
+            let (total, queued, delivered, in_progress, same, new, by_hand, fallbacks, fixed): Counts = sqlx::query_as(&sql)
                 .bind(replay_id)
                 .fetch_one(db.reader())
                 .await
@@ -781,6 +787,7 @@ backends! {
                 failed_new_reason: new,
                 resolved_by_hand: by_hand,
                 fallbacks,
+                fixed,
                 done,
                 finished_at: finished.map(from_ms),
                 events: events
@@ -818,7 +825,8 @@ backends! {
                                    ELSE 'failed_new_reason' END AS outcome,
                               r.prior_reason,
                               CASE WHEN d.state = 'dead' THEN d.dead_reason END AS reason,
-                              r.fallback_to
+                              r.fallback_to,
+                              CASE WHEN e.original_payload IS NULL THEN NULL ELSE e.id END AS fixed_marker
                          FROM replay_item r JOIN delivery d ON d.id = r.delivery_id
                          JOIN inbound_event e ON e.id = d.event_id
                         WHERE r.replay_id = ",
@@ -834,9 +842,20 @@ backends! {
             .bind(i64::from(limit));
             let rows: Vec<ItemRow> = built_as(&q).fetch_all(db.reader()).await.context("cannot read replay report")?;
             rows.into_iter()
-                .map(|(delivery_id, source, source_ref, target, outcome, prior_reason, reason, fallback_to)| {
+                .map(|(delivery_id, source, source_ref, target, outcome, prior_reason, reason, fallback_to, fixed)| {
                     let outcome = decode(&outcome)?;
-                    Ok(ReplayReportItem { delivery_id, source, source_ref, target, outcome, prior_reason, reason, fallback_to })
+                    let fixed = fixed.is_some();
+                    Ok(ReplayReportItem {
+                        delivery_id,
+                        source,
+                        source_ref,
+                        target,
+                        outcome,
+                        prior_reason,
+                        reason,
+                        fallback_to,
+                        fixed,
+                    })
                 })
                 .collect()
         }

@@ -98,39 +98,57 @@ test('dialogs fit a 1024×640 laptop, take focus, keep Tab inside, close on Esca
   const inView = async (name: string | RegExp) => {
     const box = await page.getByRole('dialog').getByRole('button', { name }).first().boundingBox();
     expect(box, `button ${name} is shown`).not.toBeNull();
-    expect(box!.y + box!.height).toBeLessThanOrEqual(640);
+    expect(box!.y + box!.height, `button ${name} is inside the window`).toBeLessThanOrEqual(640);
     expect(box!.x + box!.width).toBeLessThanOrEqual(1024);
   };
   const focusInDialog = () => page.evaluate(() => !!document.activeElement?.closest('[role="dialog"]'));
+  /** Opens a dialog with `opener`, checks its buttons are in sight, focus is in it and stays there through Tab
+   * and Shift+Tab, Escape closes it and focus returns to the opener. */
+  const checkDialog = async (opener: import('@playwright/test').Locator, buttons: (string | RegExp)[]) => {
+    await opener.click();
+    await expect(page.getByRole('dialog')).toBeVisible();
+    // Dialogs that count first (a dry run, a preview) show their buttons once counted.
+    await page.waitForTimeout(600);
+    for (const b of buttons) await inView(b);
+    expect(await focusInDialog(), 'focus moved into the dialog').toBe(true);
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      expect(await focusInDialog(), `Tab ${i + 1} stays in the dialog`).toBe(true);
+    }
+    for (let i = 0; i < 3; i++) {
+      await page.keyboard.press('Shift+Tab');
+      expect(await focusInDialog(), 'Shift+Tab stays in the dialog').toBe(true);
+    }
+    await page.keyboard.press('Escape');
+    await expect(page.getByRole('dialog')).toHaveCount(0);
+    await expect(opener).toBeFocused();
+  };
 
   // Pausing a target asks first.
   await page.getByRole('link', { name: 'Targets' }).click();
   const pause = page.locator('[data-target="notify"]').getByRole('button', { name: 'Pause' });
   await pause.click();
   await expect(page.getByRole('dialog')).toContainText('Pause notify?');
-  await inView('Pause');
-  await inView('Cancel');
-  expect(await focusInDialog()).toBe(true);
-  for (let i = 0; i < 5; i++) {
-    await page.keyboard.press('Tab');
-    expect(await focusInDialog()).toBe(true);
-  }
-  await page.keyboard.press('Shift+Tab');
-  expect(await focusInDialog()).toBe(true);
   await page.keyboard.press('Escape');
-  await expect(page.getByRole('dialog')).toHaveCount(0);
-  await expect(pause).toBeFocused();
+  await checkDialog(pause, ['Pause', 'Cancel']);
   await expect(page.locator('[data-target="notify"]')).toContainText('sending');
 
-  // The replay dialog of a dead letter.
+  // Every dialog of the dead letters: a lead's replay, the bulk fix, marking fixed by hand, discarding, and a
+  // cause group's replay and fix-and-replay.
   await page.getByRole('link', { name: /Dead letters/ }).click();
+  await expect(page.getByTestId('dlq-row').first()).toBeVisible({ timeout: 30_000 });
   await page.getByTestId('dlq-row').first().click();
-  await page.getByTestId('dead-letter-panel').getByTestId('replay-one').click();
-  await expect(page.getByRole('dialog')).toBeVisible();
-  await inView(/Cancel|Close/);
-  expect(await focusInDialog()).toBe(true);
-  await page.keyboard.press('Escape');
-  await expect(page.getByRole('dialog')).toHaveCount(0);
+  await checkDialog(page.getByTestId('dead-letter-panel').getByTestId('replay-one'), [/Cancel/, /Replay/]);
+  await page.getByRole('button', { name: 'Close detail' }).click();
+  await checkDialog(page.getByTestId('fix-data'), ['Cancel', 'Apply…']);
+  await checkDialog(page.getByRole('button', { name: 'Fixed by hand…' }), ['Cancel']);
+  await checkDialog(page.getByTestId('discard'), ['Cancel']);
+  await page.getByTestId('class-permanent_data').click();
+  await page.getByTestId('view-groups').click();
+  const group = page.getByTestId('group-row').first();
+  await expect(group).toBeVisible();
+  await checkDialog(group.getByTestId('replay-group'), [/Cancel/, /Replay/]);
+  await checkDialog(group.getByTestId('fix-replay-group'), ['Cancel', 'Fix and replay…']);
 });
 
 test('dead letters grouped by cause: filter, replay a group with a canary, watch it, read the report', async ({ page }) => {

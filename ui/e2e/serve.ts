@@ -9,6 +9,8 @@ import { join } from 'node:path';
 export interface Demo {
   link: string;
   origin: string;
+  /** The demo's mock CRM (HubSpot's API), to look at what the CRM received. */
+  crm: string;
   started: number;
   stop: () => void;
 }
@@ -20,11 +22,13 @@ export async function startDemo(offsetSeconds: number, port: number, rate = 240,
     env: { ...process.env, LEADLINE_DEMO_CLOCK_OFFSET: String(offsetSeconds), RUST_LOG: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  let crm = '';
   const link = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('leadline serve did not print its browser link within 30 s')), 30_000);
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
+      crm ||= out.match(/Demo CRM[^\n]*?(http:\/\/127\.0\.0\.1:\d+)/)?.[1] ?? '';
       const m = out.match(/(http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)/);
       if (m) {
         clearTimeout(timer);
@@ -38,7 +42,7 @@ export async function startDemo(offsetSeconds: number, port: number, rate = 240,
   // usual start (offset 400): so that the tests find data dead letters at any hour, a few leads with national
   // phone numbers are sent at once while the rule is on — four signed like the demo's web form, two from the partner.
   if (withDeadLetters) await sendNationalPhoneLeads(origin);
-  return { link, origin, started: Date.now(), stop: () => child.kill('SIGTERM') };
+  return { link, origin, crm, started: Date.now(), stop: () => child.kill('SIGTERM') };
 }
 
 async function sendNationalPhoneLeads(origin: string): Promise<void> {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::features::delivery::worker::{Hold, HoldReason};
-use crate::model::{AlertKind, BreakerState, Severity};
+use crate::model::{BreakerState, Place, Severity};
 use crate::store::{Alert, QueueHealth};
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -80,8 +80,8 @@ pub struct HealthVerdict {
     pub level: VerdictLevel,
     /// In words: what is wrong (or that nothing is).
     pub reason: String,
-    /// The page to act on: `alerts`, `targets`, `sources` or `dead_letters`; none when all is well.
-    pub link: Option<String>,
+    /// Where to act: the alert's place, or the target's row; none when all is well.
+    pub link: Option<Place>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ts_rs::TS)]
@@ -96,31 +96,13 @@ pub enum VerdictLevel {
     NeedsPerson,
 }
 
-/// The page an alert of `kind` is acted on.
-fn page_for(kind: AlertKind) -> &'static str {
-    match kind {
-        AlertKind::Credentials | AlertKind::PermanentConfig | AlertKind::BreakerOpen | AlertKind::RetryBudget => {
-            "targets"
-        }
-        AlertKind::Silence | AlertKind::VolumeDrop | AlertKind::SourceFailing | AlertKind::ReconciliationFound => {
-            "sources"
-        }
-        AlertKind::DeadLetterGrowth | AlertKind::AutoReplay | AlertKind::NewCause => "dead_letters",
-        AlertKind::OldestPending => "alerts",
-    }
-}
-
 /// The verdict from the open alerts and each target's situation. Pure.
 pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], queue: &QueueHealth) -> HealthVerdict {
-    let say = |level, reason: String, link: &str| HealthVerdict { level, reason, link: Some(link.to_string()) };
+    let say = |level, reason: String, link: Place| HealthVerdict { level, reason, link: Some(link) };
     let more = |n: usize| if n > 1 { format!(" (and {} more)", n - 1) } else { String::new() };
     let critical: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Critical).collect();
     if let Some(first) = critical.first() {
-        return say(
-            VerdictLevel::NeedsPerson,
-            format!("{}{}", first.title, more(critical.len())),
-            page_for(first.kind),
-        );
+        return say(VerdictLevel::NeedsPerson, format!("{}{}", first.title, more(critical.len())), first.place.clone());
     }
     for (name, situation) in targets {
         match situation {
@@ -128,14 +110,14 @@ pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], que
                 return say(
                     VerdictLevel::NeedsPerson,
                     format!("{name} refuses the credential in {credential}: its leads are waiting"),
-                    "targets",
+                    Place::target(name),
                 )
             }
             TargetSituation::Down { .. } => {
                 return say(
                     VerdictLevel::NeedsPerson,
                     format!("{name} looks down: sending is paused by the breaker"),
-                    "targets",
+                    Place::target(name),
                 )
             }
             _ => {}
@@ -143,7 +125,7 @@ pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], que
     }
     let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Warning).collect();
     if let Some(first) = warnings.first() {
-        return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), page_for(first.kind));
+        return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), first.place.clone());
     }
     for (name, situation) in targets {
         let reason = match situation {
@@ -155,7 +137,7 @@ pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], que
             TargetSituation::PausedByPerson => format!("{name} is paused by a person: its leads wait until resumed"),
             _ => continue,
         };
-        return say(VerdictLevel::Degraded, reason, "targets");
+        return say(VerdictLevel::Degraded, reason, Place::target(name));
     }
     let o = &queue.overall;
     let waiting = o.pending + o.running;

@@ -219,8 +219,9 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
                     severity: Severity::Warning,
                     title: format!("A new cause of dead letters at {target}: {what}"),
                     detail: format!(
-                        "{}. Leads with this problem are parked, not lost. Open the cause group on the Dead letters \
-                         page, fix the data or the mapping, then replay.",
+                        "{}. Leads with this problem are parked, not lost. Open the cause group: \"Fix data and \
+                         replay\" corrects a field and sends them again; if the mapping is wrong, correct it in the \
+                         configuration (the Targets page shows it), then replay the group.",
                         cause.trim_end_matches('.')
                     ),
                 },

@@ -91,6 +91,7 @@ mod tests {
             notified_at: notified_minutes_ago.map(|m| now - chrono::Duration::minutes(m)),
             notifications: 1,
             held: None,
+            place: crate::model::Place::source("webform"),
         }
     }
 

@@ -63,6 +63,10 @@ pub struct FixReport {
     pub unchanged: i64,
     /// Up to five examples: the field before and after.
     pub samples: Vec<FixSample>,
+    /// The selected dead letters whose lead the fix changes (or changed): what a fix-and-replay sends again.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub changed_deliveries: Vec<i64>,
 }
 
 fn pointer(field: &str) -> String {
@@ -142,18 +146,30 @@ pub async fn fix_selection(
         return Err(ReplayError::Invalid("say why: the reason is kept with each change".into()));
     }
     let rows = selected_events(store, selection).await?;
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeMap::new();
     let mut changes = Vec::new();
     let mut unchanged = 0;
+    let mut changed_deliveries = Vec::new();
     for (delivery_id, event_id) in rows {
-        if !seen.insert(event_id) {
+        if let Some(changed) = seen.get(&event_id) {
+            // Another selected step of a lead already looked at: it goes again if its lead changes.
+            if *changed {
+                changed_deliveries.push(delivery_id);
+            }
             continue;
         }
         let (source, payload) = store.lead_data(event_id).await?;
         check_field(config, &source, &fix.field)?;
         match apply(&payload, fix) {
-            Some((fixed, before, after)) => changes.push((delivery_id, event_id, fixed, before, after)),
-            None => unchanged += 1,
+            Some((fixed, before, after)) => {
+                changes.push((delivery_id, event_id, fixed, before, after));
+                changed_deliveries.push(delivery_id);
+                seen.insert(event_id, true);
+            }
+            None => {
+                unchanged += 1;
+                seen.insert(event_id, false);
+            }
         }
     }
     let samples = changes
@@ -161,7 +177,7 @@ pub async fn fix_selection(
         .take(5)
         .map(|(d, _, _, b, a)| FixSample { delivery_id: *d, before: b.clone(), after: a.clone() })
         .collect();
-    let report = FixReport { changed: changes.len() as i64, unchanged, samples };
+    let report = FixReport { changed: changes.len() as i64, unchanged, samples, changed_deliveries };
     if dry_run || changes.is_empty() {
         return Ok(report);
     }

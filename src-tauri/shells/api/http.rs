@@ -250,6 +250,10 @@ pub fn router(app: App) -> Router {
         .route("/api/dead-letters/groups", get(dead_letter_groups))
         .route("/api/dead-letters/resolve", post(resolve_dead_letters))
         .route("/api/dead-letters/fix", post(fix_dead_letters))
+        .route("/api/dead-letters/fix-and-replay/preview", post(fix_and_replay_preview))
+        .route("/api/dead-letters/fix-and-replay", post(fix_and_replay))
+        .route("/api/export/dead-letters", get(export_dead_letters))
+        .route("/api/export/replays/{id}", get(export_replay_report))
         .route("/api/dead-letters/{id}", get(dead_letter))
         .route("/api/dead-letters/{id}/edit", post(edit_dead_letter))
         .route("/api/dead-letters/{id}/reveal", post(reveal_dead_letter))
@@ -370,6 +374,31 @@ async fn dead_letters(State(app): State<App>, Query(filter): Query<DeadLetterFil
     Ok(Json(super::dead_letters(&app, &filter).await?).into_response())
 }
 
+/// A CSV file for the browser to save (`Content-Disposition: attachment`).
+fn csv_file(name: String, body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn export_dead_letters(
+    State(app): State<App>,
+    Query(filter): Query<DeadLetterFilter>,
+) -> Result<Response, ApiError> {
+    let body = super::export::dead_letters(&app, &filter).await?;
+    Ok(csv_file(super::export::file_name("dead-letters", app.clock.now()), body))
+}
+
+async fn export_replay_report(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
+    let body = super::export::replay_report(&app, id).await?;
+    Ok(csv_file(super::export::file_name(&format!("replay-{id}"), app.clock.now()), body))
+}
+
 async fn dead_letter_groups(
     State(app): State<App>,
     Query(filter): Query<DeadLetterFilter>,
@@ -389,6 +418,28 @@ async fn fix_dead_letters(
     Json(request): Json<super::FixRequest>,
 ) -> Result<Response, ApiError> {
     Ok(Json(super::fix_dead_letters(&app, &request, BROWSER_ACTOR).await?).into_response())
+}
+
+#[derive(Deserialize)]
+struct FixAndReplayPreviewRequest {
+    selection: crate::store::ReplaySelection,
+    fix: crate::features::replay::fix::FieldFix,
+}
+
+async fn fix_and_replay_preview(
+    State(app): State<App>,
+    Json(request): Json<FixAndReplayPreviewRequest>,
+) -> Result<Response, ApiError> {
+    let preview = super::fix_and_replay_preview(&app, &request.selection, &request.fix, BROWSER_ACTOR).await?;
+    Ok(Json(preview).into_response())
+}
+
+/// The browser confirms in the page and sends the count it showed (`expected_changed`), which is checked here.
+async fn fix_and_replay(
+    State(app): State<App>,
+    Json(request): Json<super::FixAndReplayRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::fix_and_replay(&app, &request, BROWSER_ACTOR).await?).into_response())
 }
 
 async fn edit_dead_letter(

@@ -1,6 +1,7 @@
 //! The single surface the outside world uses: plain async functions with serde DTOs. The HTTP routes
 //! ([`http`]) and the desktop commands are thin adapters over these; tests call them directly.
 
+pub mod export;
 pub mod http;
 
 pub use crate::features::monitor::health::{
@@ -134,7 +135,7 @@ pub struct DeadLetterList {
     pub open_by_class: BTreeMap<String, i64>,
 }
 
-fn check_filter(filter: &DeadLetterFilter) -> Result<(), ApiError> {
+pub(crate) fn check_filter(filter: &DeadLetterFilter) -> Result<(), ApiError> {
     if let (Some(a), Some(b)) = (filter.since, filter.until) {
         if a >= b {
             return Err(ApiError::BadRequest("`since` must be before `until`".into()));
@@ -240,7 +241,7 @@ pub async fn reveal_dead_letter(
 }
 
 /// A dead letter as the list shows it: the CRM's message with e-mail addresses and phone numbers masked.
-fn mask_letter(mut letter: DeadLetter) -> DeadLetter {
+pub(crate) fn mask_letter(mut letter: DeadLetter) -> DeadLetter {
     letter.reason = privacy::mask_text(&letter.reason);
     letter
 }
@@ -397,6 +398,133 @@ pub async fn fix_dead_letters(app: &App, request: &FixRequest, actor: &str) -> R
     Ok(report)
 }
 
+/// A field fix and the replay of the leads it changes, previewed, confirmed and done as one act.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct FixAndReplayRequest {
+    pub selection: ReplaySelection,
+    pub fix: FieldFix,
+    /// Why: kept with each change and with the replay.
+    pub reason: String,
+    /// How many leads the preview said the fix changes: nothing happens if that is no longer true.
+    pub expected_changed: i64,
+    #[serde(default)]
+    pub options: ReplayOptions,
+}
+
+/// What a fix-and-replay would do: the fix (count, before/after samples) and the replay of the leads it changes.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct FixAndReplayPreview {
+    pub fix: FixReport,
+    /// `null` when the fix changes no lead (then there is nothing to replay).
+    pub replay: Option<ReplayPreview>,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct FixAndReplayReceipt {
+    /// Leads whose data was corrected.
+    pub fixed: i64,
+    /// The replay that sends them again.
+    pub replay_id: i64,
+}
+
+/// The selection of the dead letters whose leads a fix changes.
+fn changed_selection(report: &FixReport) -> ReplaySelection {
+    ReplaySelection { ids: Some(report.changed_deliveries.clone()), filter: None }
+}
+
+pub async fn fix_and_replay_preview(
+    app: &App,
+    selection: &ReplaySelection,
+    fix: &FieldFix,
+    actor: &str,
+) -> Result<FixAndReplayPreview, ApiError> {
+    let request = FixRequest { selection: selection.clone(), fix: fix.clone(), reason: String::new(), dry_run: true };
+    let report = fix_dead_letters(app, &request, actor).await?;
+    let replay = if report.changed == 0 {
+        None
+    } else {
+        Some(replay::preview(&app.store, &app.config, &changed_selection(&report), app.clock.now()).await?)
+    };
+    Ok(FixAndReplayPreview { fix: report, replay })
+}
+
+/// Corrects the field in every selected dead letter it changes, then replays exactly those — with one reason,
+/// after one confirmation (the caller's). Checked first: the fix must still change as many leads as the preview
+/// showed. The fix and the replay are two commits: should the replay not start (another replay took the leads
+/// meanwhile), the corrected leads stay in the list, marked as fixed, to be replayed from there.
+pub async fn fix_and_replay(
+    app: &App,
+    request: &FixAndReplayRequest,
+    actor: &str,
+) -> Result<FixAndReplayReceipt, ApiError> {
+    check_selection(&request.selection)?;
+    let reason = request.reason.trim();
+    if reason.is_empty() {
+        return Err(ApiError::BadRequest("say why: the reason is kept with each change and with the replay".into()));
+    }
+    let preview = fix_and_replay_preview(app, &request.selection, &request.fix, actor).await?;
+    if preview.fix.changed != request.expected_changed {
+        return Err(ApiError::Conflict(format!(
+            "the selection changed since the preview: the fix would now change {} leads, not {}; look again",
+            preview.fix.changed, request.expected_changed
+        )));
+    }
+    if preview.fix.changed == 0 {
+        return Err(ApiError::BadRequest("the fix changes no lead: there is nothing to replay".into()));
+    }
+    let report = fix::fix_selection(
+        &app.store,
+        &app.config,
+        &request.selection,
+        &request.fix,
+        actor,
+        reason,
+        false,
+        app.clock.now(),
+    )
+    .await?;
+    let selection = changed_selection(&report);
+    let eligible = replay::preview(&app.store, &app.config, &selection, app.clock.now()).await?.eligible;
+    let receipt = replay(
+        app,
+        &ReplayRequest { selection, expected: eligible, reason: reason.to_string(), options: request.options.clone() },
+        actor,
+    )
+    .await
+    .map_err(|e| {
+        ApiError::Conflict(format!(
+            "{} leads were fixed, but their replay did not start ({e}): replay them from the list, where they are \
+             marked as fixed",
+            report.changed
+        ))
+    })?;
+    Ok(FixAndReplayReceipt { fixed: report.changed, replay_id: receipt.replay_id })
+}
+
+/// Previews, asks once — the fix, the replay's counts and pace, the reason — and does both only on "yes".
+pub async fn fix_and_replay_confirmed(
+    app: &App,
+    request: &FixAndReplayRequest,
+    actor: &str,
+    confirm: Arc<dyn Confirm>,
+) -> Result<FixAndReplayReceipt, ApiError> {
+    let preview = fix_and_replay_preview(app, &request.selection, &request.fix, actor).await?;
+    let Some(replay) = preview.replay.filter(|_| preview.fix.changed > 0) else {
+        return Err(ApiError::BadRequest("the fix changes no lead: there is nothing to replay".into()));
+    };
+    let message = format!(
+        "Change `{}` in {} leads (the data as received stays in each lead's history), then: {}\n\n{} They go \
+         through normal delivery again, with fresh attempts. Reason: {}",
+        request.fix.field,
+        preview.fix.changed,
+        replay.summary,
+        pace_words(app, &request.options, replay.eligible),
+        request.reason.trim()
+    );
+    ask(confirm, "Fix and replay dead letters", message).await?;
+    fix_and_replay(app, &FixAndReplayRequest { expected_changed: preview.fix.changed, ..request.clone() }, actor).await
+}
+
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
 pub struct EditRequest {
     #[ts(type = "unknown")]
@@ -460,6 +588,17 @@ pub async fn ask(confirm: Arc<dyn Confirm>, title: &str, message: String) -> Res
     }
 }
 
+/// The replay's pace in words: the canary (only when it is part of the selection) and the rate.
+fn pace_words(app: &App, options: &ReplayOptions, eligible: i64) -> String {
+    let canary = options.canary.unwrap_or(app.config.replay.canary_size);
+    let rate = options.rate_per_second.unwrap_or(app.config.replay.rate_per_second);
+    if canary > 0 && i64::from(canary) < eligible {
+        format!("{canary} go first; the rest follow only if all of those are delivered, {rate} a second.")
+    } else {
+        format!("They are sent {rate} a second.")
+    }
+}
+
 /// Previews, asks for confirmation with the preview's sentence (fallbacks and pace included), and starts the
 /// replay only on "yes".
 pub async fn replay_confirmed(
@@ -474,16 +613,10 @@ pub async fn replay_confirmed(
     if preview.eligible == 0 {
         return Err(ApiError::BadRequest(preview.summary));
     }
-    let canary = options.canary.unwrap_or(app.config.replay.canary_size);
-    let rate = options.rate_per_second.unwrap_or(app.config.replay.rate_per_second);
-    let pace = if canary > 0 && i64::from(canary) < preview.eligible {
-        format!("{canary} go first; the rest follow only if all of those are delivered, {rate} a second.")
-    } else {
-        format!("They are sent {rate} a second.")
-    };
     let message = format!(
-        "{}\n\n{pace} They go through normal delivery again, with fresh attempts. Reason: {}",
+        "{}\n\n{} They go through normal delivery again, with fresh attempts. Reason: {}",
         preview.summary,
+        pace_words(app, options, preview.eligible),
         if reason.trim().is_empty() { "none given" } else { reason.trim() }
     );
     ask(confirm, "Replay dead letters", message).await?;
@@ -755,6 +888,7 @@ pub async fn load_pauses(app: &App) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::features::delivery::worker::{Hold, HoldReason};
+    use crate::model::Place;
     use crate::store::{QueueHealth, TargetHealth};
 
     fn alert(kind: &str, severity: &str, title: &str) -> Alert {
@@ -777,6 +911,7 @@ mod tests {
             notified_at: None,
             notifications: 0,
             held: None,
+            place: crate::model::Place::of_alert(kind.parse().unwrap(), "k"),
         }
     }
 
@@ -804,14 +939,14 @@ mod tests {
 
         let quiet = [alert("volume_drop", "warning", "Fewer leads than usual from meta")];
         let v = verdict(&quiet, &limited, &queue(0));
-        assert_eq!((v.level, v.link.as_deref()), (VerdictLevel::Degraded, Some("sources")));
+        assert_eq!((v.level, v.link), (VerdictLevel::Degraded, Some(Place::source("k"))));
 
         let refused = vec![(
             "meta_details".into(),
             TargetSituation::RefusingCredentials { credential: "META_TOKEN".into(), next_try: until },
         )];
         let v = verdict(&quiet, &refused, &queue(0));
-        assert_eq!((v.level, v.link.as_deref()), (VerdictLevel::NeedsPerson, Some("targets")));
+        assert_eq!((v.level, v.link), (VerdictLevel::NeedsPerson, Some(Place::target("meta_details"))));
         assert!(v.reason.contains("META_TOKEN"), "{}", v.reason);
 
         let down = vec![("crm".into(), TargetSituation::Down { since: None })];
@@ -832,7 +967,7 @@ mod tests {
         let v = verdict(&silent, &[], &queue(0));
         assert_eq!(v.level, VerdictLevel::NeedsPerson);
         assert_eq!(v.reason, "No leads from partner for 31 min (and 1 more)");
-        assert_eq!(v.link.as_deref(), Some("sources"));
+        assert_eq!(v.link, Some(Place::source("k")));
     }
 
     #[test]

@@ -178,6 +178,10 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             dead_letter_groups,
             resolve_dead_letters,
             fix_dead_letters,
+            fix_and_replay_preview,
+            fix_and_replay,
+            export_dead_letters,
+            export_replay_report,
             edit_dead_letter,
             alerts,
             acknowledge_alert,
@@ -332,6 +336,52 @@ async fn fix_dead_letters(
         .await?;
     }
     api::fix_dead_letters(&state.app, &request, &state.actor).await
+}
+
+#[tauri::command]
+async fn fix_and_replay_preview(
+    state: S<'_>,
+    selection: ReplaySelection,
+    fix: crate::features::replay::fix::FieldFix,
+) -> CommandResult<api::FixAndReplayPreview> {
+    api::fix_and_replay_preview(&state.app, &selection, &fix, &state.actor).await
+}
+
+/// Fixing and replaying is one act, confirmed once in a native dialog that states both.
+#[tauri::command]
+async fn fix_and_replay(state: S<'_>, request: api::FixAndReplayRequest) -> CommandResult<api::FixAndReplayReceipt> {
+    api::fix_and_replay_confirmed(&state.app, &request, &state.actor, state.confirm.clone()).await
+}
+
+/// Asks where to save `what` (a native save dialog) and writes `body` there; `None` when the person cancelled.
+async fn save_csv(handle: tauri::AppHandle, name: String, body: String) -> CommandResult<Option<String>> {
+    let chosen = tauri::async_runtime::spawn_blocking(move || {
+        handle.dialog().file().set_file_name(&name).add_filter("CSV", &["csv"]).blocking_save_file()
+    })
+    .await
+    .map_err(|e| api::ApiError::Internal(format!("the save dialog failed: {e}")))?;
+    let Some(path) = chosen.and_then(|p| p.into_path().ok()) else { return Ok(None) };
+    std::fs::write(&path, body)
+        .map_err(|e| api::ApiError::BadRequest(format!("cannot write {}: {e}", path.display())))?;
+    Ok(Some(path.display().to_string()))
+}
+
+/// Saves the dead letters of the filter as CSV where the person chooses.
+#[tauri::command]
+async fn export_dead_letters(
+    handle: tauri::AppHandle,
+    state: S<'_>,
+    filter: DeadLetterFilter,
+) -> CommandResult<Option<String>> {
+    let body = api::export::dead_letters(&state.app, &filter).await?;
+    save_csv(handle, api::export::file_name("dead-letters", state.app.clock.now()), body).await
+}
+
+/// Saves a replay's report as CSV where the person chooses.
+#[tauri::command]
+async fn export_replay_report(handle: tauri::AppHandle, state: S<'_>, id: i64) -> CommandResult<Option<String>> {
+    let body = api::export::replay_report(&state.app, id).await?;
+    save_csv(handle, api::export::file_name(&format!("replay-{id}"), state.app.clock.now()), body).await
 }
 
 #[tauri::command]

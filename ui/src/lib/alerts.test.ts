@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { alertPage, sortAlerts } from './alerts';
+import { sortAlerts } from './alerts';
 import type { Alert } from './api/wire';
 
 const alert = (id: number, severity: string, opened_at: string) => ({ id, severity, opened_at, kind: 'silence' }) as unknown as Alert;
@@ -13,11 +13,5 @@ describe('alerts', () => {
       alert(4, 'critical', '2026-11-30T09:30:00Z'),
     ]);
     expect(sorted.map((a) => a.id)).toEqual([4, 2, 1, 3]);
-  });
-  it('links each kind to where a person acts on it', () => {
-    expect(alertPage('credentials')?.page).toBe('targets');
-    expect(alertPage('silence')?.page).toBe('sources');
-    expect(alertPage('dead_letter_growth')?.page).toBe('dead-letters');
-    expect(alertPage('digest')).toBeNull();
   });
 });

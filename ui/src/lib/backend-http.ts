@@ -3,6 +3,10 @@
 import { ApiFailure, type Backend } from './backend';
 import { toQuery } from './format';
 import type {
+  FieldFix,
+  FixAndReplayPreview,
+  FixAndReplayReceipt,
+  FixAndReplayRequest,
   Alert,
   ConnectionCheck,
   SecretReload,
@@ -65,6 +69,34 @@ export class HttpBackend implements Backend {
     } catch {
       /* storage may be unavailable */
     }
+  }
+
+  /** Fetches a file (a CSV export) and hands it to the browser to save under the server's name for it. */
+  private async download(path: string): Promise<string | null> {
+    let response: Response;
+    try {
+      response = await fetch(this.base + path, { credentials: 'same-origin' });
+    } catch {
+      throw new ApiFailure('network', 'Leadline is not answering');
+    }
+    if (!response.ok) {
+      const err = (await response.json().catch(() => null)) as Partial<ErrorBody> | null;
+      throw new ApiFailure(err?.code ?? 'internal', err?.message ?? `HTTP ${response.status}`);
+    }
+    const name = /filename="([^"]+)"/.exec(response.headers.get('content-disposition') ?? '')?.[1] ?? 'leadline-export.csv';
+    const url = URL.createObjectURL(await response.blob());
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = name;
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    return name;
+  }
+  exportDeadLetters(filter: DeadLetterFilter) {
+    return this.download(`/api/export/dead-letters${filterQuery(filter)}`);
+  }
+  exportReplayReport(id: number) {
+    return this.download(`/api/export/replays/${id}`);
   }
 
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
@@ -136,6 +168,12 @@ export class HttpBackend implements Backend {
   }
   fixDeadLetters(request: FixRequest) {
     return this.call<FixReport>('POST', '/api/dead-letters/fix', request);
+  }
+  fixAndReplayPreview(selection: ReplaySelection, fix: FieldFix) {
+    return this.call<FixAndReplayPreview>('POST', '/api/dead-letters/fix-and-replay/preview', { selection, fix });
+  }
+  fixAndReplay(request: FixAndReplayRequest) {
+    return this.call<FixAndReplayReceipt>('POST', '/api/dead-letters/fix-and-replay', request);
   }
   editDeadLetter(id: number, request: EditRequest) {
     return this.call<DeadLetterView>('POST', `/api/dead-letters/${id}/edit`, request);

@@ -4,6 +4,10 @@ import { invoke } from '@tauri-apps/api/core';
 import { listen } from '@tauri-apps/api/event';
 import { ApiFailure, type Backend } from './backend';
 import type {
+  FieldFix,
+  FixAndReplayPreview,
+  FixAndReplayReceipt,
+  FixAndReplayRequest,
   Alert,
   ConnectionCheck,
   SecretReload,
@@ -59,6 +63,12 @@ export class TauriBackend implements Backend {
   deadLetters(filter: DeadLetterFilter) {
     return call<DeadLetterList>('dead_letters', { filter });
   }
+  exportDeadLetters(filter: DeadLetterFilter) {
+    return call<string | null>('export_dead_letters', { filter });
+  }
+  exportReplayReport(id: number) {
+    return call<string | null>('export_replay_report', { id });
+  }
   deadLetter(id: number) {
     return call<DeadLetterView>('dead_letter', { id });
   }
@@ -89,6 +99,12 @@ export class TauriBackend implements Backend {
   }
   fixDeadLetters(request: FixRequest) {
     return call<FixReport>('fix_dead_letters', { request });
+  }
+  fixAndReplayPreview(selection: ReplaySelection, fix: FieldFix) {
+    return call<FixAndReplayPreview>('fix_and_replay_preview', { selection, fix });
+  }
+  fixAndReplay(request: FixAndReplayRequest) {
+    return call<FixAndReplayReceipt>('fix_and_replay', { request });
   }
   editDeadLetter(id: number, request: EditRequest) {
     return call<DeadLetterView>('edit_dead_letter', { id, request });

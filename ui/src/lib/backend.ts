@@ -2,6 +2,10 @@
 // desktop app, fetch + Server-Sent Events against `leadline serve` in a browser. The same built UI runs in both.
 
 import type {
+  FieldFix,
+  FixAndReplayPreview,
+  FixAndReplayReceipt,
+  FixAndReplayRequest,
   Alert,
   ConnectionCheck,
   SecretReload,
@@ -50,6 +54,11 @@ export interface Backend {
   metrics(range: string): Promise<MetricSeries>;
   deadLetters(filter: DeadLetterFilter): Promise<DeadLetterList>;
   deadLetter(id: number): Promise<DeadLetterView>;
+  /** Saves the dead letters of the filter as CSV (a native save dialog in the desktop app, a download in the
+   * browser): where it went, or `null` when the person cancelled. */
+  exportDeadLetters(filter: DeadLetterFilter): Promise<string | null>;
+  /** Saves a replay's whole report as CSV, like `exportDeadLetters`. */
+  exportReplayReport(id: number): Promise<string | null>;
   deadLetterGroups(filter: DeadLetterFilter): Promise<DeadLetterGroup[]>;
   previewReplay(selection: ReplaySelection): Promise<ReplayPreview>;
   /** Starts a replay of the selection. `expected` is the preview's count (the browser path checks it on the
@@ -63,6 +72,11 @@ export interface Backend {
   resolveDeadLetters(request: ResolveRequest): Promise<number>;
   /** Applies (or with `dry_run` previews) a field fix to the selection. */
   fixDeadLetters(request: FixRequest): Promise<FixReport>;
+  /** What a fix would change (before/after samples) and the replay of the leads it changes. */
+  fixAndReplayPreview(selection: ReplaySelection, fix: FieldFix): Promise<FixAndReplayPreview>;
+  /** Fixes, then replays exactly the leads the fix changed: one act, one reason, one confirmation (native in the
+   * desktop app; in the browser the page confirms and the server checks `expected_changed`). */
+  fixAndReplay(request: FixAndReplayRequest): Promise<FixAndReplayReceipt>;
   editDeadLetter(id: number, request: EditRequest): Promise<DeadLetterView>;
   /** The dead letter with its personal data unmasked; the reason goes to the audit. */
   revealDeadLetter(id: number, request: RevealRequest): Promise<DeadLetterView>;

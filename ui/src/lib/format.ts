@@ -76,7 +76,7 @@ export type { ErrorClass };
 export const CLASS_INFO: Record<ErrorClass, { label: string; help: string }> = {
   permanent_config: {
     label: 'Setup problem',
-    help: 'The CRM rejected our connection or mapping (expired token, missing permission, deleted field). Fix the setup first, then replay them all.',
+    help: 'The CRM rejected our connection or mapping (a missing permission, a deleted field or pipeline). Fix the setup first, then replay them all.',
   },
   permanent_data: {
     label: 'Bad lead data',

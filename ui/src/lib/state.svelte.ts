@@ -1,36 +1,94 @@
 // Application-wide reactive state: the backend, the session, live health, alerts, the current view.
 
 import type { Backend } from './backend';
-import type { Alert, HealthView, Session } from './api/wire';
+import type { Alert, HealthView, Place, Session } from './api/wire';
 
 export type View =
   | { page: 'overview' }
-  | { page: 'dead-letters'; id?: number }
-  | { page: 'sources' }
+  | { page: 'dead-letters'; id?: number; target?: string; cause?: string }
+  | { page: 'sources'; source?: string }
   | { page: 'alerts' }
-  | { page: 'targets' };
+  | { page: 'targets'; target?: string }
+  | { page: 'glossary' };
 
+/**
+ * Reads a view from the address: `#/dead-letters/42`, `#/dead-letters?target=crm&cause=…` (a cause group),
+ * `#/targets/crm`, `#/sources/partner_api`. Anything else is the overview.
+ */
 export function parseHash(hash: string): View {
-  const parts = hash.replace(/^#\/?/, '').split('/');
+  const [path = '', query = ''] = hash.replace(/^#\/?/, '').split('?', 2);
+  const parts = path.split('/').map((p) => decodeURIComponent(p));
+  const q = new URLSearchParams(query);
   switch (parts[0]) {
     case 'dead-letters': {
       const id = Number(parts[1]);
-      return Number.isInteger(id) && id > 0 ? { page: 'dead-letters', id } : { page: 'dead-letters' };
+      if (Number.isInteger(id) && id > 0) return { page: 'dead-letters', id };
+      const v: View = { page: 'dead-letters' };
+      if (q.get('target')) v.target = q.get('target')!;
+      if (q.get('cause')) v.cause = q.get('cause')!;
+      return v;
     }
     case 'sources':
-      return { page: 'sources' };
+      return parts[1] ? { page: 'sources', source: parts[1] } : { page: 'sources' };
     case 'alerts':
       return { page: 'alerts' };
+    case 'glossary':
+      return { page: 'glossary' };
     case 'targets':
-      return { page: 'targets' };
+      return parts[1] ? { page: 'targets', target: parts[1] } : { page: 'targets' };
     default:
       return { page: 'overview' };
   }
 }
 
 export function viewHash(v: View): string {
-  if (v.page === 'dead-letters' && v.id) return `#/dead-letters/${v.id}`;
-  return `#/${v.page}`;
+  switch (v.page) {
+    case 'dead-letters': {
+      if (v.id) return `#/dead-letters/${v.id}`;
+      const q = new URLSearchParams();
+      if (v.target) q.set('target', v.target);
+      if (v.cause) q.set('cause', v.cause);
+      return q.size ? `#/dead-letters?${q}` : '#/dead-letters';
+    }
+    case 'sources':
+      return v.source ? `#/sources/${encodeURIComponent(v.source)}` : '#/sources';
+    case 'targets':
+      return v.target ? `#/targets/${encodeURIComponent(v.target)}` : '#/targets';
+    default:
+      return `#/${v.page}`;
+  }
+}
+
+/** The view of a place the backend names (an alert's, the verdict's). */
+export function placeView(p: Place): View {
+  switch (p.page) {
+    case 'dead_letters': {
+      const v: View = { page: 'dead-letters' };
+      if (p.target) v.target = p.target;
+      if (p.cause) v.cause = p.cause;
+      return v;
+    }
+    case 'targets':
+      return p.target ? { page: 'targets', target: p.target } : { page: 'targets' };
+    case 'sources':
+      return p.source ? { page: 'sources', source: p.source } : { page: 'sources' };
+    default:
+      return { page: 'alerts' };
+  }
+}
+
+/** The words of a link to a place: "Open crm on Targets", "Open the cause group". */
+export function placeLabel(p: Place): string {
+  switch (p.page) {
+    case 'dead_letters':
+      return p.cause ? 'Open the cause group' : p.target ? `Open ${p.target}'s dead letters` : 'Open dead letters';
+    case 'targets':
+      return p.target ? `Open ${p.target} on Targets` : 'Open targets';
+    case 'sources':
+      return p.source ? `Open ${p.source} on Sources` : 'Open sources';
+    default:
+      return 'Open alerts';
+  }
 }
 
 class AppState {

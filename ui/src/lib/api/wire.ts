@@ -21,9 +21,9 @@ export type HealthVerdict = { level: VerdictLevel,
  */
 reason: string, 
 /**
- * The page to act on: `alerts`, `targets`, `sources` or `dead_letters`; none when all is well.
+ * Where to act: the alert's place, or the target's row; none when all is well.
  */
-link: string | null, };
+link: Place | null, };
 
 export type VerdictLevel = "all_well" | "degraded" | "needs_person";
 
@@ -210,7 +210,11 @@ purged: boolean,
 /**
  * A running replay has it queued (not sent back yet).
  */
-queued_in_replay: number | null, };
+queued_in_replay: number | null, 
+/**
+ * A person corrected the lead's data (a field fix or an edit): what is sent now is not what was received.
+ */
+fixed: boolean, };
 
 export type DeadLetterDetail = { payload: unknown, 
 /**
@@ -248,7 +252,11 @@ purged: boolean,
 /**
  * A running replay has it queued (not sent back yet).
  */
-queued_in_replay: number | null, };
+queued_in_replay: number | null, 
+/**
+ * A person corrected the lead's data (a field fix or an edit): what is sent now is not what was received.
+ */
+fixed: boolean, };
 
 export type DeadLetterView = { 
 /**
@@ -298,7 +306,11 @@ purged: boolean,
 /**
  * A running replay has it queued (not sent back yet).
  */
-queued_in_replay: number | null, };
+queued_in_replay: number | null, 
+/**
+ * A person corrected the lead's data (a field fix or an edit): what is sent now is not what was received.
+ */
+fixed: boolean, };
 
 export type Attempt = { started_at: string, duration_ms: number, http_status: number | null, outcome: string, class: ErrorClass | null, reason: string, response_excerpt: string | null, trigger: string, };
 
@@ -370,7 +382,11 @@ resolved_by_hand: number,
 /**
  * Ran a time-sensitive step's fallback instead.
  */
-fallbacks: number, done: boolean, finished_at: string | null, events: Array<ReplayEvent>, };
+fallbacks: number, 
+/**
+ * Leads whose data a person corrected (a fix-and-replay's, or fixed before).
+ */
+fixed: number, done: boolean, finished_at: string | null, events: Array<ReplayEvent>, };
 
 export type ReplayHistoryEntry = { replay_id: number, at: string, actor: string, reason: string, prior_class: ErrorClass | null, prior_reason: string | null, };
 
@@ -378,7 +394,11 @@ export type DeadLetterGroup = { class: ErrorClass, target: string, cause: string
 /**
  * One of them, to open as an example.
  */
-example_id: number, };
+example_id: number, 
+/**
+ * The field the CRM blamed (in the example), if it named one.
+ */
+field: string | null, };
 
 export type PayloadFix = { at: string, actor: string, reason: string, operation: unknown, before: unknown, after: unknown, };
 
@@ -422,7 +442,11 @@ export type ReplayReportItem = { delivery_id: number, source: string, source_ref
 /**
  * The reason it failed this time, when it did.
  */
-reason: string | null, fallback_to: string | null, };
+reason: string | null, fallback_to: string | null, 
+/**
+ * A person corrected the lead's data before it went again.
+ */
+fixed: boolean, };
 
 export type ResolveRequest = { selection: ReplaySelection, 
 /**
@@ -447,6 +471,32 @@ reason: string,
  * Only count and show examples.
  */
 dry_run: boolean, };
+
+export type FixAndReplayRequest = { selection: ReplaySelection, fix: FieldFix, 
+/**
+ * Why: kept with each change and with the replay.
+ */
+reason: string, 
+/**
+ * How many leads the preview said the fix changes: nothing happens if that is no longer true.
+ */
+expected_changed: number, options: ReplayOptions, };
+
+export type FixAndReplayPreview = { fix: FixReport, 
+/**
+ * `null` when the fix changes no lead (then there is nothing to replay).
+ */
+replay: ReplayPreview | null, };
+
+export type FixAndReplayReceipt = { 
+/**
+ * Leads whose data was corrected.
+ */
+fixed: number, 
+/**
+ * The replay that sends them again.
+ */
+replay_id: number, };
 
 export type EditRequest = { payload: unknown, reason: string, };
 
@@ -490,7 +540,27 @@ notifications: number,
 /**
  * Waiting to be announced: in the next digest, or when quiet hours end.
  */
-held: Held | null, };
+held: Held | null, 
+/**
+ * Where a person acts on it (derived from kind and key, not stored).
+ */
+place: Place, };
+
+export type Place = { page: Page, 
+/**
+ * The target the thing is about (its row on Targets, or the dead letters' target filter).
+ */
+target: string | null, 
+/**
+ * The source the thing is about (its row on Sources).
+ */
+source: string | null, 
+/**
+ * The cause group on Dead letters (with `target`).
+ */
+cause: string | null, };
+
+export type Page = "alerts" | "targets" | "sources" | "dead_letters";
 
 export type SourceView = { 
 /**
