@@ -15,8 +15,9 @@ test('the overview loads and updates live', async ({ page }) => {
   // Demo traffic flows; the tiles follow without a reload.
   await expect.poll(total, { timeout: 30_000 }).toBeGreaterThan(before);
   // The charts are drawn and their data moves.
-  await expect(page.locator('.uplot')).toHaveCount(4);
+  await expect(page.locator('.uplot')).toHaveCount(5);
   await expect(page.getByRole('figure', { name: 'Leads received per source' })).toBeVisible();
+  await expect(page.getByRole('figure', { name: /Speed to CRM/ })).toBeVisible();
 });
 
 /** Waits until the demo's HubSpot is back to normal (50 s after start: see global-setup.ts). */
