@@ -576,6 +576,9 @@ pub struct TargetConfig {
     /// `search_then_create` (required) and ambiguous look-ups (optional for other strategies):
     /// a GET URL with `{external_id}`; 200 with a record means found, 404 or an empty list means not found.
     pub search_url: Option<String>,
+    /// The web address of a record in the CRM's own screens, with `{crm_id}` (e.g.
+    /// `https://example.pipedrive.com/person/{crm_id}`): the lead lookup links each delivered lead to it.
+    pub record_url: Option<String>,
     /// JSON pointer to the CRM's record id in a create/upsert/search answer.
     #[serde(default = "default_id_pointer")]
     pub id_pointer: String,
@@ -1131,6 +1134,11 @@ impl TargetConfig {
         if let Some(search) = &self.search_url {
             if !search.contains("{external_id}") {
                 return Err(invalid(format!("{key}.search_url"), "must contain {external_id}"));
+            }
+        }
+        if let Some(record) = &self.record_url {
+            if !record.contains("{crm_id}") {
+                return Err(invalid(format!("{key}.record_url"), "must contain {crm_id}"));
             }
         }
         if !self.id_pointer.starts_with('/') {

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use leadline::delivery::classify::ErrorClass;
 use leadline::store::{
-    AttemptRecord, Completion, DeadLetterFilter, GaugeReading, InsertOutcome, Job, JobOutcome, MetricsRecord,
-    MetricsRetention, NewEvent, NewReplay, OnChange, PreviewCategory, ReplaySelection, Resolution, ResolveOutcome,
-    StartOutcome, Store, Via,
+    AttemptRecord, Completion, DeadLetterFilter, GaugeReading, InsertOutcome, Job, JobOutcome, LeadStatus,
+    MetricsRecord, MetricsRetention, NewEvent, NewReplay, OnChange, PreviewCategory, ReplaySelection, Resolution,
+    ResolveOutcome, StartOutcome, Store, Via,
 };
 
 /// A fixed start time: the cases pass times explicitly, never the wall clock.
@@ -681,6 +681,73 @@ async fn dead_letter_pages_answer_alike(store: Store) {
 }
 
 /// One test per case and backend: `sqlite::case` and `postgres::case`.
+/// Any lead is found by its source id, lead id, CRM id, e-mail (any case), phone fragment or name, newest first;
+/// its story has its steps with their attempts and CRM ids, and its overall status.
+async fn find_leads_and_their_story(store: Store) {
+    let lead = |source_ref: &str, email: &str, phone: &str, name: &str| NewEvent {
+        payload: serde_json::json!({"email": email, "phone": phone, "name": name}),
+        ..event(source_ref, &["crm"])
+    };
+    let outcomes = store
+        .insert_events(&[
+            lead("form-1", "Eve1@Example.com", "+49 151 2345678", "Eve Müller"),
+            lead("form-2", "bob@example.com", "0171-99 88 77", "Bob O'Brien"),
+            lead("form-3", "carol_x@example.com", "", "Carol"),
+        ])
+        .await
+        .unwrap();
+    let ids: Vec<i64> = outcomes.iter().map(InsertOutcome::event_id).collect();
+    let jobs = claim(&store, "crm", 10, at(1)).await;
+    let job = |event_id: i64| jobs.iter().find(|j| j.event_id == event_id).unwrap();
+    store
+        .complete(&[
+            finished(job(ids[0]), delivered("CRM-777"), at(2)),
+            finished(job(ids[1]), dead(ErrorClass::PermanentData), at(2)),
+        ])
+        .await
+        .unwrap();
+
+    let found = |q: &'static str| {
+        let store = store.clone();
+        async move { store.find_leads(q, 50).await.unwrap().into_iter().map(|m| m.event_id).collect::<Vec<_>>() }
+    };
+    assert_eq!(found("eve1@example.com").await, vec![ids[0]], "an e-mail in any case");
+    assert_eq!(found("0151 234").await, vec![ids[0]], "a phone fragment, spaces and trunk 0 ignored");
+    assert_eq!(found("99887").await, vec![ids[1]], "phone digits across dashes and spaces");
+    assert_eq!(found("form-2").await, vec![ids[1]], "the source's id");
+    assert_eq!(found("CRM-777").await, vec![ids[0]], "the CRM's record id");
+    assert_eq!(found("o'brien").await, vec![ids[1]], "a name");
+    assert_eq!(found("example.com").await, vec![ids[2], ids[1], ids[0]], "newest first");
+    assert!(found("carol%").await.is_empty(), "LIKE wildcards are literal");
+    assert_eq!(found("carol_x").await, vec![ids[2]]);
+    assert_eq!(found(" ").await, Vec::<i64>::new());
+    let by_id = store.find_leads(&ids[2].to_string(), 50).await.unwrap();
+    assert!(by_id.iter().any(|m| m.event_id == ids[2]), "the lead's own id");
+    assert_eq!(store.find_leads("example", 2).await.unwrap().len(), 2, "the limit");
+
+    let statuses: Vec<LeadStatus> =
+        store.find_leads("example.com", 50).await.unwrap().into_iter().map(|m| m.status).collect();
+    assert_eq!(statuses, vec![LeadStatus::Waiting, LeadStatus::DeadLetter, LeadStatus::Delivered]);
+
+    let story = store.lead_story(ids[0]).await.unwrap().unwrap();
+    assert_eq!((story.source_ref.as_str(), story.via.as_str(), story.revision), ("form-1", "webhook", 1));
+    assert_eq!(story.status, LeadStatus::Delivered);
+    assert_eq!(story.payload["email"], "Eve1@Example.com");
+    assert_eq!(story.steps.len(), 1);
+    let step = &story.steps[0];
+    assert_eq!(
+        (step.target.as_str(), step.state.as_str(), step.crm_id.as_deref()),
+        ("crm", "delivered", Some("CRM-777"))
+    );
+    assert_eq!(step.attempts_timeline.len(), 1);
+    assert_eq!(step.attempts_timeline[0].http_status, Some(200));
+    let dead_story = store.lead_story(ids[1]).await.unwrap().unwrap();
+    assert_eq!(dead_story.status, LeadStatus::DeadLetter);
+    assert_eq!(dead_story.steps[0].dead_class, Some(ErrorClass::PermanentData));
+    assert_eq!(dead_story.steps[0].resolution.as_deref(), Some("open"));
+    assert!(store.lead_story(ids[2] + 100).await.unwrap().is_none());
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -724,4 +791,5 @@ conformance! {
     metrics_roll_up_and_retention,
     speed_histogram_counts_first_crm_steps,
     dead_letter_pages_answer_alike,
+    find_leads_and_their_story,
 }

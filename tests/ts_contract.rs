@@ -9,6 +9,7 @@ use leadline::api::{
     FixAndReplayRequest, FixRequest, HealthVerdict, HealthView, LiveEvent, ReplayRequest, ResolveRequest,
     RevealRequest, SecretReload, Session, SourceView, TargetSituation, TargetView, VerdictLevel,
 };
+use leadline::api::{LeadSearch, LeadStory};
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
 use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix};
@@ -28,6 +29,7 @@ use leadline::store::{
     AlertKind, AlertState, DeliveryState, ErrorClass, Held, QueueHealth, ReplayEventKind, ReplayOutcome, ReplayPhase,
     ReplayStatus, Resolution, ResolutionFilter, Reveal, Severity, TargetHealth,
 };
+use leadline::store::{LeadMatch, LeadRecord, LeadStatus, LeadStep};
 use leadline::targets::{ConnectionCheck, RequestPreview};
 use ts_rs::TS;
 
@@ -79,6 +81,12 @@ fn generated() -> String {
         EditRequest::decl(&cfg),
         RevealRequest::decl(&cfg),
         Reveal::decl(&cfg),
+        LeadSearch::decl(&cfg),
+        LeadMatch::decl(&cfg),
+        LeadStatus::decl(&cfg),
+        LeadStory::decl(&cfg),
+        LeadRecord::decl(&cfg),
+        LeadStep::decl(&cfg),
         FieldFix::decl(&cfg),
         FieldOp::decl(&cfg),
         FixReport::decl(&cfg),

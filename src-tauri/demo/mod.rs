@@ -124,6 +124,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         mapping: Vec::new(),
         rate: None,
         search_url: None,
+        record_url: None,
         id_pointer: "/id".into(),
         headers: BTreeMap::new(),
         auth: None,

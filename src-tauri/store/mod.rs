@@ -54,6 +54,7 @@ mod health;
 mod inspect;
 mod jobs;
 mod links;
+mod lookup;
 mod metrics;
 mod operators;
 pub mod postgres;
@@ -84,6 +85,7 @@ pub use inspect::{
     AttemptEntry, BreakerTransitionRecord, CrmLinkRecord, DeliveryRecord, EventRecord, ReplayItemRecord,
 };
 pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
+pub use lookup::{LeadMatch, LeadRecord, LeadStatus, LeadStep, FIND_LIMIT};
 pub use metrics::{
     speed_bucket, speed_edges_ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS,
     SPEED_EDGE_COUNT,

@@ -257,6 +257,9 @@ pub fn router(app: App) -> Router {
         .route("/api/dead-letters/{id}", get(dead_letter))
         .route("/api/dead-letters/{id}/edit", post(edit_dead_letter))
         .route("/api/dead-letters/{id}/reveal", post(reveal_dead_letter))
+        .route("/api/leads", get(find_leads))
+        .route("/api/leads/{id}", get(lead_story))
+        .route("/api/leads/{id}/reveal", post(reveal_lead))
         .route("/api/replays/preview", post(replay_preview))
         .route("/api/replays", get(replays).post(replay))
         .route("/api/replays/{id}", get(replay_progress))
@@ -456,6 +459,22 @@ async fn reveal_dead_letter(
     Json(request): Json<super::RevealRequest>,
 ) -> Result<Response, ApiError> {
     Ok(Json(super::reveal_dead_letter(&app, id, &request, BROWSER_ACTOR).await?).into_response())
+}
+
+async fn find_leads(State(app): State<App>, Query(query): Query<super::LeadQuery>) -> Result<Response, ApiError> {
+    Ok(Json(super::find_leads(&app, &query).await?).into_response())
+}
+
+async fn lead_story(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
+    Ok(Json(super::lead_story(&app, id).await?).into_response())
+}
+
+async fn reveal_lead(
+    State(app): State<App>,
+    Path(id): Path<i64>,
+    Json(request): Json<super::RevealRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::reveal_lead(&app, id, &request, BROWSER_ACTOR).await?).into_response())
 }
 
 async fn replays(State(app): State<App>) -> Result<Response, ApiError> {

@@ -3,11 +3,13 @@
 
 pub mod export;
 pub mod http;
+pub mod lookup;
 
 pub use crate::features::monitor::health::{
     situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
 };
 pub use crate::runtime::{App, Clock, LiveEvent};
+pub use lookup::{find_leads, lead_story, reveal_lead, LeadQuery, LeadSearch, LeadStory};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

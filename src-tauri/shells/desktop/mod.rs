@@ -169,6 +169,9 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             dead_letters,
             dead_letter,
             reveal_dead_letter,
+            find_leads,
+            lead_story,
+            reveal_lead,
             replay_preview,
             replay,
             replay_progress,
@@ -392,6 +395,21 @@ async fn edit_dead_letter(state: S<'_>, id: i64, request: api::EditRequest) -> C
 #[tauri::command]
 async fn reveal_dead_letter(state: S<'_>, id: i64, request: api::RevealRequest) -> CommandResult<DeadLetterView> {
     api::reveal_dead_letter(&state.app, id, &request, &state.actor).await
+}
+
+#[tauri::command]
+async fn find_leads(state: S<'_>, q: String) -> CommandResult<api::LeadSearch> {
+    api::find_leads(&state.app, &api::LeadQuery { q }).await
+}
+
+#[tauri::command]
+async fn lead_story(state: S<'_>, id: i64) -> CommandResult<api::LeadStory> {
+    api::lead_story(&state.app, id).await
+}
+
+#[tauri::command]
+async fn reveal_lead(state: S<'_>, id: i64, request: api::RevealRequest) -> CommandResult<api::LeadStory> {
+    api::reveal_lead(&state.app, id, &request, &state.actor).await
 }
 
 #[tauri::command]

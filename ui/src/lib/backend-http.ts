@@ -24,6 +24,8 @@ import type {
   DeliveryFigures,
   DeadLetterList,
   DeadLetterView,
+  LeadSearch,
+  LeadStory,
   HealthView,
   LiveEvent,
   MetricSeries,
@@ -144,6 +146,15 @@ export class HttpBackend implements Backend {
   }
   deadLetter(id: number) {
     return this.call<DeadLetterView>('GET', `/api/dead-letters/${id}`);
+  }
+  findLeads(q: string) {
+    return this.call<LeadSearch>('GET', `/api/leads?${new URLSearchParams({ q })}`);
+  }
+  leadStory(id: number) {
+    return this.call<LeadStory>('GET', `/api/leads/${id}`);
+  }
+  revealLead(id: number, request: RevealRequest) {
+    return this.call<LeadStory>('POST', `/api/leads/${id}/reveal`, request);
   }
   previewReplay(selection: ReplaySelection) {
     return this.call<ReplayPreview>('POST', '/api/replays/preview', selection);

@@ -24,6 +24,8 @@ import type {
   DeliveryFigures,
   DeadLetterList,
   DeadLetterView,
+  LeadSearch,
+  LeadStory,
   HealthView,
   LiveEvent,
   MetricSeries,
@@ -74,6 +76,15 @@ export class TauriBackend implements Backend {
   }
   deadLetterGroups(filter: DeadLetterFilter) {
     return call<DeadLetterGroup[]>('dead_letter_groups', { filter });
+  }
+  findLeads(q: string) {
+    return call<LeadSearch>('find_leads', { q });
+  }
+  leadStory(id: number) {
+    return call<LeadStory>('lead_story', { id });
+  }
+  revealLead(id: number, request: RevealRequest) {
+    return call<LeadStory>('reveal_lead', { id, request });
   }
   previewReplay(selection: ReplaySelection) {
     return call<ReplayPreview>('replay_preview', { selection });

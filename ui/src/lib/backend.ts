@@ -22,6 +22,8 @@ import type {
   DeliveryFigures,
   DeadLetterList,
   DeadLetterView,
+  LeadSearch,
+  LeadStory,
   HealthView,
   LiveEvent,
   MetricSeries,
@@ -80,6 +82,13 @@ export interface Backend {
   editDeadLetter(id: number, request: EditRequest): Promise<DeadLetterView>;
   /** The dead letter with its personal data unmasked; the reason goes to the audit. */
   revealDeadLetter(id: number, request: RevealRequest): Promise<DeadLetterView>;
+  /** Any lead (delivered, waiting or a dead letter) by e-mail, phone (or part of it), name, source id, CRM id or
+   * lead id: the newest 50. */
+  findLeads(q: string): Promise<LeadSearch>;
+  /** A lead's whole story, personal data masked. */
+  leadStory(id: number): Promise<LeadStory>;
+  /** The lead's story with its personal data unmasked; the reason goes to the audit (as a dead letter's reveal). */
+  revealLead(id: number, request: RevealRequest): Promise<LeadStory>;
   alerts(): Promise<Alert[]>;
   acknowledgeAlert(id: number): Promise<Alert>;
   sources(): Promise<SourceView[]>;

@@ -6,6 +6,7 @@ import type { Alert, HealthView, Place, Session } from './api/wire';
 export type View =
   | { page: 'overview' }
   | { page: 'dead-letters'; id?: number; target?: string; cause?: string }
+  | { page: 'leads'; id?: number; q?: string }
   | { page: 'sources'; source?: string }
   | { page: 'alerts' }
   | { page: 'targets'; target?: string }
@@ -13,7 +14,8 @@ export type View =
 
 /**
  * Reads a view from the address: `#/dead-letters/42`, `#/dead-letters?target=crm&cause=…` (a cause group),
- * `#/targets/crm`, `#/sources/partner_api`. Anything else is the overview.
+ * `#/targets/crm`, `#/sources/partner_api`, `#/leads?q=eve@example.com` (a search), `#/leads/7?q=…` (a lead's
+ * story). Anything else is the overview.
  */
 export function parseHash(hash: string): View {
   const [path = '', query = ''] = hash.replace(/^#\/?/, '').split('?', 2);
@@ -26,6 +28,13 @@ export function parseHash(hash: string): View {
       const v: View = { page: 'dead-letters' };
       if (q.get('target')) v.target = q.get('target')!;
       if (q.get('cause')) v.cause = q.get('cause')!;
+      return v;
+    }
+    case 'leads': {
+      const v: View = { page: 'leads' };
+      const id = Number(parts[1]);
+      if (Number.isInteger(id) && id > 0) v.id = id;
+      if (q.get('q')) v.q = q.get('q')!;
       return v;
     }
     case 'sources':
@@ -49,6 +58,10 @@ export function viewHash(v: View): string {
       if (v.target) q.set('target', v.target);
       if (v.cause) q.set('cause', v.cause);
       return q.size ? `#/dead-letters?${q}` : '#/dead-letters';
+    }
+    case 'leads': {
+      const q = v.q ? `?${new URLSearchParams({ q: v.q })}` : '';
+      return `${v.id ? `#/leads/${v.id}` : '#/leads'}${q}`;
     }
     case 'sources':
       return v.source ? `#/sources/${encodeURIComponent(v.source)}` : '#/sources';

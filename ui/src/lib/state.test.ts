@@ -13,6 +13,10 @@ describe('routes', () => {
       '#/targets/crm',
       '#/sources/partner_api',
       '#/glossary',
+      '#/leads',
+      '#/leads/7',
+      '#/leads?q=eve1%40example.com',
+      '#/leads/7?q=0151+234',
     ]) {
       expect(viewHash(parseHash(h))).toBe(h);
     }
@@ -21,6 +25,11 @@ describe('routes', () => {
     expect(parseHash('')).toEqual({ page: 'overview' });
     expect(parseHash('#/nonsense')).toEqual({ page: 'overview' });
     expect(parseHash('#/dead-letters/abc')).toEqual({ page: 'dead-letters' });
+    expect(parseHash('#/leads/abc')).toEqual({ page: 'leads' });
+  });
+  it('reads a lead search and a lead from the address', () => {
+    expect(parseHash('#/leads/7?q=eve1%40example.com')).toEqual({ page: 'leads', id: 7, q: 'eve1@example.com' });
+    expect(viewHash({ page: 'leads', q: 'Ada Lovelace' })).toBe('#/leads?q=Ada+Lovelace');
   });
 });
 

@@ -508,6 +508,123 @@ reason: string, };
 
 export type Reveal = { at: string, actor: string, reason: string, };
 
+export type LeadSearch = { 
+/**
+ * Newest first, at most [`FIND_LIMIT`].
+ */
+items: Array<LeadMatch>, 
+/**
+ * More leads may match than were returned.
+ */
+truncated: boolean, };
+
+export type LeadMatch = { event_id: number, source: string, 
+/**
+ * The lead's id at its source.
+ */
+source_ref: string, received_at: string, 
+/**
+ * `webhook` or `reconciliation`.
+ */
+via: string, status: LeadStatus, 
+/**
+ * How many steps its route has.
+ */
+steps: number, 
+/**
+ * Its data was purged after its retention (found by id only).
+ */
+purged: boolean, };
+
+export type LeadStatus = "delivered" | "waiting" | "dead_letter" | "resolved";
+
+export type LeadStory = { 
+/**
+ * Per step (same order as `steps`), the CRM record's web address when the target's `record_url` is set
+ * and the step has a CRM id.
+ */
+crm_urls: Array<string | null>, 
+/**
+ * Whether personal data is shown as it is (after an audited reveal) rather than masked (the default).
+ */
+revealed: boolean, 
+/**
+ * Who had this lead shown unmasked, newest first (the audit).
+ */
+reveals: Array<Reveal>, event_id: number, source: string, source_ref: string, received_at: string, 
+/**
+ * `webhook` or `reconciliation`.
+ */
+via: string, 
+/**
+ * 1 as first received; a source that sent the lead again with new content makes the next revision.
+ */
+revision: number, revised_at: string | null, 
+/**
+ * When the lead came into being at its source, when earlier than its reception.
+ */
+lead_at: string | null, payload: unknown, 
+/**
+ * The lead as received, when it was fixed since.
+ */
+original_payload: unknown, 
+/**
+ * When its data was purged after its retention.
+ */
+purged_at: string | null, status: LeadStatus, steps: Array<LeadStep>, fixes: Array<PayloadFix>, };
+
+export type LeadRecord = { event_id: number, source: string, source_ref: string, received_at: string, 
+/**
+ * `webhook` or `reconciliation`.
+ */
+via: string, 
+/**
+ * 1 as first received; a source that sent the lead again with new content makes the next revision.
+ */
+revision: number, revised_at: string | null, 
+/**
+ * When the lead came into being at its source, when earlier than its reception.
+ */
+lead_at: string | null, payload: unknown, 
+/**
+ * The lead as received, when it was fixed since.
+ */
+original_payload: unknown, 
+/**
+ * When its data was purged after its retention.
+ */
+purged_at: string | null, status: LeadStatus, steps: Array<LeadStep>, fixes: Array<PayloadFix>, };
+
+export type LeadStep = { delivery_id: number, step_index: number, target: string, 
+/**
+ * `waiting`, `pending`, `running`, `delivered` or `dead`.
+ */
+state: string, 
+/**
+ * Counted attempts.
+ */
+attempts: number, next_attempt_at: string | null, delivered_at: string | null, dead_at: string | null, dead_class: ErrorClass | null, dead_reason: string | null, 
+/**
+ * For a dead letter: `open`, `replayed`, `fixed_manually` or `discarded`.
+ */
+resolution: string | null, 
+/**
+ * The step's own target when a replay ran its fallback instead.
+ */
+fallback_of: string | null, 
+/**
+ * The CRM's record id: from the delivered answer, else the link a look-up-then-create target keeps.
+ */
+crm_id: string | null, 
+/**
+ * Every attempt, oldest first.
+ */
+attempts_timeline: Array<Attempt>, 
+/**
+ * The replays that sent this step again, newest first.
+ */
+replays: Array<ReplayHistoryEntry>, };
+
 export type FieldFix = { field: string, } & ({ "op": "set", value: unknown, } | { "op": "normalize_phone", country_code: string, } | { "op": "trim" } | { "op": "lowercase" } | { "op": "replace", from: string, to: string, } | { "op": "remove" });
 
 export type FieldOp = { "op": "set", value: unknown, } | { "op": "normalize_phone", country_code: string, } | { "op": "trim" } | { "op": "lowercase" } | { "op": "replace", from: string, to: string, } | { "op": "remove" };
