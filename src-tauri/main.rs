@@ -150,6 +150,7 @@ async fn serve(
         (Some(path), false) => Config::load(path)?,
         (None, true) => {
             let (mock, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
+            demo::enter_schedule(&mock);
             tracing::info!(%addr, "demo: mock CRM started");
             // Printed for people and end-to-end tests who want to look at what the "CRM" received.
             println!("Demo CRM (mock HubSpot and the other demo endpoints): http://{addr}");

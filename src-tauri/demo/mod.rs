@@ -236,13 +236,21 @@ pub fn clock_offset() -> Duration {
         .unwrap_or_default()
 }
 
+/// Puts the mock endpoints in the phase the schedule starts in, at once. Called as soon as the mock is up, before
+/// Leadline prints its link: whoever sends leads right after that (a person, an end-to-end test) meets the phase
+/// [`clock_offset`] asked for, not a normal HubSpot for the moment until [`run_schedule`]'s first tick.
+pub fn enter_schedule(crm: &MockCrm) {
+    crm.set_behaviour(noise());
+    crm.hubspot().set(behaviour_at(clock_offset()).1);
+}
+
 /// Switches the mock HubSpot's behaviour along [`behaviour_at`], forever; the other mock endpoints (SMS, tasks)
 /// only have background noise.
 pub async fn run_schedule(crm: MockCrm) {
     let (offset, start) = (clock_offset(), tokio::time::Instant::now());
     let mut last = "";
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    crm.set_behaviour(noise());
+    enter_schedule(&crm);
     loop {
         tick.tick().await;
         let (phase, behaviour) = behaviour_at(offset + start.elapsed());

@@ -94,6 +94,7 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
         }
         None => {
             let (crm, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
+            demo::enter_schedule(&crm);
             tracing::info!(%addr, "demo CRM listening");
             let db = format!("sqlite://{}", data_dir.join("leadline-demo.db").display());
             (demo::demo_config(addr, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
