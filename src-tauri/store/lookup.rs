@@ -4,7 +4,8 @@
 //!
 //! The search is a **scan**: the stored leads are read newest first and the first `limit` (at most 50) that
 //! match are returned. The source's id, the lead id and the CRM id are exact matches; e-mail, phone and name are
-//! a case-insensitive substring of the lead's data as stored (a phone fragment also matches with spaces, dashes,
+//! a case-insensitive substring of the lead's data as stored (for queries of three characters or more; a number
+//! shorter than four digits is taken as an id only) (a phone fragment also matches with spaces, dashes,
 //! brackets and a leading trunk `0` ignored, so `0151 234` finds `+49 151 2345…`). A lead whose data was purged
 //! after its retention keeps no data to match: it is found by its ids only.
 
@@ -127,6 +128,14 @@ fn phone_digits(query: &str) -> Option<String> {
     (digits.len() >= 4).then(|| digits.to_string())
 }
 
+/// Whether `query` is searched for inside the leads' data too: three characters at least, and a number only from
+/// four digits on (as for phone fragments) — a short number is an id, and `3` would otherwise match every lead
+/// whose data holds the digit.
+fn substring_worthy(query: &str) -> bool {
+    let digits_only = query.chars().all(|c| c.is_ascii_digit() || c == '#');
+    query.chars().count() >= 3 && !(digits_only && query.chars().filter(char::is_ascii_digit).count() < 4)
+}
+
 /// `text` as a LIKE pattern matching it anywhere (`\` escapes).
 fn contains_pattern(text: &str) -> String {
     let mut p = String::from("%");
@@ -190,7 +199,7 @@ backends! {
     shared {
         pub async fn find_leads(db: &Db, query: &str, limit: u32) -> anyhow::Result<Vec<LeadMatch>> {
             let id: i64 = query.trim_start_matches('#').parse().unwrap_or(-1);
-            let text = contains_pattern(&query.to_lowercase());
+            let text = if substring_worthy(query) { contains_pattern(&query.to_lowercase()) } else { String::new() };
             let digits = phone_digits(query).map(|d| contains_pattern(&d)).unwrap_or_default();
             let crm_answer = contains_pattern(&format!("\"crm_id\":{}", serde_json::Value::from(query)));
             let sql = format!(
@@ -205,7 +214,7 @@ backends! {
                    FROM inbound_event e
                   WHERE e.source_ref = $1
                      OR e.id = $2
-                     OR LOWER(e.payload) LIKE $3 ESCAPE '\\'
+                     OR ($3 <> '' AND LOWER(e.payload) LIKE $3 ESCAPE '\\')
                      OR ($4 <> '' AND {PAYLOAD_DIGITS} LIKE $4 ESCAPE '\\')
                      OR e.id IN (SELECT event_id FROM delivery WHERE result LIKE $5 ESCAPE '\\')
                      OR e.source || ':' || e.source_ref IN (SELECT external_id FROM crm_link WHERE crm_id = $1)
@@ -333,6 +342,16 @@ backends! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_queries_and_short_numbers_are_not_looked_for_inside_the_data() {
+        assert!(substring_worthy("eve"));
+        assert!(substring_worthy("2345"));
+        assert!(!substring_worthy("ev"));
+        assert!(!substring_worthy("123"));
+        assert!(!substring_worthy("#12"));
+        assert!(substring_worthy("a12"));
+    }
 
     #[test]
     fn a_phone_fragment_is_its_digits_without_the_trunk_zero() {
