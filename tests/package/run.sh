@@ -36,6 +36,9 @@ started=$(date +%s)
 echo "bundled in $(( $(date +%s) - started )) s"
 deb=$(find "$target/$profile/bundle/deb" -maxdepth 1 -name '*.deb' | head -1)
 [ -n "$deb" ] || { cat "$out/bundle.log"; fail "tauri bundle made no .deb under $target/$profile/bundle/deb"; }
+# The bundler leaves its staging folder beside the package (a copy of the binary and both tarballs: 750 MB for a
+# debug build); only the .deb is kept.
+find "$target/$profile/bundle/deb" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 
 echo "== the package: $(basename "$deb")"
 dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
