@@ -20,6 +20,9 @@ struct Cli {
     /// Desktop app: configuration file (TOML). Without one, the app runs the demo.
     #[arg(long, env = "LEADLINE_CONFIG", global = false)]
     config: Option<PathBuf>,
+    /// Desktop app: start in the tray with the window hidden (what start at login uses).
+    #[arg(long)]
+    hidden: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -107,11 +110,11 @@ fn main() -> std::process::ExitCode {
         #[cfg(feature = "desktop")]
         None => {
             lighter_webview();
-            leadline::desktop::run(cli.config)
+            leadline::desktop::run(cli.config, cli.hidden)
         }
         #[cfg(not(feature = "desktop"))]
         None => {
-            let _ = cli.config;
+            let _ = (cli.config, cli.hidden);
             eprintln!("leadline: built without the desktop window (feature `desktop`); run `leadline serve --demo`");
             Ok(())
         }

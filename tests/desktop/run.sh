@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The desktop smoke test: the real app in a virtual X display with a private D-Bus session.
+# The desktop tests: the real app in a virtual X display with a private D-Bus session — the smoke test (the demo,
+# notifications, a replay through the native dialog), then the always-on desk (tray, closing the window, quit).
 #   bash tests/desktop/run.sh <output folder> <leadline binary>
 set -euo pipefail
 out="${1:-target/desktop-test}"
@@ -7,4 +8,5 @@ bin="${2:-target/debug/leadline}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
-exec xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$(dirname "$0")/inside_session.sh" "$out" "$bin"
+xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$(dirname "$0")/inside_session.sh" "$out" "$bin"
+xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$(dirname "$0")/tray_session.sh" "$out/tray" "$bin"

@@ -24,6 +24,7 @@
 //! by [`notify`].
 
 pub mod alerts;
+pub mod glance;
 pub mod health;
 pub mod metrics;
 pub mod notify;

@@ -5,6 +5,11 @@
 //! `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with none, the app runs the demo and the
 //! UI says so in a banner. Commands here only adapt [`crate::shells::api`]; replay confirmation is a native dialog
 //! (`tauri-plugin-dialog`), alerts become desktop notifications (`tauri-plugin-notification`).
+//!
+//! Closing the window hides it: delivery goes on, and the tray icon ([`tray`]) shows the state and is the way to
+//! quit (which lets in-flight deliveries finish).
+
+mod tray;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -32,6 +37,8 @@ type CommandResult<T> = Result<T, api::ApiError>;
 /// When the process started, to report how long the first overview took.
 static LAUNCHED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 static FIRST_HEALTH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// Whether this run already said that closing the window leaves Leadline running (said once per run).
+static TOLD_ABOUT_TRAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// What the commands reach through Tauri's managed state.
 struct Desktop {
@@ -134,16 +141,15 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
     Ok(Desktop { app: server.app.clone(), server: Mutex::new(Some(server)), confirm, actor: os_user() })
 }
 
-/// Opens the window. `config` is `--config` (or `LEADLINE_CONFIG`).
-pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
+/// Opens the window (or only the tray icon when `hidden`). `config` is `--config` (or `LEADLINE_CONFIG`).
+pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
     LAUNCHED.get_or_init(std::time::Instant::now);
     let app = tauri::Builder::default()
-        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| {
-            if let Some(w) = app.get_webview_window("main") {
-                let _ = w.unminimize();
-                let _ = w.set_focus();
-            }
-        }))
+        .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| tray::show_window(app)))
+        .plugin(tauri_plugin_autostart::init(
+            tauri_plugin_autostart::MacosLauncher::LaunchAgent,
+            Some(vec![tray::HIDDEN_ARG]),
+        ))
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
         .plugin(tauri_plugin_notification::init())
@@ -151,7 +157,18 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
             let handle = app.handle().clone();
             let desktop = tauri::async_runtime::block_on(start(handle, config.clone()))
                 .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?;
+            let live = desktop.app.live.subscribe();
+            let core = desktop.app.clone();
             app.manage(desktop);
+            let tray = tray::Tray::build(app.handle())?;
+            app.manage(tray.clone());
+            tauri::async_runtime::spawn(follow_in_tray(core, live, tray));
+            if hidden {
+                if let Some(w) = app.get_webview_window("main") {
+                    let _ = w.hide();
+                }
+                tracing::info!("started hidden: Leadline is in the tray");
+            }
             // SIGTERM / Ctrl-C close the app the same way as its window: through the Exit event below.
             let exit = app.handle().clone();
             tauri::async_runtime::spawn(async move {
@@ -159,6 +176,19 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
                 exit.exit(0);
             });
             Ok(())
+        })
+        .on_window_event(|window, event| {
+            // Closing the window hides it: the worker and the ingest server go on (quit from the tray).
+            if let tauri::WindowEvent::CloseRequested { api, .. } = event {
+                api.prevent_close();
+                let _ = window.hide();
+                tracing::info!("window closed: hidden, delivery goes on in the tray");
+                if !TOLD_ABOUT_TRAY.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    let body = "Leads keep being delivered while the window is closed. Open it or quit from \
+                                Leadline's icon in the tray.";
+                    DesktopNotifier(window.app_handle().clone()).notify("Leadline is still running", body);
+                }
+            }
         })
         .invoke_handler(tauri::generate_handler![
             session,
@@ -211,6 +241,24 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<()> {
         }
     });
     Ok(())
+}
+
+/// Keeps the tray icon on the state of the queue: once now, then at every health update of the live feed.
+async fn follow_in_tray(
+    app: App,
+    mut live: tokio::sync::broadcast::Receiver<crate::runtime::LiveEvent>,
+    tray: Arc<tray::Tray>,
+) {
+    if let Ok(h) = api::health(&app).await {
+        tray.show(&h);
+    }
+    loop {
+        match live.recv().await {
+            Ok(crate::runtime::LiveEvent::Health(h)) => tray.show(&h),
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => break,
+        }
+    }
 }
 
 type S<'a> = tauri::State<'a, Desktop>;

@@ -1,0 +1,147 @@
+//! The tray icon: Leadline's state at a glance while its window is closed, and the way to quit.
+//!
+//! Closing the window only hides it: the ingest server, the worker and the monitor go on, so leads keep flowing
+//! when someone tidies their desktop. The icon is a disc in the state's colour with a mark (green tick: all
+//! delivered; amber dots: leads on their way; red exclamation: needs a person — see
+//! [`crate::features::monitor::glance`]); the menu's first line says the same with the counts. (Linux panels
+//! show no tooltips for tray icons — AppIndicator has none — so the counts are in the menu there; elsewhere the
+//! tooltip carries them too.) *Quit Leadline…* says what is being sent and what waits, and quitting lets the
+//! deliveries in flight finish (the shutdown in [`super::run`]'s exit handler). *Start at login* is the official
+//! autostart plugin, off until someone turns it on; at login the app starts hidden in the tray.
+
+use std::sync::{Arc, Mutex};
+
+use tauri::image::Image;
+use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
+use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
+use tauri::{AppHandle, Manager};
+use tauri_plugin_autostart::ManagerExt;
+
+use crate::features::monitor::glance::{self, Glance};
+use crate::features::monitor::health::HealthView;
+use crate::shells::api::{self, Confirm};
+
+/// Pixels per side of the drawn icon (panels scale it down; 64 stays sharp on high-density screens).
+const ICON_SIZE: u32 = 64;
+
+/// The argument the login item starts Leadline with: straight to the tray, no window.
+pub const HIDDEN_ARG: &str = "--hidden";
+
+/// The tray icon and the menu line that states the counts.
+pub struct Tray {
+    icon: TrayIcon,
+    status: MenuItem<tauri::Wry>,
+    autostart: CheckMenuItem<tauri::Wry>,
+    shown: Mutex<Option<Glance>>,
+}
+
+impl Tray {
+    /// Builds the icon (state unknown until the first health arrives: shown as waiting).
+    pub fn build(app: &AppHandle) -> tauri::Result<Arc<Tray>> {
+        let status = MenuItem::with_id(app, "status", "Leadline — starting…", false, None::<&str>)?;
+        let open = MenuItem::with_id(app, "open", "Open Leadline", true, None::<&str>)?;
+        let at_login = app.autolaunch().is_enabled().unwrap_or(false);
+        let autostart = CheckMenuItem::with_id(app, "autostart", "Start at login", true, at_login, None::<&str>)?;
+        let quit_item = MenuItem::with_id(app, "quit", "Quit Leadline…", true, None::<&str>)?;
+        let menu = Menu::with_items(
+            app,
+            &[
+                &status,
+                &PredefinedMenuItem::separator(app)?,
+                &open,
+                &autostart,
+                &PredefinedMenuItem::separator(app)?,
+                &quit_item,
+            ],
+        )?;
+        let starting = glance::GlanceLevel::Waiting;
+        let icon = TrayIconBuilder::with_id("leadline")
+            .icon(Image::new_owned(glance::icon_rgba(starting, ICON_SIZE), ICON_SIZE, ICON_SIZE))
+            .tooltip("Leadline — starting…")
+            .menu(&menu)
+            .show_menu_on_left_click(false)
+            .on_menu_event(|app, event| match event.id.as_ref() {
+                "open" => show_window(app),
+                "autostart" => toggle_autostart(app),
+                "quit" => quit(app.clone()),
+                _ => {}
+            })
+            .on_tray_icon_event(|tray, event| {
+                if let TrayIconEvent::Click { button: MouseButton::Left, button_state: MouseButtonState::Up, .. } =
+                    event
+                {
+                    show_window(tray.app_handle());
+                }
+            })
+            .build(app)?;
+        Ok(Arc::new(Tray { icon, status, autostart, shown: Mutex::new(None) }))
+    }
+
+    /// Shows the state of `health` (only what changed: a panel redraws the icon on every change).
+    pub fn show(&self, health: &HealthView) {
+        let g = glance::glance(health);
+        let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        if shown.as_ref() == Some(&g) {
+            return;
+        }
+        let level_changed = shown.as_ref().map(|s| s.level) != Some(g.level);
+        if level_changed {
+            let rgba = glance::icon_rgba(g.level, ICON_SIZE);
+            if let Err(e) = self.icon.set_icon(Some(Image::new_owned(rgba, ICON_SIZE, ICON_SIZE))) {
+                tracing::warn!(error = %e, "cannot change the tray icon");
+            }
+        }
+        let _ = self.icon.set_tooltip(Some(g.tooltip()));
+        let _ = self.status.set_text(format!("Leadline — {}", g.headline));
+        tracing::info!(state = g.level.as_str(), headline = %g.headline, "tray shows");
+        *shown = Some(g);
+    }
+}
+
+/// Brings the window back (from the tray, a second launch, a notification).
+pub fn show_window(app: &AppHandle) {
+    if let Some(w) = app.get_webview_window("main") {
+        let _ = w.show();
+        let _ = w.unminimize();
+        let _ = w.set_focus();
+    }
+}
+
+fn toggle_autostart(app: &AppHandle) {
+    let launcher = app.autolaunch();
+    let on = !launcher.is_enabled().unwrap_or(false);
+    let result = if on { launcher.enable() } else { launcher.disable() };
+    match result {
+        Ok(()) => tracing::info!(enabled = on, "start at login changed"),
+        Err(e) => tracing::warn!(error = %e, "cannot change start at login"),
+    }
+    let now = launcher.is_enabled().unwrap_or(false);
+    if let Some(tray) = app.try_state::<Arc<Tray>>() {
+        let _ = tray.autostart.set_checked(now);
+    }
+}
+
+/// *Quit Leadline…*: asks (what is in flight, what waits), then exits; the exit handler lets in-flight
+/// deliveries finish before the process ends.
+fn quit(app: AppHandle) {
+    tauri::async_runtime::spawn(async move {
+        let Some(desktop) = app.try_state::<super::Desktop>() else {
+            app.exit(0);
+            return;
+        };
+        let core = desktop.app.clone();
+        let confirm: Arc<dyn Confirm> = desktop.confirm.clone();
+        let grace = core.config.worker.shutdown_grace_seconds;
+        let question = match api::health(&core).await {
+            Ok(h) => glance::quit_question(&h, grace),
+            Err(e) => format!("Leadline cannot read its queue ({e}). Quit anyway? Deliveries in flight finish first."),
+        };
+        let yes = tauri::async_runtime::spawn_blocking(move || confirm.confirm("Quit Leadline", &question))
+            .await
+            .unwrap_or(false);
+        if yes {
+            tracing::info!("quitting from the tray: deliveries in flight finish first");
+            app.exit(0);
+        }
+    });
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The always-on desk, in the real window (runs inside `xvfb-run` + `dbus-run-session`, started by run.sh):
+#   1. the tray icon registers with the session's tray (a fake StatusNotifierWatcher, as a panel provides) and
+#      says "all delivered" in green;
+#   2. closing the window (WM_DELETE_WINDOW, what a close button sends) hides it and delivery goes on: leads sent
+#      afterwards reach the CRM (its records are counted);
+#   3. a dead letter turns the tray red, its menu line says "needs a person: 1 dead letter";
+#   4. "Start at login" in the tray menu writes the XDG autostart entry (starting hidden) and removes it again;
+#   5. "Quit Leadline…" while a delivery is in flight asks through the native dialog what is being sent, and the
+#      app waits for that delivery before it exits: the CRM holds the lead and the step is stored as delivered.
+# The app runs a real configuration (one generic source, one `http` target: tests/desktop/mock_crm.py).
+set -euo pipefail
+out="$1"
+bin="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+rm -rf "$out" && mkdir -p "$out"
+export NO_AT_BRIDGE=1
+export HOME="$out/home" XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
+mkdir -p "$HOME"
+items="$out/tray-items"
+records="$out/crm-records"
+log="$out/app.log"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$log"; }
+fail() {
+  echo "tray test: $*"
+  import -window root "$out/failure.png" 2>/dev/null || true
+  plain_log | tail -30
+  exit 1
+}
+wait_for() { # seconds, then a command: true once the command succeeds
+  local tries=$(($1 * 4)); shift
+  for _ in $(seq "$tries"); do "$@" && return 0; sleep 0.25; done
+  return 1
+}
+tray() { /usr/bin/python3 "$here/tray_client.py" "$items" "$@"; }
+count() { grep -c . "$records" 2>/dev/null || true; }
+crm_has() { [ "$(count)" -ge "$1" ]; }
+send() { # ref, name
+  curl -sf -o /dev/null -H 'Content-Type: application/json' \
+    -d "{\"id\": \"$1\", \"name\": \"$2\", \"email\": \"$1@example.com\"}" "http://$ingest/ingest/webform" ||
+    fail "could not send lead $1"
+}
+
+/usr/bin/python3 "$here/fake_tray_host.py" "$items" > "$out/tray-host.log" 2>&1 &
+pids+=($!)
+/usr/bin/python3 "$here/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &
+pids+=($!)
+crm_port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+/usr/bin/python3 "$here/mock_crm.py" "$crm_port" "$records" > "$out/crm.log" 2>&1 &
+pids+=($!)
+wait_for 10 grep -q ready "$out/tray-host.log" || fail "the fake tray host did not start"
+wait_for 10 grep -q ready "$out/crm.log" || fail "the mock CRM did not start"
+
+cat > "$out/leadline.toml" <<EOF
+# The tray test's setup: web form leads into one CRM.
+[server]
+listen = "127.0.0.1:0"
+
+[sources.webform]
+id_field = "id"
+route = ["crm"]
+
+[targets.crm]
+url = "http://127.0.0.1:$crm_port/leads"
+strategy = "idempotency_key"
+EOF
+
+RUST_LOG=info "$bin" --config "$out/leadline.toml" > "$log" 2>&1 &
+app=$!
+pids+=($app)
+wait_for 60 xdotool search --name '^Leadline$' >/dev/null || fail "no Leadline window"
+wait_for 60 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'leadline listening'" || fail "the app did not start listening"
+ingest=$(plain_log | sed -n 's/.*leadline listening addr=\([0-9.:]*\).*/\1/p' | head -1)
+[ -n "$ingest" ] || fail "the app did not log its listen address"
+
+# 1. The tray icon registered and says all is delivered, in green.
+wait_for 30 grep -q . "$items" || fail "the tray icon never registered with the session's tray"
+wait_for 30 bash -c "/usr/bin/python3 '$here/tray_client.py' '$items' state | grep -q '^menu Leadline — all delivered'" ||
+  fail "the tray does not say all delivered: $(tray state)"
+icon_colour() { convert "$(tray state | sed -n 's/^icon //p')" -format '%[pixel:p{6,32}]' info: 2>/dev/null; }
+green=$(icon_colour)
+grep -qE 'srgba?\(21,128,61[,)]' <<<"$green" || fail "the all-delivered icon is not green: $green"
+tray state | tee "$out/tray-1.txt"
+
+# 2. Closing the window hides it; the app and its delivery go on.
+send L-1 "Ada Lovelace"
+wait_for 20 crm_has 1 || fail "the first lead did not reach the CRM"
+/usr/bin/python3 "$here/close_window.py" $(xdotool search --name '^Leadline$') || fail "could not ask the window to close"
+wait_for 10 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'window closed: hidden'" || fail "the app did not hide its window"
+kill -0 "$app" 2>/dev/null || fail "closing the window ended the app"
+for w in $(xdotool search --name '^Leadline$'); do
+  ! xwininfo -id "$w" | grep -q IsViewable || fail "the window is still shown after closing it"
+done
+for n in 2 3 4 5 6; do send "L-$n" "Lead $n"; done
+wait_for 30 crm_has 6 || fail "leads sent with the window closed were not delivered: $(count) of 6 in the CRM"
+echo "window closed: the CRM holds $(count) leads, the app still runs"
+wait_for 10 grep -q 'still running' "$out/notifications.jsonl" || fail "closing the window did not say Leadline goes on"
+
+# 3. A dead letter turns the tray red and says so.
+send L-7 "reject me"
+wait_for 30 bash -c "/usr/bin/python3 '$here/tray_client.py' '$items' state | grep -q '^menu Leadline — needs a person: 1 dead letter'" ||
+  fail "the tray does not show the dead letter: $(tray state)"
+red=$(icon_colour)
+grep -qE 'srgba?\(220,38,38[,)]' <<<"$red" || fail "the needs-a-person icon is not red: $red"
+tray state | tee "$out/tray-2.txt"
+
+# 4. Start at login, from the tray menu: the XDG autostart entry appears (starting hidden), and goes again.
+entry="$HOME/.config/autostart/Leadline.desktop"
+[ ! -e "$entry" ] || fail "start at login is on before anyone turned it on"
+tray click "Start at login"
+wait_for 10 test -f "$entry" || fail "start at login wrote no autostart entry"
+grep -q "^Exec=$bin --hidden$" "$entry" || fail "the autostart entry does not start Leadline hidden: $(cat "$entry")"
+tray state | grep -q '^menu Start at login \[x\]' || fail "the menu does not show start at login as on: $(tray state)"
+tray click "Start at login"
+wait_for 10 test ! -e "$entry" || fail "turning start at login off left the entry"
+
+# 5. Quit while a delivery is in flight: the dialog says so; the app waits for it, then exits.
+send L-8 "slow lead"
+wait_for 20 test -s "$records.started" || fail "the slow lead never reached the CRM"
+tray click "Quit Leadline"
+dialog=""
+for _ in $(seq 80); do dialog=$(xdotool search --name '^Quit Leadline$' 2>/dev/null | head -1) && [ -n "$dialog" ] && break; sleep 0.25; done
+[ -n "$dialog" ] || fail "Quit showed no dialog"
+asked=$(plain_log | grep 'asking for confirmation' | tail -1)
+grep -qF "1 lead is being sent right now" <<<"$asked" || fail "the quit dialog does not say a lead is in flight: $asked"
+sleep 0.5
+import -window root "$out/tray-quit.png"
+# The dialog sits at the top-left (no window manager); its confirming button is the left one of its bottom row.
+eval "$(xdotool getwindowgeometry --shell "$dialog")"
+xdotool mousemove $((X + WIDTH / 4)) $((Y + HEIGHT - 18)) click 1
+wait_for 10 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'quitting from the tray'" || fail "Quit was not confirmed"
+# The CRM answers the slow lead 8 s after it arrived: the app is still there, finishing it.
+kill -0 "$app" 2>/dev/null || fail "the app ended before its delivery in flight finished"
+! grep -q 'webform:L-8' "$records" || fail "the slow lead was answered too early for this test"
+wait_for 30 bash -c "! kill -0 $app 2>/dev/null" || fail "the app did not exit after Quit"
+grep -q 'webform:L-8' "$records" || fail "the CRM never got the lead in flight"
+db=$(ls "$XDG_DATA_HOME"/*/leadline.db)
+state=$(/usr/bin/python3 -c 'import sqlite3, sys
+c = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+print(c.execute("SELECT d.state FROM delivery d JOIN inbound_event e ON e.id = d.event_id WHERE e.source_ref = ?", ("L-8",)).fetchone()[0])' "$db")
+[ "$state" = delivered ] || fail "the lead in flight is stored as $state after quitting, not delivered"
+plain_log | grep -q "worker stopped" || fail "the worker did not stop cleanly"
+echo "tray test passed: $(count) CRM records, the lead in flight delivered before exit"
