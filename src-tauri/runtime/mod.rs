@@ -21,6 +21,13 @@ use crate::store::Store;
 /// Where alerts are announced: desktop notifications in the app, the log in `leadline serve`.
 pub trait Notifier: Send + Sync + 'static {
     fn notify(&self, title: &str, body: &str);
+
+    /// A notification about something at `place` (an alert's source, target or dead-letter group): where it can,
+    /// a click on it opens Leadline there (the desktop app); elsewhere it is [`Self::notify`].
+    fn notify_at(&self, title: &str, body: &str, place: &crate::model::Place) {
+        let _ = place;
+        self.notify(title, body)
+    }
 }
 
 /// What the API needs: the store, the configuration, the running worker (if this process runs one), and the

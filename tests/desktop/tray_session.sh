@@ -5,6 +5,7 @@
 #   2. closing the window (WM_DELETE_WINDOW, what a close button sends) hides it and delivery goes on: leads sent
 #      afterwards reach the CRM (its records are counted);
 #   3. a dead letter turns the tray red, its menu line says "needs a person: 1 dead letter";
+#   3b. clicking the dead letter's notification opens the window on its cause group;
 #   4. "Start at login" in the tray menu writes the XDG autostart entry (starting hidden) and removes it again;
 #   5. "Quit Leadline…" while a delivery is in flight asks through the native dialog what is being sent, and the
 #      app waits for that delivery before it exits: the CRM holds the lead and the step is stored as delivered.
@@ -106,6 +107,23 @@ wait_for 30 bash -c "/usr/bin/python3 '$here/tray_client.py' '$items' state | gr
 red=$(icon_colour)
 grep -qE 'srgba?\(220,38,38[,)]' <<<"$red" || fail "the needs-a-person icon is not red: $red"
 tray state | tee "$out/tray-2.txt"
+
+# 3b. Its notification, clicked, brings the window back on the cause group.
+wait_for 20 grep -q 'A new cause of dead letters at crm' "$out/notifications.jsonl" || fail "no notification about the new cause"
+clicked=$(dbus-send --session --print-reply=literal --dest=org.freedesktop.Notifications /org/freedesktop/Notifications \
+  org.leadline.FakeNotifications.Click string:'A new cause of dead letters at crm' | xargs)
+[ -n "$clicked" ] || fail "the new-cause notification cannot be clicked (it offers no default action)"
+wait_for 10 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'notification clicked: window opened place=.*dead_letters.*crm'" ||
+  fail "clicking the notification did not open the window on the dead letters"
+shown=no
+for _ in $(seq 40); do
+  for w in $(xdotool search --name '^Leadline$'); do xwininfo -id "$w" | grep -q IsViewable && shown=yes; done
+  [ "$shown" = yes ] && break
+  sleep 0.25
+done
+[ "$shown" = yes ] || fail "clicking the notification did not show the window"
+sleep 2
+import -window root "$out/notification-opened.png"
 
 # 4. Start at login, from the tray menu: the XDG autostart entry appears (starting hidden), and goes again.
 entry="$HOME/.config/autostart/Leadline.desktop"

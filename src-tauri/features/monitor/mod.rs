@@ -100,7 +100,7 @@ pub async fn raise(app: &App, notifier: &dyn Notifier, mut spec: AlertSpec, now:
         notify::on_open(&m.policy(alert.kind), alert.severity, quiet_now(app, now), m.quiet_hours_hold_critical);
     let result = match decision {
         Announce::Now => {
-            notifier.notify(&alert.title, &alert.detail);
+            notifier.notify_at(&alert.title, &alert.detail, &alert.place);
             alerts::mark_notified(&app.store, alert.id, now).await
         }
         Announce::Hold(why) => alerts::hold(&app.store, alert.id, why).await,
@@ -142,7 +142,12 @@ pub async fn announce_due(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>
     }
     if !held.is_empty() {
         let (title, body) = notify::digest_text(&held);
-        notifier.notify(&title, &body);
+        // One alert's digest opens on its place; several open on the alerts page.
+        let place = match held.as_slice() {
+            [one] => one.place.clone(),
+            _ => crate::model::Place::page(crate::model::Page::Alerts),
+        };
+        notifier.notify_at(&title, &body, &place);
     }
     let open = match alerts::unacknowledged(&app.store).await {
         Ok(a) => a,
@@ -151,9 +156,10 @@ pub async fn announce_due(app: &App, notifier: &dyn Notifier, now: DateTime<Utc>
     for alert in open {
         if notify::renotify_due(&m.policy(alert.kind), &alert, now, quiet, m.quiet_hours_hold_critical) {
             let since = human_duration((now - alert.opened_at).num_seconds() as f64);
-            notifier.notify(
+            notifier.notify_at(
                 &format!("Still open: {}", alert.title),
                 &format!("Open for {since}, not acknowledged. {}", alert.detail),
+                &alert.place,
             );
             if let Err(e) = alerts::mark_notified(&app.store, alert.id, now).await {
                 tracing::error!(error = %format!("{e:#}"), "cannot record re-notification");

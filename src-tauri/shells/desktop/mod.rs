@@ -58,6 +58,30 @@ impl Notifier for DesktopNotifier {
             tracing::warn!(error = %e, "cannot show a desktop notification");
         }
     }
+
+    /// The place travels with the notification: a click on it opens the window there ([`open_clicked_place`]).
+    fn notify_at(&self, title: &str, body: &str, place: &crate::model::Place) {
+        static NEXT_ID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let shown = self.0.notification().builder().id(id).title(title).body(body).extra("place", place).show();
+        if let Err(e) = shown {
+            tracing::warn!(error = %e, "cannot show a desktop notification");
+        }
+    }
+}
+
+/// A click on a notification (`tap`): the window comes back, on the place the notification was about (the UI
+/// follows the `open-place` event; a notification without a place just opens the window).
+fn open_clicked_place(app: &tauri::AppHandle, performed: &tauri_plugin_notification::ActionPerformed) {
+    if performed.action_id() != "tap" {
+        return;
+    }
+    let place = performed.notification().and_then(|n| n.extra().get("place").cloned());
+    tray::show_window(app);
+    tracing::info!(place = %place.as_ref().map_or("none".into(), |p| p.to_string()), "notification clicked: window opened");
+    if let Some(place) = place {
+        let _ = app.emit("open-place", place);
+    }
 }
 
 /// The native confirmation dialog.
@@ -157,6 +181,8 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
             let handle = app.handle().clone();
             let desktop = tauri::async_runtime::block_on(start(handle, config.clone()))
                 .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?;
+            let opener = app.handle().clone();
+            app.notification().on_action(move |performed| open_clicked_place(&opener, performed))?;
             let live = desktop.app.live.subscribe();
             let core = desktop.app.clone();
             app.manage(desktop);
