@@ -2,6 +2,8 @@
 # Memory of a desk at rest with demo traffic (issue #16, point 5).
 #   bash benches/desk_memory.sh serve   [binary] [seconds]   # `leadline serve --demo`, headless (the Rust side alone)
 #   bash benches/desk_memory.sh desktop [binary] [seconds]   # the desktop app under Xvfb, its whole process tree
+#   bash benches/desk_memory.sh tray    [binary] [seconds]   # idle desk (no traffic): window shown, then closed to
+#                                                             # the tray; RSS of the tree and CPU in each phase
 # Defaults: target/release/leadline, 180 s. Samples VmRSS/VmHWM from /proc every 10 s and prints a table; extra
 # environment (LEADLINE_DB_CACHE_MIB=…, MALLOC_ARENA_MAX=…) is passed through to the app for comparisons.
 set -euo pipefail
@@ -70,5 +72,31 @@ case "$mode" in
     for _ in $(seq 120); do xwininfo -root -tree 2>/dev/null | grep -q '"Leadline"' && break; sleep 0.5; done
     sample "$app"
     ;;
-  *) echo "usage: $0 serve|desktop [binary] [seconds]"; exit 2 ;;
+  tray)
+    [ -n "${INSIDE_XVFB:-}" ] || exec env INSIDE_XVFB=1 xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$0" tray "$bin" "$secs"
+    dir=$(mktemp -d)
+    trap 'kill "$app" "$host" 2>/dev/null || true; wait "$app" 2>/dev/null || true; rm -rf "$dir"' EXIT
+    # A tray to register with (as a desktop panel provides), and a quiet real setup: nothing arrives, nothing is due.
+    /usr/bin/python3 "$here/../tests/desktop/fake_tray_host.py" "$dir/items" > "$dir/host.log" 2>&1 &
+    host=$!
+    printf '[server]\nlisten = "127.0.0.1:0"\n[sources.webform]\nroute = ["crm"]\n[targets.crm]\nurl = "http://127.0.0.1:9/leads"\nstrategy = "idempotency_key"\n' > "$dir/leadline.toml"
+    NO_AT_BRIDGE=1 HOME="$dir" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" "$bin" --config "$dir/leadline.toml" > "$dir/app.log" 2>&1 &
+    app=$!
+    echo "idle desktop app under Xvfb ($bin), ${secs} s shown then ${secs} s in the tray, pid $app"
+    for _ in $(seq 120); do xwininfo -root -tree 2>/dev/null | grep -q '"Leadline"' && break; sleep 0.5; done
+    ticks() { local t=0; for p in $(tree "$app"); do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+    phase() { # phase <label>: samples for $secs, then CPU over the phase
+      local t0 s0; t0=$(ticks); s0=$(date +%s.%N)
+      echo "== window $1"; sample "$app"
+      local t1 s1; t1=$(ticks); s1=$(date +%s.%N)
+      printf 'window %s: CPU %.2f %% of one core over %.0f s (whole tree)\n' "$1" \
+        "$(echo "($t1 - $t0) * 100 / $(getconf CLK_TCK) / ($s1 - $s0)" | bc -l)" "$(echo "$s1 - $s0" | bc -l)"
+    }
+    phase shown
+    /usr/bin/python3 "$here/../tests/desktop/close_window.py" $(xdotool search --name '^Leadline$') > /dev/null
+    sleep 2
+    grep -q 'window closed: hidden' "$dir/app.log" || { echo "the window did not go to the tray"; exit 1; }
+    phase "hidden in the tray"
+    ;;
+  *) echo "usage: $0 serve|desktop|tray [binary] [seconds]"; exit 2 ;;
 esac
