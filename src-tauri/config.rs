@@ -155,6 +155,12 @@ pub struct MonitorConfig {
     pub metrics: MetricsConfig,
     /// Per alert kind: how it is announced and when it is announced again.
     pub alerts: BTreeMap<String, AlertPolicy>,
+    /// Where else alerts are announced besides the desktop (or the log): Slack, e-mail, a webhook. Each channel
+    /// has its own policy per kind and its own quiet hours; see [`ChannelConfig`].
+    pub channels: BTreeMap<String, ChannelConfig>,
+    /// The desk's address as people reach it (`https://leads.example.com`, behind the reverse proxy): messages
+    /// sent to channels link to the place where an alert is acted on. `None`: no link.
+    pub public_url: Option<String>,
 }
 
 impl Default for MonitorConfig {
@@ -171,6 +177,8 @@ impl Default for MonitorConfig {
             volume: VolumeConfig::default(),
             metrics: MetricsConfig::default(),
             alerts: BTreeMap::new(),
+            channels: BTreeMap::new(),
+            public_url: None,
         }
     }
 }
@@ -252,6 +260,276 @@ impl TimeSpan {
             if Self::parse(v).is_none() {
                 return Err(invalid(format!("{key}.{name}"), format!("`{v}` is not a time of day as \"HH:MM\"")));
             }
+        }
+        Ok(())
+    }
+}
+
+/// An alert channel beyond the desktop, `[monitor.channels.NAME]`: where it sends (Slack, e-mail, a webhook),
+/// which alert kinds it announces and how, and when it keeps quiet. Each channel announces on its own: an alert
+/// sent to Slack may be held for the e-mail's digest. Secrets (the Slack webhook URL, the SMTP login, the
+/// webhook's URL and signing key) are named by `*_env` fields and read, like the targets' tokens, from the
+/// secrets file or the environment at each send. What each kind sends: `docs/operators.md`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelConfig {
+    /// `slack`, `email` or `webhook` (a string checked by `validate`, so a wrong kind names its key).
+    pub kind: String,
+    /// slack: the variable holding the incoming webhook's URL (the URL itself is the credential).
+    pub webhook_url_env: Option<String>,
+    /// webhook: the variable holding the URL alerts are POSTed to.
+    pub url_env: Option<String>,
+    /// webhook: the variable holding the key the body is signed with (HMAC-SHA256, `X-Leadline-Signature-256`).
+    pub secret_env: Option<String>,
+    /// email: the SMTP server's host name.
+    pub smtp_host: Option<String>,
+    /// email: default 587 with `starttls`, 465 with `tls`, 25 with `none`.
+    pub smtp_port: Option<u16>,
+    /// email: `starttls` (the default), `tls` (implicit TLS, "SMTPS") or `none` (a relay on this machine only).
+    pub tls: Option<String>,
+    /// email: variables holding the SMTP login; both or neither.
+    pub username_env: Option<String>,
+    pub password_env: Option<String>,
+    /// email: the sender, `Leadline <alerts@example.com>` or a bare address.
+    pub from: Option<String>,
+    /// email: the recipients.
+    #[serde(default)]
+    pub to: Vec<String>,
+    /// Per alert kind: `immediate`, `digest` or `none`. A kind not named here: critical alerts immediately,
+    /// the others in this channel's digest.
+    #[serde(default)]
+    pub alerts: BTreeMap<String, NotifyPolicy>,
+    /// This channel's quiet hours: a span, or `false` for none. Default: the monitor's.
+    pub quiet_hours: Option<ChannelQuietHours>,
+    /// Whether quiet hours hold critical alerts too. Default: the monitor's.
+    pub quiet_hours_hold_critical: Option<bool>,
+    /// How often this channel's held alerts go out together. Default: the monitor's.
+    pub digest_interval_minutes: Option<u64>,
+    /// Announce an immediate alert again ("Still open") while nobody acknowledged it, every this many minutes.
+    /// `None` (the default): once.
+    pub renotify_minutes: Option<u64>,
+    /// Longest time one send may take (connect, TLS, answer); a slower one counts as failed and is retried.
+    #[serde(default = "default_channel_timeout")]
+    pub timeout_seconds: u64,
+}
+
+fn default_channel_timeout() -> u64 {
+    10
+}
+
+/// `quiet_hours` of a channel: its own span, or `false` for none while the monitor has some.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ChannelQuietHours {
+    Span(TimeSpan),
+    Off(bool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    Slack,
+    Email,
+    Webhook,
+}
+
+impl ChannelKind {
+    pub const NAMES: [&'static str; 3] = ["slack", "email", "webhook"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Slack => "slack",
+            ChannelKind::Email => "email",
+            ChannelKind::Webhook => "webhook",
+        }
+    }
+}
+
+/// How an e-mail channel reaches its SMTP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// Plain connection upgraded with STARTTLS, which is required (no fallback to plain text).
+    StartTls,
+    /// TLS from the first byte (port 465).
+    Tls,
+    /// No encryption: only for a relay on this machine or a test server.
+    None,
+}
+
+impl ChannelConfig {
+    /// The kind, once `validate` accepted the word.
+    pub fn kind(&self) -> Option<ChannelKind> {
+        match self.kind.as_str() {
+            "slack" => Some(ChannelKind::Slack),
+            "email" => Some(ChannelKind::Email),
+            "webhook" => Some(ChannelKind::Webhook),
+            _ => None,
+        }
+    }
+
+    pub fn smtp_tls(&self) -> Option<SmtpTls> {
+        match self.tls.as_deref() {
+            None | Some("starttls") => Some(SmtpTls::StartTls),
+            Some("tls") => Some(SmtpTls::Tls),
+            Some("none") => Some(SmtpTls::None),
+            Some(_) => None,
+        }
+    }
+
+    pub fn smtp_port(&self) -> u16 {
+        self.smtp_port.unwrap_or(match self.smtp_tls() {
+            Some(SmtpTls::Tls) => 465,
+            Some(SmtpTls::None) => 25,
+            _ => 587,
+        })
+    }
+
+    /// How this channel announces an alert of `kind` opened with `severity`: the kind's entry in `alerts`,
+    /// else critical alerts at once and the others in the digest (a phone should ring for a dead token, not
+    /// for a trend). Re-notification (`renotify_minutes`) applies to immediate ones only.
+    pub fn policy(&self, kind: AlertKind, severity: crate::model::Severity) -> AlertPolicy {
+        let notify = self.alerts.get(kind.as_str()).copied().unwrap_or(match severity {
+            crate::model::Severity::Critical => NotifyPolicy::Immediate,
+            _ => NotifyPolicy::Digest,
+        });
+        let renotify_minutes = if notify == NotifyPolicy::Immediate { self.renotify_minutes } else { None };
+        AlertPolicy { notify, renotify_minutes }
+    }
+
+    /// This channel's quiet hours: its own, none (`false`), or the monitor's.
+    pub fn quiet_hours<'a>(&'a self, monitor: &'a MonitorConfig) -> Option<&'a TimeSpan> {
+        match &self.quiet_hours {
+            Some(ChannelQuietHours::Span(span)) => Some(span),
+            Some(ChannelQuietHours::Off(_)) => None,
+            None => monitor.quiet_hours.as_ref(),
+        }
+    }
+
+    pub fn hold_critical(&self, monitor: &MonitorConfig) -> bool {
+        self.quiet_hours_hold_critical.unwrap_or(monitor.quiet_hours_hold_critical)
+    }
+
+    pub fn digest_interval_minutes(&self, monitor: &MonitorConfig) -> u64 {
+        self.digest_interval_minutes.unwrap_or(monitor.digest_interval_minutes)
+    }
+
+    /// The variables this channel reads its secrets from, each with its config key (for messages).
+    pub fn secret_vars(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("webhook_url_env", &self.webhook_url_env),
+            ("url_env", &self.url_env),
+            ("secret_env", &self.secret_env),
+            ("username_env", &self.username_env),
+            ("password_env", &self.password_env),
+        ]
+        .into_iter()
+        .filter_map(|(field, var)| var.as_deref().map(|v| (field, v)))
+        .collect()
+    }
+
+    fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        let Some(kind) = self.kind() else {
+            return Err(invalid(
+                format!("{key}.kind"),
+                format!("`{}` is not a channel kind; the kinds are {}", self.kind, ChannelKind::NAMES.join(", ")),
+            ));
+        };
+        let given = [
+            ("webhook_url_env", self.webhook_url_env.is_some()),
+            ("url_env", self.url_env.is_some()),
+            ("secret_env", self.secret_env.is_some()),
+            ("smtp_host", self.smtp_host.is_some()),
+            ("smtp_port", self.smtp_port.is_some()),
+            ("tls", self.tls.is_some()),
+            ("username_env", self.username_env.is_some()),
+            ("password_env", self.password_env.is_some()),
+            ("from", self.from.is_some()),
+            ("to", !self.to.is_empty()),
+        ];
+        let (applies, required): (&[&str], &[&str]) = match kind {
+            ChannelKind::Slack => (&["webhook_url_env"], &["webhook_url_env"]),
+            ChannelKind::Webhook => (&["url_env", "secret_env"], &["url_env"]),
+            ChannelKind::Email => (
+                &["smtp_host", "smtp_port", "tls", "username_env", "password_env", "from", "to"],
+                &["smtp_host", "from", "to"],
+            ),
+        };
+        for (field, set) in given {
+            if set && !applies.contains(&field) {
+                return Err(invalid(
+                    format!("{key}.{field}"),
+                    format!("does not apply to kind = \"{}\"", kind.as_str()),
+                ));
+            }
+            if !set && required.contains(&field) {
+                return Err(invalid(format!("{key}.{field}"), format!("is required for kind = \"{}\"", kind.as_str())));
+            }
+        }
+        for (field, var) in self.secret_vars() {
+            if var.is_empty() || var.contains(['=', ' ']) {
+                return Err(invalid(format!("{key}.{field}"), "must name an environment variable"));
+            }
+        }
+        if kind == ChannelKind::Email {
+            if self.smtp_tls().is_none() {
+                return Err(invalid(
+                    format!("{key}.tls"),
+                    format!("`{}` is not one of starttls, tls, none", self.tls.as_deref().unwrap_or_default()),
+                ));
+            }
+            let host = self.smtp_host.as_deref().unwrap_or_default();
+            if host.is_empty() || host.contains(['/', ':', ' ']) {
+                return Err(invalid(
+                    format!("{key}.smtp_host"),
+                    format!("`{host}` is not a host name (no scheme, port or path: `smtp.example.com`)"),
+                ));
+            }
+            if self.smtp_port == Some(0) {
+                return Err(invalid(format!("{key}.smtp_port"), "must be greater than 0"));
+            }
+            if self.username_env.is_some() != self.password_env.is_some() {
+                let missing = if self.username_env.is_none() { "username_env" } else { "password_env" };
+                return Err(invalid(format!("{key}.{missing}"), "is required with the other half of the SMTP login"));
+            }
+            let from = self.from.as_deref().unwrap_or_default();
+            if from.parse::<lettre::message::Mailbox>().is_err() {
+                return Err(invalid(format!("{key}.from"), format!("`{from}` is not an e-mail address")));
+            }
+            for (i, to) in self.to.iter().enumerate() {
+                if to.parse::<lettre::message::Mailbox>().is_err() {
+                    return Err(invalid(format!("{key}.to[{i}]"), format!("`{to}` is not an e-mail address")));
+                }
+            }
+        }
+        for kind in self.alerts.keys() {
+            if kind.parse::<AlertKind>().is_err() {
+                return Err(invalid(
+                    format!("{key}.alerts.{kind}"),
+                    format!(
+                        "is not an alert kind; the kinds are {}",
+                        AlertKind::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        match &self.quiet_hours {
+            Some(ChannelQuietHours::Span(span)) => span.validate(&format!("{key}.quiet_hours"))?,
+            Some(ChannelQuietHours::Off(true)) => {
+                return Err(invalid(
+                    format!("{key}.quiet_hours"),
+                    "is { start = \"HH:MM\", end = \"HH:MM\" }, or false for none (leave it out for the monitor's)",
+                ))
+            }
+            _ => {}
+        }
+        for (field, value) in
+            [("digest_interval_minutes", self.digest_interval_minutes), ("renotify_minutes", self.renotify_minutes)]
+        {
+            if value == Some(0) {
+                return Err(invalid(format!("{key}.{field}"), "must be greater than 0"));
+            }
+        }
+        if !(1..=300).contains(&self.timeout_seconds) {
+            return Err(invalid(format!("{key}.timeout_seconds"), "must be between 1 and 300"));
         }
         Ok(())
     }
@@ -970,6 +1248,22 @@ impl MonitorConfig {
                 return Err(invalid(format!("monitor.alerts.{kind}.renotify_minutes"), "must be greater than 0"));
             }
         }
+        for (name, channel) in &self.channels {
+            let key = format!("monitor.channels.{name}");
+            check_name(&key, name)?;
+            channel.validate(&key)?;
+        }
+        if let Some(url) = &self.public_url {
+            match url::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => {
+                    return Err(invalid(
+                        "monitor.public_url",
+                        format!("`{url}` is not an http(s) address (`https://leads.example.com`)"),
+                    ))
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -1675,5 +1969,79 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("sources.webform.route:") && e.contains("meta_lead"), "{e}");
+    }
+
+    const CHANNELS: &str = r#"
+        [monitor]
+        quiet_hours = { start = "22:00", end = "07:00" }
+        public_url = "https://leads.example.com"
+        [monitor.channels.oncall]
+        kind = "slack"
+        webhook_url_env = "SLACK_WEBHOOK_URL"
+        alerts = { volume_drop = "immediate", new_cause = "none" }
+        quiet_hours = false
+        [monitor.channels.mail]
+        kind = "email"
+        smtp_host = "smtp.example.com"
+        username_env = "SMTP_USER"
+        password_env = "SMTP_PASSWORD"
+        from = "Leadline <alerts@example.com>"
+        to = ["ops@example.com"]
+        [monitor.channels.hook]
+        kind = "webhook"
+        url_env = "HOOK_URL"
+        secret_env = "HOOK_SECRET"
+        quiet_hours = { start = "20:00", end = "08:00" }
+    "#;
+
+    #[test]
+    fn channels_parse_with_their_own_policy_and_quiet_hours() {
+        use crate::model::Severity;
+        let c = parse(&format!("{OK}{CHANNELS}")).unwrap();
+        let m = &c.monitor;
+        let (slack, mail, hook) = (&m.channels["oncall"], &m.channels["mail"], &m.channels["hook"]);
+        assert_eq!(slack.kind(), Some(ChannelKind::Slack));
+        assert_eq!(slack.policy(AlertKind::VolumeDrop, Severity::Warning).notify, NotifyPolicy::Immediate);
+        assert_eq!(slack.policy(AlertKind::NewCause, Severity::Critical).notify, NotifyPolicy::None);
+        // Not named: critical at once, the rest in the digest.
+        assert_eq!(mail.policy(AlertKind::Credentials, Severity::Critical).notify, NotifyPolicy::Immediate);
+        assert_eq!(mail.policy(AlertKind::RetryBudget, Severity::Warning).notify, NotifyPolicy::Digest);
+        assert_eq!(slack.quiet_hours(m), None, "false turns the monitor's quiet hours off for this channel");
+        assert_eq!(mail.quiet_hours(m).map(|q| q.start.as_str()), Some("22:00"), "the monitor's by default");
+        assert_eq!(hook.quiet_hours(m).map(|q| q.start.as_str()), Some("20:00"));
+        assert_eq!((mail.smtp_tls(), mail.smtp_port()), (Some(SmtpTls::StartTls), 587));
+        assert_eq!(mail.digest_interval_minutes(m), 60);
+    }
+
+    #[test]
+    fn a_wrong_channel_names_its_field() {
+        let with = |from: &str, to: &str| {
+            let text = format!("{OK}{CHANNELS}");
+            assert!(text.contains(from), "{from}");
+            parse(&text.replacen(from, to, 1)).unwrap_err().to_string()
+        };
+        for (from, to, key) in [
+            ("kind = \"slack\"", "kind = \"sms\"", "monitor.channels.oncall.kind:"),
+            ("webhook_url_env = \"SLACK_WEBHOOK_URL\"", "", "monitor.channels.oncall.webhook_url_env:"),
+            (
+                "webhook_url_env = \"SLACK_WEBHOOK_URL\"",
+                "webhook_url_env = \"S\"\nurl_env = \"U\"",
+                "monitor.channels.oncall.url_env:",
+            ),
+            ("new_cause = \"none\"", "new_causes = \"none\"", "monitor.channels.oncall.alerts.new_causes:"),
+            ("quiet_hours = false", "quiet_hours = true", "monitor.channels.oncall.quiet_hours:"),
+            ("from = \"Leadline <alerts@example.com>\"", "from = \"alerts at example\"", "monitor.channels.mail.from:"),
+            ("to = [\"ops@example.com\"]", "to = [\"ops@example.com\", \"nobody\"]", "monitor.channels.mail.to[1]:"),
+            ("to = [\"ops@example.com\"]", "", "monitor.channels.mail.to:"),
+            ("smtp_host = \"smtp.example.com\"", "smtp_host = \"smtp://x\"", "monitor.channels.mail.smtp_host:"),
+            ("smtp_host = \"smtp.example.com\"", "smtp_host = \"s\"\ntls = \"ssl\"", "monitor.channels.mail.tls:"),
+            ("username_env = \"SMTP_USER\"", "", "monitor.channels.mail.username_env:"),
+            ("url_env = \"HOOK_URL\"", "", "monitor.channels.hook.url_env:"),
+            ("start = \"20:00\"", "start = \"8pm\"", "monitor.channels.hook.quiet_hours.start:"),
+            ("public_url = \"https://leads.example.com\"", "public_url = \"leads\"", "monitor.public_url:"),
+        ] {
+            let e = with(from, to);
+            assert!(e.starts_with(key), "{from} -> {to}: {e}");
+        }
     }
 }

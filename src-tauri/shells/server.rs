@@ -162,12 +162,13 @@ async fn reload_on_hangup(app: App) {
 }
 
 /// Every check `serve` makes before it opens the database: the config's validation, every secret variable of
-/// the sources and targets, every target's headers and credentials as header values (no CR/LF). `check-config`
+/// the sources, targets and alert channels, every target's headers and credentials as header values (no CR/LF). `check-config`
 /// runs exactly this. Returns the warnings to show: one per unsigned source.
 pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
     config.validate()?;
     config.database_url()?;
     ingest::check_sources(config)?;
+    crate::features::monitor::channels::check(config)?;
     for (name, target) in &config.targets {
         crate::features::delivery::worker::TargetRuntime::new(name, target, config, Clock::system())?;
     }

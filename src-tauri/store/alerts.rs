@@ -53,7 +53,7 @@ fn held_code(why: Held) -> i64 {
     }
 }
 
-type Row = (
+pub(super) type Row = (
     i64,
     String,
     String,
@@ -71,10 +71,11 @@ type Row = (
     i64,
     i64,
 );
-const COLUMNS: &str = "id, kind, key, severity, title, detail, opened_at, last_seen_at, occurrences, acknowledged_at,
+pub(super) const COLUMNS: &str =
+    "id, kind, key, severity, title, detail, opened_at, last_seen_at, occurrences, acknowledged_at,
                        acknowledged_by, resolved_at, resolution_note, notified_at, notifications, digest_pending";
 
-fn to_alert(r: Row) -> anyhow::Result<Alert> {
+pub(super) fn to_alert(r: Row) -> anyhow::Result<Alert> {
     let state = if r.11.is_some() {
         AlertState::Resolved
     } else if r.9.is_some() {

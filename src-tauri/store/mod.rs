@@ -45,6 +45,7 @@ macro_rules! dispatch {
     };
 }
 
+mod alert_channels;
 mod alerts;
 mod dead_letters;
 mod events;
@@ -71,6 +72,7 @@ pub use crate::model::{
     AlertKind, AlertState, BreakerState, DeliveryState, ErrorClass, Held, ReplayEventKind, ReplayOutcome, ReplayPhase,
     ReplayStatus, Resolution, ResolutionFilter, Severity, UnknownWord,
 };
+pub use alert_channels::{ChannelEntry, ChannelState, ChannelSummary, ChannelTrouble};
 pub use alerts::{Alert, AlertSpec};
 pub use dead_letters::{
     lead_field_path, Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix,

@@ -24,6 +24,7 @@
 //! by [`notify`].
 
 pub mod alerts;
+pub mod channels;
 pub mod glance;
 pub mod health;
 pub mod metrics;
@@ -66,7 +67,7 @@ pub async fn health(app: &App, now: DateTime<Utc>) -> anyhow::Result<HealthView>
         .unwrap_or_default();
     let situations: Vec<_> = breakers.iter().map(|b| (b.target.clone(), b.situation.clone())).collect();
     let open = alerts::unresolved(&app.store).await?;
-    let verdict = verdict(&open, &situations, &queue);
+    let verdict = channels::with_troubles(verdict(&open, &situations, &queue), &channels::troubles(app).await?);
     Ok(HealthView { queue, breakers, verdict })
 }
 
@@ -109,6 +110,8 @@ pub async fn raise(app: &App, notifier: &dyn Notifier, mut spec: AlertSpec, now:
     if let Err(e) = result {
         tracing::error!(error = %format!("{e:#}"), "cannot record how the alert was announced");
     }
+    // Slack, e-mail, webhooks: each channel decides on its own and its task sends (never here, never blocking).
+    channels::on_open(app, &alert, now).await;
     let _ = app.live.send(LiveEvent::AlertsChanged);
 }
 
@@ -276,6 +279,8 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
     let mut last: Option<serde_json::Value> = None;
     let mut recorder = metrics::Recorder::for_config(&app.config);
     let mut last_digest = app.clock.now();
+    // Each alert channel sends from a task of its own, aborted with this one (dropping the set aborts them).
+    let _channels = channels::run(&app);
     let mut n: u64 = 0;
     loop {
         tokio::select! {

@@ -68,6 +68,84 @@ pub fn digest_text(alerts: &[Alert]) -> (String, String) {
     (title, body)
 }
 
+/// Whether `now` lies in the quiet hours `span`, read on the wall clock of `tz`.
+pub fn quiet_at(span: Option<&crate::config::TimeSpan>, tz: chrono_tz::Tz, now: DateTime<Utc>) -> bool {
+    span.is_some_and(|q| q.contains(now.with_timezone(&tz).time()))
+}
+
+/// Why an alert is announced on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Occasion {
+    /// It opened (and its policy is immediate).
+    Opened,
+    /// It is still open and nobody acknowledged it.
+    Reminder,
+}
+
+/// What one alert channel sends in one pass: alerts on their own, and the alerts of one digest.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ChannelPlan {
+    pub single: Vec<(i64, Occasion)>,
+    pub digest: Vec<i64>,
+}
+
+/// How a channel stands at the instant of a pass: the facts [`plan_channel`] decides with.
+#[derive(Debug, Clone, Copy)]
+pub struct ChannelMoment {
+    pub now: DateTime<Utc>,
+    /// The channel's quiet hours are on.
+    pub quiet_now: bool,
+    pub hold_critical: bool,
+    /// The channel's digest interval has passed since its last digest.
+    pub digest_due: bool,
+}
+
+/// How long a channel waits before sending again after `failures` failed sends in a row: 15 s, doubling, at most
+/// 10 minutes. A receiver that is down is not hammered every few seconds, and one that recovers hears within
+/// minutes.
+pub fn retry_delay(failures: i64) -> chrono::Duration {
+    let doubled = 15i64.saturating_mul(1i64 << (failures - 1).clamp(0, 10));
+    chrono::Duration::seconds(doubled.min(600))
+}
+
+/// What a channel sends now, from its alerts as it has them ([`crate::store::ChannelEntry`]) and `policy`, the
+/// channel's policy for an alert. Pure.
+///
+/// - `due` (an immediate alert): on its own, now — quiet hours were weighed when it opened.
+/// - held for quiet hours: in one digest once they are over.
+/// - held for the digest: in one digest when the channel's digest is due, outside quiet hours.
+/// - sent, still open and unacknowledged: a reminder when [`renotify_due`] says so.
+/// - after a failed send, nothing before [`retry_delay`] has passed; then it goes again (a failed digest
+///   without waiting for the next digest interval).
+pub fn plan_channel(
+    entries: &[crate::store::ChannelEntry],
+    policy: impl Fn(&Alert) -> AlertPolicy,
+    at: ChannelMoment,
+) -> ChannelPlan {
+    use crate::store::ChannelState;
+    let mut plan = ChannelPlan::default();
+    for e in entries {
+        if e.failures > 0 && e.last_attempt_at.is_some_and(|t| at.now - t < retry_delay(e.failures)) {
+            continue;
+        }
+        match e.state {
+            ChannelState::Due => plan.single.push((e.alert.id, Occasion::Opened)),
+            ChannelState::Held(Held::QuietHours) if !at.quiet_now => plan.digest.push(e.alert.id),
+            ChannelState::Held(Held::Digest) if !at.quiet_now && (at.digest_due || e.failures > 0) => {
+                plan.digest.push(e.alert.id)
+            }
+            ChannelState::Held(_) => {}
+            ChannelState::Sent => {
+                let as_announced = Alert { notified_at: e.notified_at, ..e.alert.clone() };
+                if renotify_due(&policy(&e.alert), &as_announced, at.now, at.quiet_now, at.hold_critical) {
+                    plan.single.push((e.alert.id, Occasion::Reminder));
+                }
+            }
+        }
+    }
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +207,84 @@ mod tests {
         assert_eq!(title, "Leadline: 7 alerts");
         assert_eq!(body.lines().count(), 6);
         assert!(body.ends_with("… and 2 more in the app"));
+    }
+
+    fn entry(id: i64, state: crate::store::ChannelState, now: DateTime<Utc>) -> crate::store::ChannelEntry {
+        crate::store::ChannelEntry {
+            alert: Alert { id, notified_at: None, ..alert("warning", "open", None, now) },
+            state,
+            notified_at: None,
+            notifications: 0,
+            failures: 0,
+            last_error: None,
+            last_attempt_at: None,
+        }
+    }
+
+    #[test]
+    fn a_channel_sends_due_alerts_alone_and_held_ones_in_one_digest() {
+        use crate::store::ChannelState::{Due, Held as Waiting, Sent};
+        let now = Utc::now();
+        let immediate = |_: &Alert| AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) };
+        let entries = vec![
+            entry(1, Due, now),
+            entry(2, Waiting(Held::Digest), now),
+            entry(3, Waiting(Held::QuietHours), now),
+            entry(4, Sent, now),
+        ];
+        let at = |quiet_now, digest_due| ChannelMoment { now, quiet_now, hold_critical: false, digest_due };
+        // Outside quiet hours, digest not due: the due one, and the one held over the quiet hours that ended.
+        let plan = plan_channel(&entries, immediate, at(false, false));
+        assert_eq!(plan.single, vec![(1, Occasion::Opened)]);
+        assert_eq!(plan.digest, vec![3]);
+        // The digest is due: both held ones together.
+        assert_eq!(plan_channel(&entries, immediate, at(false, true)).digest, vec![2, 3]);
+        // In quiet hours nothing held goes out; a due alert was already weighed against them when it opened.
+        let quiet = plan_channel(&entries, immediate, at(true, true));
+        assert_eq!((quiet.single, quiet.digest), (vec![(1, Occasion::Opened)], vec![]));
+    }
+
+    #[test]
+    fn a_channel_reminds_of_open_alerts_by_its_own_last_announcement() {
+        let now = Utc::now();
+        let mut sent = entry(7, crate::store::ChannelState::Sent, now);
+        sent.notified_at = Some(now - chrono::Duration::minutes(61));
+        let at = ChannelMoment { now, quiet_now: false, hold_critical: false, digest_due: false };
+        let every_hour = |_: &Alert| AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) };
+        assert_eq!(plan_channel(&[sent.clone()], every_hour, at).single, vec![(7, Occasion::Reminder)]);
+        let once = |_: &Alert| AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: None };
+        assert!(plan_channel(&[sent.clone()], once, at).single.is_empty());
+        sent.notified_at = Some(now - chrono::Duration::minutes(30));
+        assert!(plan_channel(&[sent], every_hour, at).single.is_empty(), "this channel announced it 30 min ago");
+    }
+
+    #[test]
+    fn a_failed_send_is_retried_after_a_growing_delay() {
+        let now = Utc::now();
+        assert_eq!(retry_delay(1), chrono::Duration::seconds(15));
+        assert_eq!(retry_delay(3), chrono::Duration::seconds(60));
+        assert_eq!(retry_delay(40), chrono::Duration::minutes(10));
+        let mut failed = entry(5, crate::store::ChannelState::Held(Held::Digest), now);
+        failed.failures = 2;
+        failed.last_attempt_at = Some(now - chrono::Duration::seconds(20));
+        let policy = |_: &Alert| AlertPolicy { notify: NotifyPolicy::Digest, renotify_minutes: None };
+        let at = |now| ChannelMoment { now, quiet_now: false, hold_critical: false, digest_due: false };
+        assert!(
+            plan_channel(&[failed.clone()], policy, at(now)).digest.is_empty(),
+            "20 s after the 2nd failure, which waits 30 s"
+        );
+        // Then again at once, without waiting for the next digest interval.
+        assert_eq!(plan_channel(&[failed], policy, at(now + chrono::Duration::seconds(10))).digest, vec![5]);
+    }
+
+    #[test]
+    fn quiet_hours_are_read_on_the_monitors_wall_clock() {
+        let span = crate::config::TimeSpan { start: "22:00".into(), end: "07:00".into() };
+        let berlin: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
+        // 21:30 UTC is 22:30 in Berlin in winter.
+        let t: DateTime<Utc> = "2026-01-12T21:30:00Z".parse().unwrap();
+        assert!(quiet_at(Some(&span), berlin, t));
+        assert!(!quiet_at(Some(&span), chrono_tz::UTC, t));
+        assert!(!quiet_at(None, berlin, t));
     }
 }
