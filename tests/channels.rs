@@ -410,6 +410,9 @@ async fn each_channel_announces_by_its_own_policy_digest_and_quiet_hours() {
     let after = smtp.with("a lead waited 20 min");
     assert_eq!(after.len(), 1, "{after:?}");
     assert!(after[0].body.contains("a lead waited 20 min: detail."), "{}", after[0].body);
+    // The e-mail's own digest was due during the quiet hours too: what it held since 10:01 comes in the same one.
+    assert_eq!(after[0].subject, "[Leadline] 2 alerts");
+    assert!(after[0].body.contains("leads to crm run out of retry time"), "{}", after[0].body);
     let entries = app.store.channel_entries("mail", false, app.clock.now()).await.unwrap();
     assert!(entries.iter().all(|e| e.alert.id != waiting.id), "sent: nothing left to do for it");
     setup.server.shutdown().await.unwrap();
