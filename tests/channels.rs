@@ -450,6 +450,13 @@ async fn a_failing_receiver_is_retried_and_holds_up_no_other_channel() {
     let troubles = app.store.channel_troubles().await.unwrap();
     let hook_trouble = troubles.iter().find(|t| t.channel == "hook").unwrap();
     assert_eq!(hook_trouble.last_error, "HTTP 500: rollup_error");
+    let views = monitor::channels::views(app).await.unwrap();
+    let names: Vec<(&str, &str)> = views.iter().map(|v| (v.name.as_str(), v.kind.as_str())).collect();
+    assert_eq!(names, vec![("hook", "webhook"), ("mail", "email"), ("slack", "slack")]);
+    let hook_view = &views[0];
+    assert_eq!((hook_view.waiting, hook_view.last_sent_at), (1, None));
+    assert_eq!(hook_view.trouble.as_ref().map(|t| t.failing), Some(1));
+    assert!(views[1].trouble.is_none() && views[1].last_sent_at == Some(t0()), "the e-mail went: {:?}", views[1]);
 
     // Nothing is retried at once (a receiver that is down is not hammered)...
     pass_all(&setup).await;
@@ -469,6 +476,9 @@ async fn a_failing_receiver_is_retried_and_holds_up_no_other_channel() {
         app.store.channel_troubles().await.unwrap().is_empty()
     })
     .await;
+    let views = monitor::channels::views(app).await.unwrap();
+    assert!(views.iter().all(|v| v.waiting == 0 && v.trouble.is_none()), "{views:?}");
+    assert_eq!(views[0].last_sent_at, Some(t0() + chrono::Duration::minutes(1)), "the webhook's retry went at 10:01");
     setup.server.shutdown().await.unwrap();
 }
 
