@@ -55,6 +55,10 @@ pub struct Config {
     /// Never read from the file.
     #[serde(skip)]
     pub inline_secrets: BTreeMap<String, String>,
+    /// The file this configuration was loaded from: the one the app's settings page writes back to. `None` for a
+    /// configuration built in code (the demo), whose settings are read-only.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -688,9 +692,6 @@ pub struct SourceConfig {
     pub verify_token_env: Option<String>,
     /// Periodic comparison with the source's own list of leads; missing ones are ingested.
     pub reconcile: Option<ReconcileConfig>,
-    /// Poll mode: Leadline asks the source for its new leads at an interval instead of waiting for webhooks (a
-    /// laptop has no public address Meta could send a webhook to). Excludes `reconcile`: polling is the listing.
-    pub poll: Option<PollConfig>,
     /// Meta sources: the Facebook page the lead forms belong to. Graph's lead object does not name its page, so
     /// leads found by reconciliation take it from here (webhook leads carry it themselves).
     pub page_id: Option<String>,
@@ -750,62 +751,6 @@ pub struct ReconcileConfig {
 
 fn default_reconcile_interval() -> u64 {
     300
-}
-
-/// Poll mode (see `poll`): the source's list of leads is read every `interval_seconds` from where the last read
-/// stopped (a cursor kept in the database), and every lead not yet stored is ingested like a webhook's.
-///
-/// The listing settings are reconciliation's (the same endpoints are read the same way): `form_ids` for a Meta
-/// source, `list_url`, `items_pointer`, `next_pointer` and `auth` for a generic one.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PollConfig {
-    /// How often to ask (per source; every form of a Meta source is read in each poll).
-    #[serde(default = "default_poll_interval")]
-    pub interval_seconds: u64,
-    /// The first poll (no cursor stored yet) lists leads created this far back.
-    #[serde(default = "default_lookback")]
-    pub lookback_minutes: u64,
-    /// Each pass re-reads this much before the stored watermark, for a lead that shows up in the list a little
-    /// after its creation time (a lead already stored is a duplicate and costs nothing downstream).
-    #[serde(default = "default_poll_overlap")]
-    pub overlap_seconds: u64,
-    /// Generic sources: GET URL listing leads; `{since}` is replaced by the watermark (Unix seconds).
-    pub list_url: Option<String>,
-    /// Generic sources: JSON pointer to the array of leads in the answer (default: the answer itself, or its
-    /// `data` or `items` field).
-    pub items_pointer: Option<String>,
-    /// Generic sources: JSON pointer to the next page's URL (absent or null on the last page).
-    pub next_pointer: Option<String>,
-    /// Generic sources: authentication for the list endpoint.
-    pub auth: Option<AuthConfig>,
-    /// Meta sources: the lead forms to poll. The Graph API address, version and page access token are the
-    /// source's `meta_lead` step's (the first target of its route).
-    #[serde(default)]
-    pub form_ids: Vec<String>,
-}
-
-impl PollConfig {
-    /// The listing part, in reconciliation's terms: polling and reconciliation read a list the same way.
-    pub fn listing(&self) -> ReconcileConfig {
-        ReconcileConfig {
-            interval_seconds: self.interval_seconds,
-            lookback_minutes: self.lookback_minutes,
-            overlap_minutes: 0,
-            list_url: self.list_url.clone(),
-            items_pointer: self.items_pointer.clone(),
-            next_pointer: self.next_pointer.clone(),
-            auth: self.auth.clone(),
-            form_ids: self.form_ids.clone(),
-        }
-    }
-}
-
-fn default_poll_interval() -> u64 {
-    60
-}
-fn default_poll_overlap() -> u64 {
-    60
 }
 fn default_lookback() -> u64 {
     24 * 60
@@ -1022,7 +967,9 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        Self::parse(&text, path)
+        let mut config = Self::parse(&text, path)?;
+        config.file = Some(path.to_owned());
+        Ok(config)
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
@@ -1133,31 +1080,7 @@ impl Config {
             if let Some(r) = &source.reconcile {
                 r.validate(&format!("{key}.reconcile"), source.kind)?;
             }
-            if let Some(p) = &source.poll {
-                p.listing().validate(&format!("{key}.poll"), source.kind)?;
-                if source.reconcile.is_some() {
-                    return Err(invalid(
-                        format!("{key}.reconcile"),
-                        "does not go with [poll]: a polled source's list is already read at every poll",
-                    ));
-                }
-            }
             match source.kind {
-                // A polled Meta source needs no webhook secrets; without them it takes no webhooks.
-                SourceKind::Meta if source.poll.is_some() => {
-                    if source.signature.is_some() {
-                        return Err(invalid(
-                            format!("{key}.signature"),
-                            "does not apply to kind = \"meta\"; use app_secret_env",
-                        ));
-                    }
-                    if source.app_secret_env.is_some() != source.verify_token_env.is_some() {
-                        return Err(invalid(
-                            format!("{key}.app_secret_env"),
-                            "and verify_token_env go together: both to take webhooks as well, neither to only poll",
-                        ));
-                    }
-                }
                 SourceKind::Meta => {
                     if source.app_secret_env.is_none() {
                         return Err(invalid(
@@ -1726,9 +1649,54 @@ impl TargetConfig {
     }
 }
 
+/// Secrets entered in the app's settings: the OS keyring, Secret Service on Linux (GNOME Keyring, KWallet), under
+/// service `leadline` and the variable's name as user. The config file names the variable; the value lives
+/// only here. Reached over the D-Bus session bus, so only where there is one (`DBUS_SESSION_BUS_ADDRESS`): a
+/// headless server has none, and is given its secrets through the environment or the secrets file instead.
+pub mod keyring {
+    /// The keyring's service name for Leadline's secrets.
+    pub const SERVICE: &str = "leadline";
+
+    /// Why the keyring cannot be used here, or `None` when a Secret Service may be reached.
+    pub fn unavailable() -> Option<String> {
+        if !cfg!(target_os = "linux") {
+            return Some("this build keeps secrets in the Secret Service of Linux desktops only".into());
+        }
+        if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none_or(|a| a.is_empty()) {
+            return Some(
+                "no desktop session bus (DBUS_SESSION_BUS_ADDRESS), so no Secret Service to keep secrets in".into(),
+            );
+        }
+        None
+    }
+
+    fn entry(var: &str) -> Result<::keyring::Entry, String> {
+        if let Some(why) = unavailable() {
+            return Err(why);
+        }
+        ::keyring::Entry::new(SERVICE, var).map_err(|e| format!("the keyring cannot be used: {e}"))
+    }
+
+    /// The secret stored for `var`: `Ok(None)` when there is none. Blocks on D-Bus: call it off the async
+    /// threads where it is not part of a start or a reload.
+    pub fn get(var: &str) -> Result<Option<String>, String> {
+        match entry(var)?.get_password() {
+            Ok(v) => Ok(Some(v)),
+            Err(::keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(format!("the keyring cannot be read: {e}")),
+        }
+    }
+
+    /// Stores `value` as the secret of `var`, replacing any earlier one. Blocks on D-Bus.
+    pub fn set(var: &str, value: &str) -> Result<(), String> {
+        entry(var)?.set_password(value).map_err(|e| format!("the keyring refused the secret: {e}"))
+    }
+}
+
 impl Config {
     /// Reads the secret named `var` (for config key `key`): from the secrets file as it is now, else from the
-    /// environment, naming both when missing.
+    /// environment, else from the OS keyring (secrets entered in the app's settings), naming where it looked when
+    /// missing.
     pub fn secret(&self, key: &str, var: &str) -> Result<String, ConfigError> {
         if let Some(v) = self.inline_secrets.get(var) {
             return Ok(v.clone());
@@ -1743,16 +1711,59 @@ impl Config {
                 }
             }
         }
-        std::env::var(var).map_err(|_| match &self.secrets_file {
-            Some(path) => {
-                invalid(key, format!("{var} is neither in the secrets file {} nor in the environment", path.display()))
-            }
+        if let Ok(v) = std::env::var(var) {
+            return Ok(v);
+        }
+        let keyring = match keyring::unavailable() {
+            Some(_) => String::new(),
+            None => match keyring::get(var) {
+                Ok(Some(v)) => return Ok(v),
+                Ok(None) => ", nor in the keyring".to_string(),
+                Err(e) => format!(" ({e})"),
+            },
+        };
+        Err(match &self.secrets_file {
+            Some(path) => invalid(
+                key,
+                format!("{var} is neither in the secrets file {} nor in the environment{keyring}", path.display()),
+            ),
             None => invalid(
                 key,
-                format!("environment variable {var} is not set (secrets are never stored in the config file)"),
+                format!("environment variable {var} is not set{keyring} (secrets are never stored in the config file)"),
             ),
         })
     }
+
+    /// Where the secret named `var` is found now, in the order [`Config::secret`] looks: `None` when nowhere.
+    /// Reads the keyring (blocking on D-Bus) only when the other places lack it.
+    pub fn secret_source(&self, var: &str) -> Option<SecretSource> {
+        if self.inline_secrets.contains_key(var) {
+            return Some(SecretSource::Inline);
+        }
+        if let Some(path) = &self.secrets_file {
+            let found = dotenvy::from_path_iter(path)
+                .map(|entries| entries.flatten().any(|(name, _)| name == var))
+                .unwrap_or(false);
+            if found {
+                return Some(SecretSource::SecretsFile);
+            }
+        }
+        if std::env::var_os(var).is_some() {
+            return Some(SecretSource::Environment);
+        }
+        matches!(keyring::get(var), Ok(Some(_))).then_some(SecretSource::Keyring)
+    }
+}
+
+/// Where a secret was found (never the secret itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretSource {
+    /// Given in code (the demo, tests).
+    Inline,
+    SecretsFile,
+    Environment,
+    Keyring,
 }
 
 #[cfg(test)]

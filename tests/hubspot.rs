@@ -72,7 +72,7 @@ async fn spawn(behaviour: HubspotBehaviour) -> (TestApp, MockHubspot) {
 
 fn pause(app: &TestApp, paused: bool) {
     let worker = app.server.app.worker.as_ref().expect("worker runs");
-    worker.targets["crm"].set_paused(paused);
+    worker.targets.current()["crm"].set_paused(paused);
     worker.wake.notify_one();
 }
 
@@ -304,7 +304,8 @@ async fn the_daily_limit_holds_the_target_until_the_reset_without_using_attempts
     app.worker_passes(10).await;
 
     assert_eq!(hubspot.stats().upsert_requests, 1, "held after the first refusal: no request per lead");
-    let hold = app.server.app.worker.as_ref().unwrap().targets["crm"].hold(Utc::now()).expect("the target is held");
+    let hold =
+        app.server.app.worker.as_ref().unwrap().targets.current()["crm"].hold(Utc::now()).expect("the target is held");
     assert_eq!(hold.reason, HoldReason::RateLimited);
     // Until the account's midnight (America/New_York unless configured), at most a day away.
     assert!(hold.until > Utc::now() && hold.until <= Utc::now() + chrono::Duration::hours(25), "{hold:?}");

@@ -58,7 +58,7 @@ async fn spawn() -> (TestApp, MockSalesforce) {
 }
 
 fn connector(app: &TestApp) -> Arc<Connector> {
-    app.server.app.worker.as_ref().expect("worker").targets["crm"].connector()
+    app.server.app.worker.as_ref().expect("worker").targets.get("crm").unwrap().connector()
 }
 
 fn as_sf(connector: &Connector) -> &SalesforceTarget {
@@ -175,7 +175,7 @@ async fn a_revoked_refresh_token_holds_the_leads_with_one_alert_until_it_works_a
     assert_eq!(h.overall.dead_open, 0);
     assert_eq!(h.overall.pending + h.overall.running, 20, "every lead waits");
     assert_eq!(sf.records(), 1);
-    let target = &app.server.app.worker.as_ref().unwrap().targets["crm"];
+    let target = app.server.app.worker.as_ref().unwrap().targets.get("crm").unwrap();
     assert_eq!(target.refused_credential().as_deref(), Some("TEST_SF_REFRESH_TOKEN"));
     assert!(matches!(
         target.hold(chrono::Utc::now() - chrono::Duration::milliseconds(300)).map(|h| h.reason),
@@ -243,7 +243,7 @@ async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
         app.health().await.overall.running == 0
     })
     .await;
-    let target = &app.server.app.worker.as_ref().unwrap().targets["crm"];
+    let target = app.server.app.worker.as_ref().unwrap().targets.get("crm").unwrap();
     let hold = target.hold(chrono::Utc::now()).expect("held");
     assert_eq!(hold.reason, HoldReason::RateLimited);
     let sent = sf.patch_times().len();

@@ -10,16 +10,21 @@ use leadline::api::{
     RevealRequest, SecretReload, Session, SourceView, TargetSituation, TargetView, VerdictLevel,
 };
 use leadline::api::{LeadSearch, LeadStory};
+use leadline::api::{SecretEntry, SecretStored, SettingsEdit};
+use leadline::config::SecretSource;
 use leadline::delivery::breaker::BreakerState;
 use leadline::delivery::worker::{Hold, HoldReason};
 use leadline::dlq::{Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix};
+use leadline::features::settings::{
+    AlertSettings, Change, FieldError, KeyringStatus, QuietHours, SaveOutcome, SecretField, SettingsView,
+    SourceSettings, TargetSettings,
+};
 use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
 use leadline::model::{Page, Place};
 use leadline::monitor::alerts::Alert;
 use leadline::monitor::metrics::MetricSeries;
 use leadline::monitor::sources::{SourceState, SourceStatus};
 use leadline::monitor::volume::{Assessment, BaselineKind, Verdict};
-use leadline::poll::PollView;
 use leadline::reconcile::ReconciliationRun;
 use leadline::replay::fix::{FieldFix, FieldOp, FixReport, FixSample};
 use leadline::replay::{
@@ -102,11 +107,24 @@ fn generated() -> String {
         BaselineKind::decl(&cfg),
         Verdict::decl(&cfg),
         ReconciliationRun::decl(&cfg),
-        PollView::decl(&cfg),
         DeliveryFigures::decl(&cfg),
         RouteFigures::decl(&cfg),
         TargetFigures::decl(&cfg),
         TargetView::decl(&cfg),
+        SettingsView::decl(&cfg),
+        SourceSettings::decl(&cfg),
+        TargetSettings::decl(&cfg),
+        SecretField::decl(&cfg),
+        SecretSource::decl(&cfg),
+        AlertSettings::decl(&cfg),
+        QuietHours::decl(&cfg),
+        KeyringStatus::decl(&cfg),
+        FieldError::decl(&cfg),
+        SaveOutcome::decl(&cfg),
+        SettingsEdit::decl(&cfg),
+        Change::decl(&cfg),
+        SecretEntry::decl(&cfg),
+        SecretStored::decl(&cfg),
         LiveEvent::decl(&cfg),
         ErrorClass::decl(&cfg),
         DeliveryState::decl(&cfg),

@@ -62,7 +62,6 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             failing_alert_minutes: 15,
             max_body_bytes: None,
             require_signature: false,
-            poll: None,
         },
     );
     c.sources.insert(
@@ -86,7 +85,6 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             failing_alert_minutes: 15,
             max_body_bytes: None,
             require_signature: false,
-            poll: None,
         },
     );
     c.sources.insert(
@@ -103,7 +101,6 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             failing_alert_minutes: 15,
             max_body_bytes: None,
             require_signature: false,
-            poll: None,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };

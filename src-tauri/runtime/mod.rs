@@ -35,7 +35,8 @@ pub trait Notifier: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct App {
     pub store: Store,
-    pub config: Arc<Config>,
+    /// The configuration in force: settings saved in the app replace it while Leadline runs.
+    pub config: SharedConfig,
     /// What time it is: every decision's `now` comes from here.
     pub clock: Clock,
     pub worker: Option<WorkerHandle>,
@@ -55,6 +56,47 @@ pub struct App {
     pub demo: bool,
     /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.
     pub closing: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The configuration in force, shared by every clone of [`App`]: the settings page replaces it while Leadline runs
+/// (`features::settings::apply`), and whoever reads it next reads the new one.
+///
+/// It dereferences to a plain `&Config`, so the features read `app.config.targets` as before and need no lock
+/// around their reads. That is possible because a configuration, once in force, is never freed: a reader may
+/// still hold a `&Config` into the old one while it is replaced. The cost is the old configuration's few
+/// kilobytes per save a person makes, which is why this is not used for anything that changes on its own.
+#[derive(Clone)]
+pub struct SharedConfig {
+    current: Arc<std::sync::RwLock<&'static Config>>,
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl SharedConfig {
+    pub fn new(config: Config) -> SharedConfig {
+        SharedConfig {
+            current: Arc::new(std::sync::RwLock::new(Box::leak(Box::new(config)))),
+            generation: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    /// Puts `config` in force; loops that set themselves up from the configuration learn it from [`Self::changes`].
+    pub fn replace(&self, config: Config) {
+        *self.current.write().expect("config lock") = Box::leak(Box::new(config));
+        self.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Changes whenever a new configuration is put in force.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+}
+
+impl std::ops::Deref for SharedConfig {
+    type Target = Config;
+
+    fn deref(&self) -> &Config {
+        *self.current.read().expect("config lock")
+    }
 }
 
 /// Pushed to the UI when something changed, so it does not poll in a tight loop.

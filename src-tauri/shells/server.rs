@@ -48,7 +48,6 @@ pub struct Server {
     worker: Option<JoinHandle<anyhow::Result<()>>>,
     monitor: JoinHandle<()>,
     reconciler: JoinHandle<()>,
-    poller: JoinHandle<()>,
     replays: JoinHandle<()>,
     reloader: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
@@ -81,7 +80,7 @@ impl Server {
         let started_at = clock.now();
         let app = App {
             store,
-            config: Arc::new(config),
+            config: crate::runtime::SharedConfig::new(config),
             clock: clock.clone(),
             worker: handle,
             live,
@@ -97,8 +96,6 @@ impl Server {
         let new_token = crate::shells::api::http::ensure_token(&app.store, app.clock.now()).await?;
         let monitor = tokio::spawn(crate::features::monitor::run(app.clone(), options.notifier.clone()));
         let replays = tokio::spawn(crate::features::replay::runner::run(app.clone()));
-        let poller =
-            tokio::spawn(crate::features::poll::run(app.clone(), ingest_state.clone(), options.notifier.clone()));
         let reconciler =
             tokio::spawn(crate::features::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let reloader = tokio::spawn(reload_on_hangup(app.clone()));
@@ -119,7 +116,7 @@ impl Server {
             .await
         });
         tracing::info!(%addr, database = %crate::store::postgres::redact(&url), "leadline listening");
-        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, poller, replays, reloader, stop_http })
+        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, reloader, stop_http })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
@@ -133,7 +130,6 @@ impl Server {
         }
         self.monitor.abort();
         self.reconciler.abort();
-        self.poller.abort();
         self.replays.abort();
         self.reloader.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
@@ -165,34 +161,8 @@ async fn reload_on_hangup(app: App) {
     let _ = app;
 }
 
-/// Every check `serve` makes before it opens the database: the config's validation, every secret variable of
-/// the sources, targets and alert channels, every target's headers and credentials as header values (no CR/LF). `check-config`
-/// runs exactly this. Returns the warnings to show: one per unsigned source.
-pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
-    config.validate()?;
-    config.database_url()?;
-    ingest::check_sources(config)?;
-    crate::features::monitor::channels::check(config)?;
-    for (name, target) in &config.targets {
-        crate::features::delivery::worker::TargetRuntime::new(name, target, config, Clock::system())?;
-    }
-    Ok(unsigned_source_warnings(config))
-}
-
-/// One warning per source that takes requests without a signature.
-pub fn unsigned_source_warnings(config: &Config) -> Vec<String> {
-    config
-        .sources
-        .iter()
-        .filter(|(_, source)| !source.is_signed())
-        .map(|(name, _)| {
-            format!(
-                "source `{name}` is unsigned: anyone who can reach POST /ingest/{name} can add leads to it; give it \
-                 `signature = {{ header = \"...\", secret_env = \"...\" }}` and `require_signature = true`"
-            )
-        })
-        .collect()
-}
+/// Every check `serve` makes before it opens the database (`check-config` and the settings page run the same).
+pub use crate::features::settings::{preflight, unsigned_source_warnings};
 
 /// Largest read buffer of one connection: bounds what a client can make the server hold in request headers.
 const MAX_CONNECTION_BUFFER: usize = 64 * 1024;

@@ -58,7 +58,6 @@ mod links;
 mod lookup;
 mod metrics;
 mod operators;
-mod polls;
 pub mod postgres;
 mod replays;
 mod seed;
@@ -94,7 +93,6 @@ pub use metrics::{
     SPEED_EDGE_COUNT,
 };
 pub use operators::{Reveal, TargetPause};
-pub use polls::{PollCursor, PollPass};
 pub use replays::{
     DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
     ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,

@@ -303,7 +303,8 @@ impl TargetRuntime {
 pub struct WorkerHandle {
     pub wake: Arc<Notify>,
     pub events: broadcast::Sender<WorkerEvent>,
-    pub targets: Arc<BTreeMap<String, Arc<TargetRuntime>>>,
+    /// The targets in force: the settings page replaces them while the worker runs ([`WorkerHandle::reconfigure`]).
+    pub targets: TargetSet,
     /// What time it is for every decision the worker makes.
     pub clock: Clock,
     shutdown: watch::Sender<bool>,
@@ -311,7 +312,72 @@ pub struct WorkerHandle {
     passes: watch::Sender<u64>,
 }
 
+/// The worker's targets, swapped whole when the configuration changes: each pass over the targets reads the set
+/// in force, while a job already sent keeps the runtime it was sent with (its task holds it) and finishes there.
+#[derive(Clone, Default)]
+pub struct TargetSet(Arc<RwLock<Arc<TargetMap>>>);
+
+/// Each configured target's runtime, by name.
+pub type TargetMap = BTreeMap<String, Arc<TargetRuntime>>;
+
+impl TargetSet {
+    fn new(targets: TargetMap) -> TargetSet {
+        TargetSet(Arc::new(RwLock::new(Arc::new(targets))))
+    }
+
+    /// The targets in force now.
+    pub fn current(&self) -> Arc<TargetMap> {
+        self.0.read().expect("targets lock").clone()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<TargetRuntime>> {
+        self.current().get(name).cloned()
+    }
+}
+
+/// Builds one runtime per configured target.
+fn build_targets(
+    store: &Store,
+    config: &Config,
+    clock: &Clock,
+) -> anyhow::Result<BTreeMap<String, Arc<TargetRuntime>>> {
+    let mut targets = BTreeMap::new();
+    for (name, tc) in &config.targets {
+        targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config, clock.clone())?));
+        // Pipedrive commits the person's link before it creates the lead (a checkpoint between the two).
+        if let Some(Connector::Pipedrive(p)) = targets.get(name).map(|t| t.connector()).as_deref() {
+            p.attach_store(store.clone());
+        }
+    }
+    Ok(targets)
+}
+
 impl WorkerHandle {
+    /// Puts the targets of `config` in force without stopping the worker. A target whose section did not change
+    /// keeps its runtime (its breaker, learned rate limit and hold); a changed one gets a new runtime built from
+    /// its new section, keeping its pause; a removed one is no longer claimed for (its leads wait, nothing is
+    /// dropped). Jobs in flight finish on the runtime they were sent with. Fails, changing nothing, when a target
+    /// cannot be built (a missing secret).
+    pub fn reconfigure(&self, store: &Store, config: &Config) -> anyhow::Result<()> {
+        let old = self.targets.current();
+        let mut fresh = BTreeMap::new();
+        for (name, tc) in &config.targets {
+            let kept = old.get(name).filter(|r| format!("{:?}", r.config()) == format!("{tc:?}"));
+            fresh.insert(name.clone(), kept.cloned());
+        }
+        let mut built = build_targets(store, config, &self.clock)?;
+        for (name, kept) in fresh {
+            if let Some(runtime) = kept {
+                built.insert(name, runtime);
+            } else if let (Some(new), Some(previous)) = (built.get(&name), old.get(&name)) {
+                new.set_paused(previous.is_paused());
+            }
+        }
+        *self.targets.0.write().expect("targets lock") = Arc::new(built);
+        self.wake.notify_one();
+        Ok(())
+    }
+
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);
     }
@@ -338,14 +404,7 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(store: Store, config: &Config, clock: Clock) -> anyhow::Result<Worker> {
-        let mut targets = BTreeMap::new();
-        for (name, tc) in &config.targets {
-            targets.insert(name.clone(), Arc::new(TargetRuntime::new(name, tc, config, clock.clone())?));
-            // Pipedrive commits the person's link before it creates the lead (a checkpoint between the two).
-            if let Some(Connector::Pipedrive(p)) = targets.get(name).map(|t| t.connector()).as_deref() {
-                p.attach_store(store.clone());
-            }
-        }
+        let targets = build_targets(&store, config, &clock)?;
         let (events, _) = broadcast::channel(1024);
         let (shutdown, _) = watch::channel(false);
         let owner = format!("{}:{}:{}", hostname(), std::process::id(), rand::random::<u32>());
@@ -356,7 +415,7 @@ impl Worker {
             handle: WorkerHandle {
                 wake: Arc::new(Notify::new()),
                 events,
-                targets: Arc::new(targets),
+                targets: TargetSet::new(targets),
                 clock,
                 shutdown,
                 passes: watch::channel(0).0,
@@ -382,7 +441,7 @@ impl Worker {
         // what a release writes).
         let running: Arc<Mutex<BTreeMap<i64, Completion>>> = Arc::default();
 
-        tracing::info!(owner = %owner, targets = handle.targets.len(), "worker started");
+        tracing::info!(owner = %owner, targets = handle.targets.current().len(), "worker started");
         loop {
             if *shutdown.borrow() {
                 break;
@@ -463,7 +522,7 @@ async fn dispatch_once(
     next_wake: &mut Option<DateTime<Utc>>,
 ) -> usize {
     let mut claimed_total = 0;
-    for (name, target) in handle.targets.iter() {
+    for (name, target) in handle.targets.current().iter() {
         // Requests claimed and not finished (sending, or waiting for their slot or a connection).
         let busy = target.outstanding.load(Ordering::SeqCst);
         let now = handle.clock.now();

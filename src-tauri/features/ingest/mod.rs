@@ -135,7 +135,9 @@ struct SourceRuntime {
 
 #[derive(Clone)]
 pub struct IngestState {
-    sources: Arc<BTreeMap<String, SourceRuntime>>,
+    /// The sources in force: the settings page replaces them while Leadline runs ([`IngestState::reconfigure`]);
+    /// a request reads the set in force when it arrives.
+    sources: Arc<std::sync::RwLock<Arc<BTreeMap<String, SourceRuntime>>>>,
     writer: mpsc::Sender<WriteRequest>,
     /// Turns to read a body: a body is buffered whole before its signature can be checked, so the bytes held
     /// for requests not yet authenticated are at most `max_ingest_in_flight` × the largest body.
@@ -159,12 +161,24 @@ impl IngestState {
         let (writer, rx) = mpsc::channel(8192);
         tokio::spawn(group_commit_writer(store, rx, wake));
         Ok(IngestState {
-            sources: Arc::new(sources),
+            sources: Arc::new(std::sync::RwLock::new(Arc::new(sources))),
             writer,
             bodies: Arc::new(tokio::sync::Semaphore::new(config.server.max_ingest_in_flight)),
             body_timeout: std::time::Duration::from_secs(config.server.body_timeout_seconds),
             clock,
         })
+    }
+
+    /// Puts the sources of `config` in force (their secrets read again); fails, changing nothing, when a secret is
+    /// missing. Requests already being read finish with the source as it was when they arrived.
+    pub fn reconfigure(&self, config: &Config) -> anyhow::Result<()> {
+        let sources = resolve_sources(config)?;
+        *self.sources.write().expect("sources lock") = Arc::new(sources);
+        Ok(())
+    }
+
+    fn sources(&self) -> Arc<BTreeMap<String, SourceRuntime>> {
+        self.sources.read().expect("sources lock").clone()
     }
 
     /// Stores events through the group-commit writer, exactly as a webhook's events are (reconciliation uses it).
@@ -194,11 +208,6 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
         config.targets.iter().filter(|(_, t)| t.updates_records()).map(|(name, _)| name.clone()).collect();
     for (name, sc) in &config.sources {
         let key = format!("sources.{name}");
-        if sc.kind == SourceKind::Meta && sc.app_secret_env.is_none() {
-            // Only polled (the configuration allows no other Meta source without its app secret): with nothing to
-            // check a signature against it takes no webhooks, and a request for it is answered like an unknown one.
-            continue;
-        }
         let (secret, signature_header, verify_token) = match sc.kind {
             SourceKind::Generic => match &sc.signature {
                 Some(sig) => (
@@ -342,7 +351,8 @@ async fn receive(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, IngestError> {
-    let Some(src) = state.sources.get(&source) else {
+    let sources = state.sources();
+    let Some(src) = sources.get(&source) else {
         tracing::warn!(source = ?source, "rejected: unknown source");
         return Err(IngestError::UnknownSource(source));
     };
@@ -464,7 +474,8 @@ async fn verify_subscription(
     Path(source): Path<String>,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Result<Response, IngestError> {
-    let Some(src) = state.sources.get(&source) else {
+    let sources = state.sources();
+    let Some(src) = sources.get(&source) else {
         return Err(IngestError::UnknownSource(source));
     };
     let Some(expected) = &src.verify_token else {

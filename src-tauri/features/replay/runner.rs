@@ -83,7 +83,7 @@ async fn signals(app: &App, now: DateTime<Utc>) -> anyhow::Result<BTreeMap<Strin
             let runtime = app.worker.as_ref().and_then(|w| w.targets.get(name));
             let signal = TargetSignal {
                 configured: true,
-                paused: runtime.is_some_and(|t| t.is_paused()),
+                paused: runtime.as_ref().is_some_and(|t| t.is_paused()),
                 breaker: runtime.map(|t| t.breaker_state().0).unwrap_or(BreakerState::Closed),
                 rate_limited: limited.contains(name),
             };

@@ -274,6 +274,8 @@ pub fn router(app: App) -> Router {
         .route("/api/targets/{name}/preview", get(target_preview))
         .route("/api/targets/{name}/check", post(check_target))
         .route("/api/secrets/reload", post(reload_secrets))
+        .route("/api/settings", get(settings).put(save_settings))
+        .route("/api/settings/secret", post(store_secret))
         .route("/api/targets/{name}/pause", post(pause))
         .route("/api/targets/{name}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token))
@@ -545,6 +547,21 @@ async fn target_preview(
     Query(q): Query<PreviewQuery>,
 ) -> Result<Response, ApiError> {
     Ok(Json(super::target_preview(&app, &name, &q.lead).await?).into_response())
+}
+
+async fn settings(State(app): State<App>) -> Result<Response, ApiError> {
+    Ok(Json(super::settings(&app).await?).into_response())
+}
+
+/// `200` with the settings in force when saved; `422` with the refused fields (and nothing written) otherwise.
+async fn save_settings(State(app): State<App>, Json(edit): Json<super::SettingsEdit>) -> Result<Response, ApiError> {
+    let outcome = super::save_settings(&app, &edit, BROWSER_ACTOR).await?;
+    let status = if outcome.saved { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
+    Ok((status, Json(outcome)).into_response())
+}
+
+async fn store_secret(State(app): State<App>, Json(entry): Json<super::SecretEntry>) -> Result<Response, ApiError> {
+    Ok(Json(super::store_secret(&app, &entry, BROWSER_ACTOR).await?).into_response())
 }
 
 async fn reload_secrets(State(app): State<App>) -> Result<Response, ApiError> {

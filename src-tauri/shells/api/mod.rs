@@ -4,12 +4,14 @@
 pub mod export;
 pub mod http;
 pub mod lookup;
+pub mod settings;
 
 pub use crate::features::monitor::health::{
     situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
 };
 pub use crate::runtime::{App, Clock, LiveEvent};
 pub use lookup::{find_leads, lead_story, reveal_lead, LeadQuery, LeadSearch, LeadStory};
+pub use settings::{save_settings, settings, store_secret, SecretEntry, SecretStored, SettingsEdit};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -654,8 +656,6 @@ pub struct SourceView {
     pub last_reconciliation: Option<ReconciliationRun>,
     /// Leads recovered by reconciliation in the last 7 days.
     pub recovered_7d: i64,
-    /// Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
-    pub poll: Option<crate::features::poll::PollView>,
 }
 
 pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
@@ -672,10 +672,6 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
             signed: sc.is_signed(),
             last_reconciliation: reconcile::latest(&app.store, name).await?,
             recovered_7d: reconcile::recovered_since(&app.store, name, now - chrono::Duration::days(7)).await?,
-            poll: match &sc.poll {
-                Some(pc) => Some(crate::features::poll::view(app, name, pc, now).await?),
-                None => None,
-            },
         });
     }
     Ok(out)
@@ -759,9 +755,10 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
                 })
                 .unwrap_or_default();
             let runtime = app.worker.as_ref().and_then(|w| w.targets.get(name));
-            let (breaker, opened) = runtime.map(|r| r.breaker_state()).map_or((None, None), |(s, o)| (Some(s), o));
+            let (breaker, opened) =
+                runtime.as_ref().map(|r| r.breaker_state()).map_or((None, None), |(s, o)| (Some(s), o));
             let p = paused.iter().find(|p| &p.target == name);
-            let (concurrency, rate) = runtime.map(|r| r.pace()).unwrap_or((t.concurrency, None));
+            let (concurrency, rate) = runtime.as_ref().map(|r| r.pace()).unwrap_or((t.concurrency, None));
             TargetView {
                 name: name.clone(),
                 kind: serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
@@ -806,17 +803,16 @@ pub async fn check_target(app: &App, target: &str) -> Result<crate::features::ta
     Ok(target_runtime(app, target)?.check().await)
 }
 
-fn target_runtime<'a>(
-    app: &'a App,
+fn target_runtime(
+    app: &App,
     target: &str,
-) -> Result<&'a crate::features::delivery::worker::TargetRuntime, ApiError> {
+) -> Result<std::sync::Arc<crate::features::delivery::worker::TargetRuntime>, ApiError> {
     if !app.config.targets.contains_key(target) {
         return Err(ApiError::NotFound(format!("no target named `{target}`")));
     }
     app.worker
         .as_ref()
         .and_then(|w| w.targets.get(target))
-        .map(|r| r.as_ref())
         .ok_or_else(|| ApiError::BadRequest("this process runs no worker, so it holds no connection to targets".into()))
 }
 
@@ -839,7 +835,7 @@ pub async fn reload_secrets(app: &App, by: &str) -> Result<Vec<SecretReload>, Ap
         .ok_or_else(|| ApiError::BadRequest("this process runs no worker, so it holds no credentials".into()))?;
     let now = app.clock.now();
     let mut out = Vec::new();
-    for (name, runtime) in worker.targets.iter() {
+    for (name, runtime) in worker.targets.current().iter() {
         let (ok, message) = match runtime.reload(&app.config, &app.store) {
             Ok(true) => {
                 let waiting = app.store.make_due(name, now).await?;

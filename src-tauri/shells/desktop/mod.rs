@@ -250,6 +250,9 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
             target_preview,
             check_target,
             reload_secrets,
+            settings,
+            save_settings,
+            store_secret,
         ])
         .build(tauri::generate_context!())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
@@ -529,4 +532,22 @@ async fn check_target(state: S<'_>, name: String) -> CommandResult<crate::featur
 #[tauri::command]
 async fn set_target_paused(state: S<'_>, name: String, paused: bool) -> CommandResult<TargetView> {
     api::set_target_paused(&state.app, &name, paused, &state.actor).await
+}
+
+// Settings (the settings page): the configuration in force, a save written back into the file and put in force
+// without a restart, secrets kept in the OS keyring. The same `api::settings` functions as the HTTP routes.
+
+#[tauri::command]
+async fn settings(state: S<'_>) -> CommandResult<crate::features::settings::SettingsView> {
+    api::settings(&state.app).await
+}
+
+#[tauri::command]
+async fn save_settings(state: S<'_>, edit: api::SettingsEdit) -> CommandResult<crate::features::settings::SaveOutcome> {
+    api::save_settings(&state.app, &edit, &state.actor).await
+}
+
+#[tauri::command]
+async fn store_secret(state: S<'_>, entry: api::SecretEntry) -> CommandResult<api::SecretStored> {
+    api::store_secret(&state.app, &entry, &state.actor).await
 }

@@ -37,6 +37,10 @@ import type {
   Session,
   SourceView,
   TargetView,
+  Change,
+  SaveOutcome,
+  SecretStored,
+  SettingsView,
 } from './api/wire';
 
 /** A dead-letter filter as a query string (empty values left out). */
@@ -101,7 +105,7 @@ export class HttpBackend implements Backend {
     return this.download(`/api/export/replays/${id}`);
   }
 
-  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  private async call<T>(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown, accept: number[] = []): Promise<T> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response: Response;
@@ -122,7 +126,7 @@ export class HttpBackend implements Backend {
     } catch {
       throw new ApiFailure('internal', `Leadline answered HTTP ${response.status} with something that is not JSON`);
     }
-    if (!response.ok) {
+    if (!response.ok && !accept.includes(response.status)) {
       const err = json as Partial<ErrorBody> | null;
       throw new ApiFailure(err?.code ?? 'internal', err?.message ?? `HTTP ${response.status}`);
     }
@@ -221,6 +225,16 @@ export class HttpBackend implements Backend {
   }
   reloadSecrets() {
     return this.call<SecretReload[]>('POST', '/api/secrets/reload');
+  }
+  settings() {
+    return this.call<SettingsView>('GET', '/api/settings');
+  }
+  saveSettings(changes: Change[]) {
+    // 422 carries the refused fields: an answer to show beside them, not a failure.
+    return this.call<SaveOutcome>('PUT', '/api/settings', { changes }, [422]);
+  }
+  storeSecret(variable: string, value: string) {
+    return this.call<SecretStored>('POST', '/api/settings/secret', { variable, value });
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {

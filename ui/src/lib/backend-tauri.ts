@@ -37,6 +37,10 @@ import type {
   Session,
   SourceView,
   TargetView,
+  Change,
+  SaveOutcome,
+  SecretStored,
+  SettingsView,
 } from './api/wire';
 
 async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
@@ -152,6 +156,15 @@ export class TauriBackend implements Backend {
   }
   reloadSecrets() {
     return call<SecretReload[]>('reload_secrets');
+  }
+  settings() {
+    return call<SettingsView>('settings');
+  }
+  saveSettings(changes: Change[]) {
+    return call<SaveOutcome>('save_settings', { edit: { changes } });
+  }
+  storeSecret(variable: string, value: string) {
+    return call<SecretStored>('store_secret', { entry: { variable, value } });
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {

@@ -35,6 +35,10 @@ import type {
   Session,
   SourceView,
   TargetView,
+  Change,
+  SaveOutcome,
+  SecretStored,
+  SettingsView,
 } from './api/wire';
 
 /** A failed call, with the API's machine-readable code. The UI branches on `code`, never on text. */
@@ -103,6 +107,13 @@ export interface Backend {
   checkTarget(name: string): Promise<ConnectionCheck>;
   /** Reads every target's credentials again (secrets file, environment): no restart. */
   reloadSecrets(): Promise<SecretReload[]>;
+  /** The configuration in force, as the settings page edits it (secrets only as where they are found). */
+  settings(): Promise<SettingsView>;
+  /** Writes the changes into the configuration file (comments kept) and puts them in force without a restart;
+   * a refusal comes back as `saved: false` with the fields at fault, and nothing is written. */
+  saveSettings(changes: Change[]): Promise<SaveOutcome>;
+  /** Keeps a secret for a variable the configuration names in the OS keyring (never the file). */
+  storeSecret(variable: string, value: string): Promise<SecretStored>;
   /** Live events; returns an unsubscribe function. */
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void;
 }

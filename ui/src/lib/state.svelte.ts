@@ -10,6 +10,7 @@ export type View =
   | { page: 'sources'; source?: string }
   | { page: 'alerts' }
   | { page: 'targets'; target?: string }
+  | { page: 'settings' }
   | { page: 'glossary' };
 
 /**
@@ -43,6 +44,8 @@ export function parseHash(hash: string): View {
       return { page: 'alerts' };
     case 'glossary':
       return { page: 'glossary' };
+    case 'settings':
+      return { page: 'settings' };
     case 'targets':
       return parts[1] ? { page: 'targets', target: parts[1] } : { page: 'targets' };
     default:

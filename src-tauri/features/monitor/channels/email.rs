@@ -11,10 +11,9 @@ use super::message::{place_label, severity_word, state_note, Announcement};
 use crate::config::{ChannelConfig, Config, SmtpTls};
 use crate::store::Alert;
 
-/// The subject: `[Leadline] <headline>` (`[Leadline] 3 alerts` for a digest).
+/// The subject: `[Leadline] <headline>`.
 pub fn subject(n: &Announcement) -> String {
-    let headline = n.headline();
-    format!("[Leadline] {}", headline.strip_prefix("Leadline: ").unwrap_or(&headline))
+    format!("[Leadline] {}", n.headline())
 }
 
 fn what_to_do(n: &Announcement, a: &Alert) -> String {

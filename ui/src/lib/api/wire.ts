@@ -691,11 +691,7 @@ signed: boolean, last_reconciliation: ReconciliationRun | null,
 /**
  * Leads recovered by reconciliation in the last 7 days.
  */
-recovered_7d: number, 
-/**
- * Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
- */
-poll: PollView | null, source: string, 
+recovered_7d: number, source: string, 
 /**
  * What is happening, in one word (see [`SourceState`]).
  */
@@ -787,28 +783,6 @@ ingested: number,
  */
 missing_refs: Array<string>, error: string | null, };
 
-export type PollView = { interval_seconds: number, 
-/**
- * When the source was last asked (the latest of its forms).
- */
-last_poll_at: string | null, 
-/**
- * When it is asked next.
- */
-next_poll_at: string | null, 
-/**
- * Leads new to Leadline in the last poll (all forms).
- */
-last_found: number, 
-/**
- * Why the last poll failed (the first failing form's reason); `None` when it worked.
- */
-last_error: string | null, 
-/**
- * Leads that came by polling in the last 7 days.
- */
-polled_7d: number, };
-
 export type DeliveryFigures = { since: string, until: string, routes: Array<RouteFigures>, targets: Array<TargetFigures>, };
 
 export type RouteFigures = { source: string, target: string, 
@@ -864,6 +838,102 @@ concurrency: number,
  * How a lead becomes this target's record (the configured rules, as written).
  */
 mapping: unknown[], breaker: BreakerState | null, breaker_opened_at: string | null, paused: boolean, paused_by: string | null, paused_at: string | null, };
+
+export type SettingsView = { 
+/**
+ * The file saved settings are written to.
+ */
+file: string | null, 
+/**
+ * Why settings cannot be saved here (the demo's built-in configuration); `None`: they can.
+ */
+read_only: string | null, sources: Array<SourceSettings>, targets: Array<TargetSettings>, 
+/**
+ * One per alert kind, the configured policy or the default.
+ */
+alerts: Array<AlertSettings>, quiet_hours: QuietHours | null, quiet_hours_hold_critical: boolean, 
+/**
+ * The IANA time zone quiet hours are read in.
+ */
+timezone: string, 
+/**
+ * Whether secrets entered here can be kept (a Secret Service is reachable), and why not.
+ */
+keyring: KeyringStatus, };
+
+export type SourceSettings = { name: string, 
+/**
+ * `generic` or `meta`.
+ */
+kind: string, id_field: string, route: Array<string>, require_signature: boolean, secrets: Array<SecretField>, };
+
+export type TargetSettings = { name: string, 
+/**
+ * `http`, `hubspot`, `salesforce`, `pipedrive` or `meta_lead`.
+ */
+kind: string, url: string, 
+/**
+ * `http` targets: `idempotency_key`, `upsert`, `search_then_create` or `none`.
+ */
+strategy: string | null, 
+/**
+ * The field mapping rules as in the file (`to`, `from`, `constant`, `transform`, `default`, `required`).
+ */
+mapping: Array<Record<string, unknown>>, secrets: Array<SecretField>, };
+
+export type SecretField = { 
+/**
+ * The field's path in the file (`targets.crm.auth.bearer_env`).
+ */
+path: string, 
+/**
+ * The variable it names (`HUBSPOT_TOKEN`).
+ */
+variable: string, 
+/**
+ * Where its value is found now; `None`: nowhere, the target or source cannot start.
+ */
+found: SecretSource | null, };
+
+export type SecretSource = "inline" | "secrets_file" | "environment" | "keyring";
+
+export type AlertSettings = { 
+/**
+ * The alert kind (`silence`, `breaker_open`…).
+ */
+kind: string, 
+/**
+ * `immediate`, `digest` or `none`.
+ */
+notify: string, renotify_minutes: number | null, 
+/**
+ * Whether the file sets it (else it is the default).
+ */
+configured: boolean, };
+
+export type QuietHours = { start: string, end: string, };
+
+export type KeyringStatus = { available: boolean, 
+/**
+ * Why not, and what to do instead.
+ */
+message: string | null, };
+
+export type FieldError = { 
+/**
+ * The key (`targets.crm.url`, `targets.crm.mapping[1].to`); empty when the problem is not one field's.
+ */
+path: string, message: string, };
+
+export type SaveOutcome = { saved: boolean, errors: Array<FieldError>, settings: SettingsView, };
+
+export type SettingsEdit = { changes: Array<Change>, };
+
+export type Change = { path: string, value: unknown, };
+
+export type SecretEntry = { variable: string, value: string, };
+
+export type SecretStored = { message: string, settings: SettingsView, };
 
 export type LiveEvent = { "kind": "health", "data": HealthView } | { "kind": "alerts_changed" } | { "kind": "replay_changed", "data": { replay_id: number, } } | { "kind": "sources_changed" };
 
