@@ -692,6 +692,9 @@ pub struct SourceConfig {
     pub verify_token_env: Option<String>,
     /// Periodic comparison with the source's own list of leads; missing ones are ingested.
     pub reconcile: Option<ReconcileConfig>,
+    /// Poll mode: Leadline asks the source for its new leads at an interval instead of waiting for webhooks (a
+    /// laptop has no public address Meta could send a webhook to). Excludes `reconcile`: polling is the listing.
+    pub poll: Option<PollConfig>,
     /// Meta sources: the Facebook page the lead forms belong to. Graph's lead object does not name its page, so
     /// leads found by reconciliation take it from here (webhook leads carry it themselves).
     pub page_id: Option<String>,
@@ -751,6 +754,62 @@ pub struct ReconcileConfig {
 
 fn default_reconcile_interval() -> u64 {
     300
+}
+
+/// Poll mode (see `poll`): the source's list of leads is read every `interval_seconds` from where the last read
+/// stopped (a cursor kept in the database), and every lead not yet stored is ingested like a webhook's.
+///
+/// The listing settings are reconciliation's (the same endpoints are read the same way): `form_ids` for a Meta
+/// source, `list_url`, `items_pointer`, `next_pointer` and `auth` for a generic one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollConfig {
+    /// How often to ask (per source; every form of a Meta source is read in each poll).
+    #[serde(default = "default_poll_interval")]
+    pub interval_seconds: u64,
+    /// The first poll (no cursor stored yet) lists leads created this far back.
+    #[serde(default = "default_lookback")]
+    pub lookback_minutes: u64,
+    /// Each pass re-reads this much before the stored watermark, for a lead that shows up in the list a little
+    /// after its creation time (a lead already stored is a duplicate and costs nothing downstream).
+    #[serde(default = "default_poll_overlap")]
+    pub overlap_seconds: u64,
+    /// Generic sources: GET URL listing leads; `{since}` is replaced by the watermark (Unix seconds).
+    pub list_url: Option<String>,
+    /// Generic sources: JSON pointer to the array of leads in the answer (default: the answer itself, or its
+    /// `data` or `items` field).
+    pub items_pointer: Option<String>,
+    /// Generic sources: JSON pointer to the next page's URL (absent or null on the last page).
+    pub next_pointer: Option<String>,
+    /// Generic sources: authentication for the list endpoint.
+    pub auth: Option<AuthConfig>,
+    /// Meta sources: the lead forms to poll. The Graph API address, version and page access token are the
+    /// source's `meta_lead` step's (the first target of its route).
+    #[serde(default)]
+    pub form_ids: Vec<String>,
+}
+
+impl PollConfig {
+    /// The listing part, in reconciliation's terms: polling and reconciliation read a list the same way.
+    pub fn listing(&self) -> ReconcileConfig {
+        ReconcileConfig {
+            interval_seconds: self.interval_seconds,
+            lookback_minutes: self.lookback_minutes,
+            overlap_minutes: 0,
+            list_url: self.list_url.clone(),
+            items_pointer: self.items_pointer.clone(),
+            next_pointer: self.next_pointer.clone(),
+            auth: self.auth.clone(),
+            form_ids: self.form_ids.clone(),
+        }
+    }
+}
+
+fn default_poll_interval() -> u64 {
+    60
+}
+fn default_poll_overlap() -> u64 {
+    60
 }
 fn default_lookback() -> u64 {
     24 * 60
@@ -1080,7 +1139,31 @@ impl Config {
             if let Some(r) = &source.reconcile {
                 r.validate(&format!("{key}.reconcile"), source.kind)?;
             }
+            if let Some(p) = &source.poll {
+                p.listing().validate(&format!("{key}.poll"), source.kind)?;
+                if source.reconcile.is_some() {
+                    return Err(invalid(
+                        format!("{key}.reconcile"),
+                        "does not go with [poll]: a polled source's list is already read at every poll",
+                    ));
+                }
+            }
             match source.kind {
+                // A polled Meta source needs no webhook secrets; without them it takes no webhooks.
+                SourceKind::Meta if source.poll.is_some() => {
+                    if source.signature.is_some() {
+                        return Err(invalid(
+                            format!("{key}.signature"),
+                            "does not apply to kind = \"meta\"; use app_secret_env",
+                        ));
+                    }
+                    if source.app_secret_env.is_some() != source.verify_token_env.is_some() {
+                        return Err(invalid(
+                            format!("{key}.app_secret_env"),
+                            "and verify_token_env go together: both to take webhooks as well, neither to only poll",
+                        ));
+                    }
+                }
                 SourceKind::Meta => {
                     if source.app_secret_env.is_none() {
                         return Err(invalid(

@@ -410,6 +410,9 @@ async fn each_channel_announces_by_its_own_policy_digest_and_quiet_hours() {
     let after = smtp.with("a lead waited 20 min");
     assert_eq!(after.len(), 1, "{after:?}");
     assert!(after[0].body.contains("a lead waited 20 min: detail."), "{}", after[0].body);
+    // The e-mail's own digest was due during the quiet hours too: what it held since 10:01 comes in the same one.
+    assert_eq!(after[0].subject, "[Leadline] 2 alerts");
+    assert!(after[0].body.contains("leads to crm run out of retry time"), "{}", after[0].body);
     let entries = app.store.channel_entries("mail", false, app.clock.now()).await.unwrap();
     assert!(entries.iter().all(|e| e.alert.id != waiting.id), "sent: nothing left to do for it");
     setup.server.shutdown().await.unwrap();
@@ -447,6 +450,13 @@ async fn a_failing_receiver_is_retried_and_holds_up_no_other_channel() {
     let troubles = app.store.channel_troubles().await.unwrap();
     let hook_trouble = troubles.iter().find(|t| t.channel == "hook").unwrap();
     assert_eq!(hook_trouble.last_error, "HTTP 500: rollup_error");
+    let views = monitor::channels::views(app).await.unwrap();
+    let names: Vec<(&str, &str)> = views.iter().map(|v| (v.name.as_str(), v.kind.as_str())).collect();
+    assert_eq!(names, vec![("hook", "webhook"), ("mail", "email"), ("slack", "slack")]);
+    let hook_view = &views[0];
+    assert_eq!((hook_view.waiting, hook_view.last_sent_at), (1, None));
+    assert_eq!(hook_view.trouble.as_ref().map(|t| t.failing), Some(1));
+    assert!(views[1].trouble.is_none() && views[1].last_sent_at == Some(t0()), "the e-mail went: {:?}", views[1]);
 
     // Nothing is retried at once (a receiver that is down is not hammered)...
     pass_all(&setup).await;
@@ -466,6 +476,9 @@ async fn a_failing_receiver_is_retried_and_holds_up_no_other_channel() {
         app.store.channel_troubles().await.unwrap().is_empty()
     })
     .await;
+    let views = monitor::channels::views(app).await.unwrap();
+    assert!(views.iter().all(|v| v.waiting == 0 && v.trouble.is_none()), "{views:?}");
+    assert_eq!(views[0].last_sent_at, Some(t0() + chrono::Duration::minutes(1)), "the webhook's retry went at 10:01");
     setup.server.shutdown().await.unwrap();
 }
 

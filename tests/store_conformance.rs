@@ -753,6 +753,46 @@ async fn find_leads_and_their_story(store: Store) {
     assert!(store.lead_story(ids[2] + 100).await.unwrap().is_none());
 }
 
+/// Poll mode's cursor: a list never polled has none; a pass under way and then a completed pass are kept exactly
+/// (an upsert per source and form); polled leads are stored as `poll` and count as the source's live volume,
+/// reconciled ones do not.
+async fn poll_cursor_keeps_its_place(store: Store) {
+    assert_eq!(store.poll_cursor("fb", "7").await.unwrap(), None);
+    let mut cursor = leadline::store::PollCursor::new("fb", "7", at(0));
+    cursor.pass = Some(leadline::store::PollPass { since: at(-60), after: "QVFIUm".into(), newest: Some(at(30)) });
+    cursor.last_poll_at = Some(at(40));
+    cursor.next_poll_at = Some(at(100));
+    cursor.last_found = 2;
+    store.save_poll_cursor(&cursor).await.unwrap();
+    assert_eq!(store.poll_cursor("fb", "7").await.unwrap().as_ref(), Some(&cursor));
+    // The pass completes: the watermark moves, the place is cleared; a failure is kept with its start.
+    cursor.since = at(30);
+    cursor.pass = None;
+    cursor.last_error = Some("Meta asked to wait".into());
+    cursor.failing_since = Some(at(100));
+    store.save_poll_cursor(&cursor).await.unwrap();
+    let other = leadline::store::PollCursor::new("fb", "8", at(5));
+    store.save_poll_cursor(&other).await.unwrap();
+    assert_eq!(store.poll_cursors("fb").await.unwrap(), vec![cursor.clone(), other]);
+    assert!(store.poll_cursors("list").await.unwrap().is_empty());
+
+    let polled = NewEvent { source: "fb".into(), via: Via::Poll, ..event("p-1", &["crm"]) };
+    let reconciled = NewEvent { source: "fb".into(), via: Via::Reconciliation, ..event("r-1", &["crm"]) };
+    let hooked = NewEvent { source: "fb".into(), ..event("w-1", &["crm"]) };
+    store.insert_events(&[polled, reconciled, hooked]).await.unwrap();
+    assert_eq!(store.live_events_since("fb", t0()).await.unwrap(), 2, "webhook and poll, not reconciliation");
+    assert_eq!(store.polled_since("fb", t0()).await.unwrap(), 1);
+    let vias: Vec<(String, String)> = store
+        .stored_events()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.source == "fb")
+        .map(|e| (e.source_ref, e.via))
+        .collect();
+    assert!(vias.contains(&("p-1".into(), "poll".into())), "{vias:?}");
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -797,4 +837,5 @@ conformance! {
     speed_histogram_counts_first_crm_steps,
     dead_letter_pages_answer_alike,
     find_leads_and_their_story,
+    poll_cursor_keeps_its_place,
 }

@@ -25,6 +25,7 @@ use leadline::monitor::alerts::Alert;
 use leadline::monitor::metrics::MetricSeries;
 use leadline::monitor::sources::{SourceState, SourceStatus};
 use leadline::monitor::volume::{Assessment, BaselineKind, Verdict};
+use leadline::poll::PollView;
 use leadline::reconcile::ReconciliationRun;
 use leadline::replay::fix::{FieldFix, FieldOp, FixReport, FixSample};
 use leadline::replay::{
@@ -107,6 +108,7 @@ fn generated() -> String {
         BaselineKind::decl(&cfg),
         Verdict::decl(&cfg),
         ReconciliationRun::decl(&cfg),
+        PollView::decl(&cfg),
         DeliveryFigures::decl(&cfg),
         RouteFigures::decl(&cfg),
         TargetFigures::decl(&cfg),

@@ -663,7 +663,10 @@ async fn graph_leads(
     let data: Vec<Value> =
         leads.into_iter().map(|(id, created, payload)| graph_lead_object(&form_id, &id, created, &payload)).collect();
     let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-    let mut body = json!({"data": data, "paging": {"cursors": {"before": "a", "after": "b"}}});
+    // Graph's cursor-based paging: `after` points past the page's last lead (here simply its position), and
+    // `next` carries it; a poller keeps the cursor to go on from there after a restart.
+    let cursors = json!({"before": after.to_string(), "after": (after + data.len()).to_string()});
+    let mut body = json!({"data": data, "paging": {"cursors": cursors}});
     if more {
         let filtering = q.filtering.unwrap_or_default();
         let next = reqwest::Url::parse_with_params(

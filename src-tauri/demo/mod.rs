@@ -62,6 +62,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             failing_alert_minutes: 15,
             max_body_bytes: None,
             require_signature: false,
+            poll: None,
         },
     );
     c.sources.insert(
@@ -85,6 +86,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             failing_alert_minutes: 15,
             max_body_bytes: None,
             require_signature: false,
+            poll: None,
         },
     );
     c.sources.insert(
@@ -101,6 +103,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             failing_alert_minutes: 15,
             max_body_bytes: None,
             require_signature: false,
+            poll: None,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };

@@ -48,6 +48,7 @@ pub struct Server {
     worker: Option<JoinHandle<anyhow::Result<()>>>,
     monitor: JoinHandle<()>,
     reconciler: JoinHandle<()>,
+    poller: JoinHandle<()>,
     replays: JoinHandle<()>,
     reloader: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
@@ -96,6 +97,8 @@ impl Server {
         let new_token = crate::shells::api::http::ensure_token(&app.store, app.clock.now()).await?;
         let monitor = tokio::spawn(crate::features::monitor::run(app.clone(), options.notifier.clone()));
         let replays = tokio::spawn(crate::features::replay::runner::run(app.clone()));
+        let poller =
+            tokio::spawn(crate::features::poll::run(app.clone(), ingest_state.clone(), options.notifier.clone()));
         let reconciler =
             tokio::spawn(crate::features::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let reloader = tokio::spawn(reload_on_hangup(app.clone()));
@@ -116,7 +119,7 @@ impl Server {
             .await
         });
         tracing::info!(%addr, database = %crate::store::postgres::redact(&url), "leadline listening");
-        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, replays, reloader, stop_http })
+        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, poller, replays, reloader, stop_http })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
@@ -130,6 +133,7 @@ impl Server {
         }
         self.monitor.abort();
         self.reconciler.abort();
+        self.poller.abort();
         self.replays.abort();
         self.reloader.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {

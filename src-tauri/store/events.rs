@@ -17,7 +17,7 @@ pub struct NewEvent {
     /// Target names of the route, in order.
     pub route: Vec<String>,
     pub received_at: DateTime<Utc>,
-    /// Whether it arrived as a webhook or was found by reconciliation.
+    /// Whether it arrived as a webhook, was found by reconciliation or was polled.
     pub via: Via,
     /// When the lead came into being, when the lead says so and that is earlier than `received_at` (a lead
     /// recovered hours later): time-sensitive steps age it from then. `None`: from `received_at`.
@@ -47,6 +47,8 @@ pub enum Via {
     Webhook,
     /// Listed by the source but never received: ingested by reconciliation.
     Reconciliation,
+    /// Asked for: the source is polled for its new leads (poll mode), no webhook is expected.
+    Poll,
 }
 
 impl Via {
@@ -54,6 +56,7 @@ impl Via {
         match self {
             Via::Webhook => "webhook",
             Via::Reconciliation => "reconciliation",
+            Via::Poll => "poll",
         }
     }
 }

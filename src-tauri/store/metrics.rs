@@ -132,9 +132,10 @@ impl Store {
         dispatch!(self, metric_sums_since(metric, since))
     }
 
-    /// Events of `source` received by webhook since `since` (leads recovered by reconciliation excepted).
-    pub async fn webhook_events_since(&self, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
-        dispatch!(self, webhook_events_since(source, since))
+    /// Events of `source` received live since `since`: by webhook, or by polling a source in poll mode (leads
+    /// recovered by reconciliation excepted: they are old news).
+    pub async fn live_events_since(&self, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
+        dispatch!(self, live_events_since(source, since))
     }
 
     /// When the last event of `source` arrived.
@@ -314,9 +315,9 @@ backends! {
             Ok(rows.into_iter().collect())
         }
 
-        pub async fn webhook_events_since(db: &Db, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
+        pub async fn live_events_since(db: &Db, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
             let (n,): (i64,) = sqlx::query_as(
-                "SELECT COUNT(*) FROM inbound_event WHERE source = $1 AND received_at >= $2 AND via = 'webhook'",
+                "SELECT COUNT(*) FROM inbound_event WHERE source = $1 AND received_at >= $2 AND via <> 'reconciliation'",
             )
             .bind(source)
             .bind(ms(since))

@@ -58,6 +58,7 @@ mod links;
 mod lookup;
 mod metrics;
 mod operators;
+mod polls;
 pub mod postgres;
 mod replays;
 mod seed;
@@ -93,6 +94,7 @@ pub use metrics::{
     SPEED_EDGE_COUNT,
 };
 pub use operators::{Reveal, TargetPause};
+pub use polls::{PollCursor, PollPass};
 pub use replays::{
     DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
     ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,

@@ -208,6 +208,11 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
         config.targets.iter().filter(|(_, t)| t.updates_records()).map(|(name, _)| name.clone()).collect();
     for (name, sc) in &config.sources {
         let key = format!("sources.{name}");
+        if sc.kind == SourceKind::Meta && sc.app_secret_env.is_none() {
+            // Only polled (the configuration allows no other Meta source without its app secret): with nothing to
+            // check a signature against it takes no webhooks, and a request for it is answered like an unknown one.
+            continue;
+        }
         let (secret, signature_header, verify_token) = match sc.kind {
             SourceKind::Generic => match &sc.signature {
                 Some(sig) => (

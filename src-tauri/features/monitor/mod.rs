@@ -68,7 +68,7 @@ pub async fn health(app: &App, now: DateTime<Utc>) -> anyhow::Result<HealthView>
         .unwrap_or_default();
     let situations: Vec<_> = breakers.iter().map(|b| (b.target.clone(), b.situation.clone())).collect();
     let open = alerts::unresolved(&app.store).await?;
-    let verdict = channels::with_troubles(verdict(&open, &situations, &queue), &channels::troubles(app).await?);
+    let verdict = channels::with_troubles(verdict(&open, &situations, &queue), &channels::troubles(app).await);
     Ok(HealthView { queue, breakers, verdict })
 }
 

@@ -115,9 +115,10 @@ async fn heard_before_start(app: &App, source: &str) -> anyhow::Result<Vec<(Date
         .collect())
 }
 
-/// Events of `source` received since `since` (webhooks only: leads recovered by reconciliation are old news).
+/// Events of `source` received since `since`, by webhook or by polling (a polled source's leads are its volume;
+/// leads recovered by reconciliation are old news).
 async fn count_since(store: &Store, source: &str, since: DateTime<Utc>) -> anyhow::Result<u64> {
-    store.webhook_events_since(source, since).await
+    store.live_events_since(source, since).await
 }
 
 /// When the last event of `source` arrived.

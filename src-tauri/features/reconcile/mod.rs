@@ -213,13 +213,18 @@ pub async fn reconcile(
     latest(&app.store, source).await?.ok_or_else(|| ReconcileError::Storage(anyhow::anyhow!("run vanished")))
 }
 
-/// The environment variable holding the credential `source`'s listing uses.
-fn credential_of(app: &App, sc: &SourceConfig) -> Option<String> {
+/// The environment variable holding the credential `source`'s listing (reconciliation or polling) uses.
+pub(crate) fn credential_of(app: &App, sc: &SourceConfig) -> Option<String> {
     match sc.kind {
         SourceKind::Meta => {
             sc.route.first().and_then(|t| app.config.targets.get(t)).and_then(|t| t.access_token_env.clone())
         }
-        SourceKind::Generic => match sc.reconcile.as_ref().and_then(|r| r.auth.as_ref()) {
+        SourceKind::Generic => match sc
+            .reconcile
+            .as_ref()
+            .and_then(|r| r.auth.as_ref())
+            .or_else(|| sc.poll.as_ref().and_then(|p| p.auth.as_ref()))
+        {
             Some(AuthConfig::BearerEnv(var)) | Some(AuthConfig::Header { value_env: var, .. }) => Some(var.clone()),
             None => None,
         },
@@ -375,15 +380,9 @@ fn follow(first: &reqwest::Url, next: Option<&str>) -> Result<Option<reqwest::Ur
     }
 }
 
-async fn list_generic(
-    app: &App,
-    client: &reqwest::Client,
-    sc: &SourceConfig,
-    rc: &ReconcileConfig,
-    since: DateTime<Utc>,
-) -> Result<Vec<(String, Value)>, ReconcileError> {
-    let template = rc.list_url.as_deref().unwrap_or_default();
-    let auth = match &rc.auth {
+/// The header a generic source's list endpoint is asked with (`auth`), its secret read from the environment.
+pub(crate) fn generic_auth(app: &App, rc: &ReconcileConfig) -> Result<Option<(String, String)>, ReconcileError> {
+    Ok(match &rc.auth {
         Some(AuthConfig::BearerEnv(var)) => Some((
             "Authorization".to_string(),
             format!(
@@ -396,32 +395,169 @@ async fn list_generic(
             app.config.secret("reconcile.auth", value_env).map_err(|e| ReconcileError::Config(e.to_string()))?,
         )),
         None => None,
-    };
-    let first = reqwest::Url::parse(&template.replace("{since}", &since.timestamp().to_string()))
-        .map_err(|e| ReconcileError::Config(format!("list_url: {e}")))?;
+    })
+}
+
+/// The first page of a generic source's list: `list_url` with `{since}` replaced by `since` (Unix seconds).
+pub(crate) fn generic_first_url(rc: &ReconcileConfig, since: DateTime<Utc>) -> Result<reqwest::Url, ReconcileError> {
+    let template = rc.list_url.as_deref().unwrap_or_default();
+    reqwest::Url::parse(&template.replace("{since}", &since.timestamp().to_string()))
+        .map_err(|e| ReconcileError::Config(format!("list_url: {e}")))
+}
+
+/// One page of a generic source's list: its leads (id, lead) and the next page's address (checked to be on the
+/// origin of `first`).
+pub(crate) async fn generic_page(
+    client: &reqwest::Client,
+    sc: &SourceConfig,
+    rc: &ReconcileConfig,
+    auth: Option<(String, String)>,
+    first: &reqwest::Url,
+    url: &reqwest::Url,
+) -> Result<(Vec<(String, Value)>, Option<reqwest::Url>), ReconcileError> {
+    let (body, _) = get_json(client, url, auth).await.map_err(|(e, _)| e)?;
+    let items = match &rc.items_pointer {
+        Some(p) => body.pointer(p),
+        None if body.is_array() => Some(&body),
+        None => body.get("data").or_else(|| body.get("items")),
+    }
+    .and_then(Value::as_array)
+    .ok_or_else(|| ReconcileError::Body("no array of leads in the answer (see items_pointer)".into()))?;
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let id = pipeline::event_id(item, &sc.id_field)
+            .ok_or_else(|| ReconcileError::Body(format!("a listed lead has no id at `{}`", sc.id_field)))?;
+        out.push((id, item.clone()));
+    }
+    let next = follow(first, rc.next_pointer.as_deref().and_then(|p| body.pointer(p)).and_then(Value::as_str))?;
+    Ok((out, next))
+}
+
+async fn list_generic(
+    app: &App,
+    client: &reqwest::Client,
+    sc: &SourceConfig,
+    rc: &ReconcileConfig,
+    since: DateTime<Utc>,
+) -> Result<Vec<(String, Value)>, ReconcileError> {
+    let auth = generic_auth(app, rc)?;
+    let first = generic_first_url(rc, since)?;
     let mut url = Some(first.clone());
     let mut out = Vec::new();
     let mut pages = 0;
     while let Some(u) = url.take() {
         pages += 1;
-        let (body, _) = get_json(client, &u, auth.clone()).await.map_err(|(e, _)| e)?;
-        let items = match &rc.items_pointer {
-            Some(p) => body.pointer(p),
-            None if body.is_array() => Some(&body),
-            None => body.get("data").or_else(|| body.get("items")),
-        }
-        .and_then(Value::as_array)
-        .ok_or_else(|| ReconcileError::Body("no array of leads in the answer (see reconcile.items_pointer)".into()))?;
-        for item in items {
-            let id = pipeline::event_id(item, &sc.id_field)
-                .ok_or_else(|| ReconcileError::Body(format!("a listed lead has no id at `{}`", sc.id_field)))?;
-            out.push((id, item.clone()));
-        }
+        let (leads, next) = generic_page(client, sc, rc, auth.clone(), &first, &u).await?;
+        out.extend(leads);
         if pages < MAX_PAGES {
-            url = follow(&first, rc.next_pointer.as_deref().and_then(|p| body.pointer(p)).and_then(Value::as_str))?;
+            url = next;
         }
     }
     Ok(out)
+}
+
+/// Where a Meta source's forms are listed: the Graph API address and page access token of its `meta_lead` step.
+pub(crate) struct GraphListing {
+    pub base: String,
+    token: String,
+}
+
+pub(crate) fn graph_listing(app: &App, sc: &SourceConfig) -> Result<GraphListing, ReconcileError> {
+    let step = sc
+        .route
+        .first()
+        .and_then(|t| app.config.targets.get(t))
+        .filter(|t| t.kind == TargetKind::MetaLead)
+        .ok_or_else(|| ReconcileError::Config("the source's route does not start with a meta_lead step".into()))?;
+    let token_env = step.access_token_env.as_deref().unwrap_or_default();
+    let token = app.config.secret("access_token_env", token_env).map_err(|e| ReconcileError::Config(e.to_string()))?;
+    Ok(GraphListing { base: step.graph_base(), token })
+}
+
+impl GraphListing {
+    /// `GET {graph}/{form}/leads` for leads created after `since`, from the page after the cursor `after` (Graph's
+    /// cursor-based pagination) or from the first.
+    pub(crate) fn url(
+        &self,
+        form: &str,
+        since: DateTime<Utc>,
+        after: Option<&str>,
+    ) -> Result<reqwest::Url, ReconcileError> {
+        let filtering = json!([{"field": "time_created", "operator": "GREATER_THAN", "value": since.timestamp()}]);
+        let mut url = reqwest::Url::parse(&format!("{}/{form}/leads", self.base))
+            .map_err(|e| ReconcileError::Config(format!("the meta_lead step's url: {e}")))?;
+        url.query_pairs_mut()
+            .append_pair("fields", crate::features::graph::LEAD_FIELDS)
+            .append_pair("filtering", &filtering.to_string())
+            .append_pair("access_token", &self.token);
+        if let Some(after) = after {
+            url.query_pairs_mut().append_pair("after", after);
+        }
+        Ok(url)
+    }
+}
+
+/// One page of a Meta form's leads, as Graph lists them.
+pub(crate) struct GraphPage {
+    /// Each lead's id, its canonical shape (answers included) and its creation time.
+    pub leads: Vec<(String, Value, Option<DateTime<Utc>>)>,
+    /// The next page (`paging.next`, on the origin of `first`); `None` on the last page.
+    pub next: Option<reqwest::Url>,
+    /// The cursor of the next page (`paging.cursors.after`), when there is a next page.
+    pub after: Option<String>,
+}
+
+/// Reads one page, honouring Graph's throttling: while Graph said to wait no request is sent, and the usage
+/// headers of every answer (and of a throttled one) are remembered for the next request to this Graph.
+pub(crate) async fn graph_page(
+    client: &reqwest::Client,
+    listing: &GraphListing,
+    sc: &SourceConfig,
+    form: &str,
+    first: &reqwest::Url,
+    url: &reqwest::Url,
+    now: DateTime<Utc>,
+) -> Result<GraphPage, ReconcileError> {
+    let base = &listing.base;
+    if let Some(until) = crate::features::graph::held_until(base, now) {
+        return Err(ReconcileError::Throttled(until));
+    }
+    let (body, headers) = match get_json(client, url, None).await {
+        Ok(answer) => answer,
+        Err((ReconcileError::Status { status, body }, headers)) => {
+            let e = crate::features::graph::classify_error(status, body.as_bytes());
+            if let Some(until) = headers.as_ref().and_then(|h| crate::features::graph::throttled_until(h, now)) {
+                crate::features::graph::hold(base, until);
+            }
+            return Err(ReconcileError::Graph(e));
+        }
+        Err((e, _)) => return Err(e),
+    };
+    if let Some(until) = crate::features::graph::throttled_until(&headers, now) {
+        crate::features::graph::hold(base, until);
+    }
+    if body.get("error").is_some() {
+        return Err(ReconcileError::Graph(crate::features::graph::classify_error(200, body.to_string().as_bytes())));
+    }
+    let data = body.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut leads = Vec::with_capacity(data.len());
+    for lead in data {
+        let Some(id) = pipeline::event_id(&lead, "id") else { continue };
+        let created = lead
+            .get("created_time")
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%z").ok())
+            .map(|t| t.with_timezone(&Utc));
+        let payload = crate::features::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id.as_deref());
+        leads.push((id, payload, created));
+    }
+    let next = follow(first, body.pointer("/paging/next").and_then(Value::as_str))?;
+    let after = next
+        .as_ref()
+        .and(body.pointer("/paging/cursors/after").and_then(Value::as_str))
+        .filter(|a| !a.is_empty())
+        .map(str::to_string);
+    Ok(GraphPage { leads, next, after })
 }
 
 async fn list_meta(
@@ -432,62 +568,18 @@ async fn list_meta(
     since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Vec<(String, Value)>, ReconcileError> {
-    let step = sc
-        .route
-        .first()
-        .and_then(|t| app.config.targets.get(t))
-        .filter(|t| t.kind == TargetKind::MetaLead)
-        .ok_or_else(|| ReconcileError::Config("the source's route does not start with a meta_lead step".into()))?;
-    let base = step.graph_base();
-    let token_env = step.access_token_env.as_deref().unwrap_or_default();
-    let token = app.config.secret("access_token_env", token_env).map_err(|e| ReconcileError::Config(e.to_string()))?;
-    let filtering = json!([{"field": "time_created", "operator": "GREATER_THAN", "value": since.timestamp()}]);
+    let listing = graph_listing(app, sc)?;
     let mut out = Vec::new();
     for form in &rc.form_ids {
-        let mut first = reqwest::Url::parse(&format!("{base}/{form}/leads"))
-            .map_err(|e| ReconcileError::Config(format!("the meta_lead step's url: {e}")))?;
-        first
-            .query_pairs_mut()
-            .append_pair("fields", crate::features::graph::LEAD_FIELDS)
-            .append_pair("filtering", &filtering.to_string())
-            .append_pair("access_token", &token);
+        let first = listing.url(form, since, None)?;
         let mut next = Some(first.clone());
         let mut pages = 0;
         while let Some(u) = next.take() {
-            if let Some(until) = crate::features::graph::held_until(&base, now) {
-                return Err(ReconcileError::Throttled(until));
-            }
             pages += 1;
-            let (body, headers) = match get_json(client, &u, None).await {
-                Ok(answer) => answer,
-                Err((ReconcileError::Status { status, body }, headers)) => {
-                    let e = crate::features::graph::classify_error(status, body.as_bytes());
-                    if let Some(until) = headers.as_ref().and_then(|h| crate::features::graph::throttled_until(h, now))
-                    {
-                        crate::features::graph::hold(&base, until);
-                    }
-                    return Err(ReconcileError::Graph(e));
-                }
-                Err((e, _)) => return Err(e),
-            };
-            if let Some(until) = crate::features::graph::throttled_until(&headers, now) {
-                crate::features::graph::hold(&base, until);
-            }
-            if body.get("error").is_some() {
-                return Err(ReconcileError::Graph(crate::features::graph::classify_error(
-                    200,
-                    body.to_string().as_bytes(),
-                )));
-            }
-            let data = body.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
-            for lead in data {
-                let Some(id) = pipeline::event_id(&lead, "id") else { continue };
-                let payload =
-                    crate::features::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id.as_deref());
-                out.push((id, payload));
-            }
+            let page = graph_page(client, &listing, sc, form, &first, &u, now).await?;
+            out.extend(page.leads.into_iter().map(|(id, payload, _)| (id, payload)));
             if pages < MAX_PAGES {
-                next = follow(&first, body.pointer("/paging/next").and_then(Value::as_str))?;
+                next = page.next;
             }
         }
     }

@@ -656,6 +656,8 @@ pub struct SourceView {
     pub last_reconciliation: Option<ReconciliationRun>,
     /// Leads recovered by reconciliation in the last 7 days.
     pub recovered_7d: i64,
+    /// Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
+    pub poll: Option<crate::features::poll::PollView>,
 }
 
 pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
@@ -672,6 +674,10 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
             signed: sc.is_signed(),
             last_reconciliation: reconcile::latest(&app.store, name).await?,
             recovered_7d: reconcile::recovered_since(&app.store, name, now - chrono::Duration::days(7)).await?,
+            poll: match &sc.poll {
+                Some(pc) => Some(crate::features::poll::view(app, name, pc, now).await?),
+                None => None,
+            },
         });
     }
     Ok(out)

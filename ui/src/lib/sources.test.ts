@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Assessment, SourceStatus } from './api/wire';
-import { clock, SOURCE_STATES, sourceStateText } from './sources';
+import type { Assessment, PollView, SourceStatus } from './api/wire';
+import { formatTime, num } from './format';
+import { clock, feedText, pollText, SOURCE_STATES, sourceStateText } from './sources';
 
 const assessment: Assessment = {
   baseline: 'hour_of_week',
@@ -51,5 +52,37 @@ describe('sourceStateText', () => {
   });
   it('shows the judged window and the usual count', () => {
     expect(sourceStateText(status({ state: 'drop' })).volume).toBe('28 in 15 min, about 30 usual');
+  });
+});
+
+describe('polled sources', () => {
+  const poll: PollView = {
+    interval_seconds: 60,
+    last_poll_at: '2026-11-30T10:41:03Z',
+    next_poll_at: '2026-11-30T10:42:03Z',
+    last_found: 3,
+    last_error: null,
+    polled_7d: 1204,
+  };
+  const now = new Date('2026-11-30T10:41:30Z');
+  it('says it is polled rather than webhook-fed', () => {
+    expect(feedText({ kind: 'meta', poll })).toBe('Meta Lead Ads · polled');
+    expect(feedText({ kind: 'meta', poll: null })).toBe('Meta Lead Ads');
+    expect(feedText({ kind: 'generic', poll })).toBe('list · polled');
+    expect(feedText({ kind: 'generic', poll: null })).toBe('webhook');
+  });
+  it('shows the last and the next poll and what the last one found', () => {
+    const t = pollText(poll, now);
+    expect(t.line).toBe(`last poll ${formatTime(poll.last_poll_at, now)} · next ${formatTime(poll.next_poll_at, now)}`);
+    expect(t.detail).toBe(`3 new leads last time · ${num(1204)} polled in 7 days`);
+    expect(t.help).toContain('every 1 min');
+    expect(t.level).toBe('');
+  });
+  it('marks a failed poll with its reason, and a source not polled yet', () => {
+    const failed = pollText({ ...poll, last_found: 0, last_error: 'Meta asked to wait until 10:50' }, now);
+    expect(failed.level).toBe('bad');
+    expect(failed.detail).toBe('failed: Meta asked to wait until 10:50');
+    expect(pollText({ ...poll, last_poll_at: null, interval_seconds: 90 }, now).line).toMatch(/^not polled yet · next /);
+    expect(pollText({ ...poll, interval_seconds: 90 }, now).help).toContain('every 90 s');
   });
 });

@@ -1,8 +1,8 @@
 // Presentation of a source's volume state in words: one pill (level, label, help) and a line for the volume
 // column. Unit-tested in sources.test.ts.
 
-import type { SourceState, SourceStatus } from './api/wire';
-import { num } from './format';
+import type { PollView, SourceState, SourceStatus, SourceView } from './api/wire';
+import { formatTime, num, plural } from './format';
 
 /** "09:14" in the user's locale (minutes are precise enough for a silence or a start). */
 export function clock(iso: string | null | undefined): string {
@@ -57,4 +57,22 @@ export function sourceStateText(s: SourceStatus): { level: string; label: string
       };
     }
   }
+}
+
+/** How a source's leads reach Leadline, under its name: Meta or generic, fed by webhooks or polled. */
+export function feedText(s: Pick<SourceView, 'kind' | 'poll'>): string {
+  const kind = s.kind === 'meta' ? 'Meta Lead Ads' : s.poll ? 'list' : 'webhook';
+  return s.poll ? `${kind} · polled` : kind;
+}
+
+/** A polled source's last and next poll ("last poll 10:41:03 · next 10:42:03"), what the last one found, and
+ *  whether it failed. */
+export function pollText(p: PollView, now: Date = new Date()): { level: '' | 'bad'; line: string; detail: string; help: string } {
+  const every = p.interval_seconds % 60 === 0 ? `${p.interval_seconds / 60} min` : `${p.interval_seconds} s`;
+  const help = `Polled every ${every}: Leadline asks the source for the leads created since its last poll (no webhook is expected).`;
+  if (!p.last_poll_at) return { level: '', line: `not polled yet · next ${formatTime(p.next_poll_at, now)}`, detail: '', help };
+  const line = `last poll ${formatTime(p.last_poll_at, now)} · next ${formatTime(p.next_poll_at, now)}`;
+  if (p.last_error) return { level: 'bad', line, detail: `failed: ${p.last_error}`, help };
+  const found = p.last_found > 0 ? `${plural(p.last_found, 'new lead', 'new leads')} last time` : 'nothing new last time';
+  return { level: '', line, detail: `${found} · ${num(p.polled_7d)} polled in 7 days`, help };
 }

@@ -11,9 +11,10 @@ use super::message::{place_label, severity_word, state_note, Announcement};
 use crate::config::{ChannelConfig, Config, SmtpTls};
 use crate::store::Alert;
 
-/// The subject: `[Leadline] <headline>`.
+/// The subject: `[Leadline] <headline>` (`[Leadline] 3 alerts` for a digest).
 pub fn subject(n: &Announcement) -> String {
-    format!("[Leadline] {}", n.headline())
+    let headline = n.headline();
+    format!("[Leadline] {}", headline.strip_prefix("Leadline: ").unwrap_or(&headline))
 }
 
 fn what_to_do(n: &Announcement, a: &Alert) -> String {

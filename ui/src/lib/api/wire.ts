@@ -691,7 +691,11 @@ signed: boolean, last_reconciliation: ReconciliationRun | null,
 /**
  * Leads recovered by reconciliation in the last 7 days.
  */
-recovered_7d: number, source: string, 
+recovered_7d: number, 
+/**
+ * Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
+ */
+poll: PollView | null, source: string, 
 /**
  * What is happening, in one word (see [`SourceState`]).
  */
@@ -782,6 +786,28 @@ ingested: number,
  * The source's ids of the recovered leads (the first 100).
  */
 missing_refs: Array<string>, error: string | null, };
+
+export type PollView = { interval_seconds: number, 
+/**
+ * When the source was last asked (the latest of its forms).
+ */
+last_poll_at: string | null, 
+/**
+ * When it is asked next.
+ */
+next_poll_at: string | null, 
+/**
+ * Leads new to Leadline in the last poll (all forms).
+ */
+last_found: number, 
+/**
+ * Why the last poll failed (the first failing form's reason); `None` when it worked.
+ */
+last_error: string | null, 
+/**
+ * Leads that came by polling in the last 7 days.
+ */
+polled_7d: number, };
 
 export type DeliveryFigures = { since: string, until: string, routes: Array<RouteFigures>, targets: Array<TargetFigures>, };
 
