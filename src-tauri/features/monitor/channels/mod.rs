@@ -61,22 +61,39 @@ pub async fn on_open(app: &App, alert: &Alert, now: DateTime<Utc>) {
     }
 }
 
-/// Runs every channel's task until aborted (dropping the returned set aborts them).
+/// Runs every channel's task until aborted (dropping the returned set aborts them). Channels are read from the
+/// configuration in force at every pass, so a channel added while Leadline runs gets its task within a pass, and
+/// one removed stops sending (its task idles).
 pub fn run(app: &App) -> tokio::task::JoinSet<()> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for name in app.config.monitor.channels.keys() {
-        let app = app.clone();
-        let mut runner = ChannelRunner::new(&app, name);
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(PASS_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                runner.pass(&app, app.clock.now()).await;
+    let mut supervisor = tokio::task::JoinSet::new();
+    let app = app.clone();
+    supervisor.spawn(async move {
+        // Dropped with this task when it is aborted, which aborts every channel's task.
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut started = std::collections::BTreeSet::new();
+        let mut tick = tokio::time::interval(PASS_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let names: Vec<String> = app.config.monitor.channels.keys().cloned().collect();
+            for name in names {
+                if !started.insert(name.clone()) {
+                    continue;
+                }
+                let app = app.clone();
+                let mut runner = ChannelRunner::new(&app, &name);
+                tasks.spawn(async move {
+                    let mut tick = tokio::time::interval(PASS_EVERY);
+                    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        tick.tick().await;
+                        runner.pass(&app, app.clock.now()).await;
+                    }
+                });
             }
-        });
-    }
-    tasks
+        }
+    });
+    supervisor
 }
 
 /// One channel's sender: its HTTP client and when it last sent its digest.
