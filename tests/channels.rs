@@ -457,6 +457,12 @@ async fn a_failing_receiver_is_retried_and_holds_up_no_other_channel() {
     assert_eq!((hook_view.waiting, hook_view.last_sent_at), (1, None));
     assert_eq!(hook_view.trouble.as_ref().map(|t| t.failing), Some(1));
     assert!(views[1].trouble.is_none() && views[1].last_sent_at == Some(t0()), "the e-mail went: {:?}", views[1]);
+    // The same list over HTTP, as the Alerts page reads it in a browser.
+    let url = format!("http://{}/api/alert-channels", setup.server.addr);
+    let api_token = setup.server.new_token.clone().expect("a fresh database gets a token");
+    let listed: Value = reqwest::Client::new().get(url).bearer_auth(api_token).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed[0]["name"], "hook");
+    assert_eq!(listed[0]["trouble"]["last_error"], "HTTP 500: rollup_error");
 
     // Nothing is retried at once (a receiver that is down is not hammered)...
     pass_all(&setup).await;

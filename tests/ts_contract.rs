@@ -22,6 +22,7 @@ use leadline::features::settings::{
 use leadline::figures::{DeliveryFigures, RouteFigures, TargetFigures};
 use leadline::model::{Page, Place};
 use leadline::monitor::alerts::Alert;
+use leadline::monitor::channels::ChannelView;
 use leadline::monitor::metrics::MetricSeries;
 use leadline::monitor::sources::{SourceState, SourceStatus};
 use leadline::monitor::volume::{Assessment, BaselineKind, Verdict};
@@ -32,6 +33,7 @@ use leadline::replay::{
     FallbackPlan, NotEligible, ReplayEvent, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress,
     ReplayReceipt, ReplayReportItem, ReplaySelection,
 };
+use leadline::store::ChannelTrouble;
 use leadline::store::{
     AlertKind, AlertState, DeliveryState, ErrorClass, Held, QueueHealth, ReplayEventKind, ReplayOutcome, ReplayPhase,
     ReplayStatus, Resolution, ResolutionFilter, Reveal, Severity, TargetHealth,
@@ -99,6 +101,8 @@ fn generated() -> String {
         FixReport::decl(&cfg),
         FixSample::decl(&cfg),
         Alert::decl(&cfg),
+        ChannelView::decl(&cfg),
+        ChannelTrouble::decl(&cfg),
         Place::decl(&cfg),
         Page::decl(&cfg),
         SourceView::decl(&cfg),

@@ -267,6 +267,7 @@ pub fn router(app: App) -> Router {
         .route("/api/replays/{id}/{action}", post(control_replay))
         .route("/api/alerts", get(alerts))
         .route("/api/alerts/{id}/acknowledge", post(acknowledge))
+        .route("/api/alert-channels", get(alert_channels))
         .route("/api/sources", get(sources))
         .route("/api/sources/{name}/reconcile", post(reconcile_now))
         .route("/api/figures", get(figures))
@@ -518,6 +519,10 @@ async fn replay_progress(State(app): State<App>, Path(id): Path<i64>) -> Result<
 
 async fn alerts(State(app): State<App>) -> Result<Response, ApiError> {
     Ok(Json(super::alerts(&app).await?).into_response())
+}
+
+async fn alert_channels(State(app): State<App>) -> Result<Response, ApiError> {
+    Ok(Json(super::alert_channels(&app).await?).into_response())
 }
 
 async fn acknowledge(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {

@@ -715,6 +715,12 @@ pub async fn alerts(app: &App) -> Result<Vec<Alert>, ApiError> {
     Ok(alerts::list(&app.store, 200).await?)
 }
 
+/// The alert channels besides the desktop (Slack, e-mail, webhooks): what each has waiting, when it last
+/// delivered, and why its last send failed while that matters.
+pub async fn alert_channels(app: &App) -> Result<Vec<crate::features::monitor::channels::ChannelView>, ApiError> {
+    Ok(crate::features::monitor::channels::views(app).await?)
+}
+
 pub async fn acknowledge_alert(app: &App, id: i64, by: &str) -> Result<Alert, ApiError> {
     let alert = alerts::acknowledge(&app.store, id, by, app.clock.now())
         .await?

@@ -245,6 +245,7 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
             edit_dead_letter,
             alerts,
             acknowledge_alert,
+            alert_channels,
             targets,
             set_target_paused,
             target_preview,
@@ -498,6 +499,11 @@ async fn replay_progress(state: S<'_>, id: i64) -> CommandResult<ReplayProgress>
 #[tauri::command]
 async fn alerts(state: S<'_>) -> CommandResult<Vec<Alert>> {
     api::alerts(&state.app).await
+}
+
+#[tauri::command]
+async fn alert_channels(state: S<'_>) -> CommandResult<Vec<crate::features::monitor::channels::ChannelView>> {
+    api::alert_channels(&state.app).await
 }
 
 #[tauri::command]

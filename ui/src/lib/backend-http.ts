@@ -8,6 +8,7 @@ import type {
   FixAndReplayReceipt,
   FixAndReplayRequest,
   Alert,
+  ChannelView,
   ConnectionCheck,
   SecretReload,
   RequestPreview,
@@ -201,6 +202,9 @@ export class HttpBackend implements Backend {
   }
   acknowledgeAlert(id: number) {
     return this.call<Alert>('POST', `/api/alerts/${id}/acknowledge`);
+  }
+  alertChannels() {
+    return this.call<ChannelView[]>('GET', '/api/alert-channels');
   }
   sources() {
     return this.call<SourceView[]>('GET', '/api/sources');

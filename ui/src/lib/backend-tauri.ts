@@ -9,6 +9,7 @@ import type {
   FixAndReplayReceipt,
   FixAndReplayRequest,
   Alert,
+  ChannelView,
   ConnectionCheck,
   SecretReload,
   RequestPreview,
@@ -132,6 +133,9 @@ export class TauriBackend implements Backend {
   }
   acknowledgeAlert(id: number) {
     return call<Alert>('acknowledge_alert', { id });
+  }
+  alertChannels() {
+    return call<ChannelView[]>('alert_channels');
   }
   sources() {
     return call<SourceView[]>('sources');

@@ -7,6 +7,7 @@ import type {
   FixAndReplayReceipt,
   FixAndReplayRequest,
   Alert,
+  ChannelView,
   ConnectionCheck,
   SecretReload,
   RequestPreview,
@@ -95,6 +96,8 @@ export interface Backend {
   revealLead(id: number, request: RevealRequest): Promise<LeadStory>;
   alerts(): Promise<Alert[]>;
   acknowledgeAlert(id: number): Promise<Alert>;
+  /** The alert channels besides the desktop (Slack, e-mail, webhooks) and how each fares. */
+  alertChannels(): Promise<ChannelView[]>;
   sources(): Promise<SourceView[]>;
   /** Compares a source with its own list of leads now and ingests what is missing. */
   reconcileNow(source: string): Promise<ReconciliationRun>;

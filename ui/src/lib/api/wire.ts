@@ -663,6 +663,22 @@ held: Held | null,
  */
 place: Place, };
 
+export type ChannelView = { name: string, kind: string, 
+/**
+ * Announcements not sent yet (held for a digest or quiet hours, or failing).
+ */
+waiting: number, last_sent_at: string | null, 
+/**
+ * The last failure, while announcements it concerns still wait.
+ */
+trouble: ChannelTrouble | null, };
+
+export type ChannelTrouble = { channel: string, 
+/**
+ * Announcements waiting after at least one failed send.
+ */
+failing: number, last_error: string, last_attempt_at: string, };
+
 export type Place = { page: Page, 
 /**
  * The target the thing is about (its row on Targets, or the dead letters' target filter).
