@@ -20,6 +20,7 @@ const READ_ROUTES: &[&str] = &[
     "/api/replays/1",
     "/api/replays/1/report",
     "/api/alerts",
+    "/api/alert-channels",
     "/api/sources",
     "/api/figures",
     "/api/targets",
