@@ -460,7 +460,8 @@ async fn a_failing_receiver_is_retried_and_holds_up_no_other_channel() {
     // The same list over HTTP, as the Alerts page reads it in a browser.
     let url = format!("http://{}/api/alert-channels", setup.server.addr);
     let api_token = setup.server.new_token.clone().expect("a fresh database gets a token");
-    let listed: Value = reqwest::Client::new().get(url).bearer_auth(api_token).send().await.unwrap().json().await.unwrap();
+    let listed: Value =
+        reqwest::Client::new().get(url).bearer_auth(api_token).send().await.unwrap().json().await.unwrap();
     assert_eq!(listed[0]["name"], "hook");
     assert_eq!(listed[0]["trouble"]["last_error"], "HTTP 500: rollup_error");
 
