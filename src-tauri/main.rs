@@ -54,6 +54,15 @@ enum Command {
         #[arg(long, env = "LEADLINE_DATABASE_URL")]
         database: Option<String>,
     },
+    /// Operators' own tokens for browser and API access: each acts under its name in the audit.
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+        #[arg(long, env = "LEADLINE_CONFIG", global = true)]
+        config: Option<PathBuf>,
+        #[arg(long, env = "LEADLINE_DATABASE_URL", global = true)]
+        database: Option<String>,
+    },
     /// Check a configuration file and exit: prints the first problem, naming its key.
     CheckConfig {
         #[arg(long)]
@@ -76,6 +85,19 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum TokenAction {
+    /// Make a token for a person and print it once (with the browser link when the server's address is known).
+    Create {
+        /// Who uses it: a name or e-mail address, shown in every audit of what they do.
+        name: String,
+    },
+    /// Revoke a person's token: it stops working at once, an open browser session included.
+    Revoke { name: String },
+    /// Every token: who, since when, revoked or not (never the tokens themselves).
+    List,
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -95,6 +117,11 @@ fn main() -> std::process::ExitCode {
             .context("cannot start the async runtime")
             .and_then(|rt| rt.block_on(test_connection(config, target))),
         Some(Command::Reload { config, database }) => reload(config, database),
+        Some(Command::Token { action, config, database }) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+            .and_then(|rt| rt.block_on(token(action, config, database))),
         Some(Command::ResetToken { config, database }) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -271,7 +298,11 @@ async fn test_connection(config: PathBuf, target: String) -> anyhow::Result<()> 
     }
 }
 
-async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyhow::Result<()> {
+/// The store of the server that `--config` / `--database` name (what `reset-token` and `token` work on).
+async fn server_store(
+    config: Option<PathBuf>,
+    database: Option<String>,
+) -> anyhow::Result<(Config, leadline::store::Store)> {
     let mut c = match config {
         Some(p) => Config::load(&p)?,
         None => Config::default(),
@@ -280,6 +311,45 @@ async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyho
         c.database.url = database;
     }
     let store = leadline::store::Store::open(&c.database_url()?).await?;
+    Ok((c, store))
+}
+
+async fn token(action: TokenAction, config: Option<PathBuf>, database: Option<String>) -> anyhow::Result<()> {
+    use leadline::api::tokens;
+    let (c, store) = server_store(config, database).await?;
+    let now = leadline::clock::Clock::system().now();
+    match action {
+        TokenAction::Create { name } => {
+            let token = tokens::create(&store, &name, now).await?;
+            println!("Token for {name} (shown once; `leadline token revoke {name}` ends it): {token}");
+            let l = c.server.listen;
+            let host = if l.ip().is_unspecified() { "<this server>".to_string() } else { l.ip().to_string() };
+            println!("Browser link: http://{host}:{}/?token={token}", l.port());
+        }
+        TokenAction::Revoke { name } => {
+            tokens::revoke(&store, &name, now).await?;
+            println!("{name}'s token is revoked: it no longer works, an open browser session included.");
+        }
+        TokenAction::List => {
+            let all = tokens::list(&store).await?;
+            if all.is_empty() {
+                println!("No tokens yet: `leadline serve` makes the browser token on its first start.");
+            }
+            for t in all {
+                let state = match t.revoked_at {
+                    Some(at) => format!("revoked {}", at.format("%Y-%m-%d %H:%M UTC")),
+                    None => "works".to_string(),
+                };
+                let who = if t.name == "default" { "default (the browser token)".to_string() } else { t.name };
+                println!("{who:<32} created {}  {state}", t.created_at.format("%Y-%m-%d %H:%M UTC"));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn reset_token(config: Option<PathBuf>, database: Option<String>) -> anyhow::Result<()> {
+    let (_, store) = server_store(config, database).await?;
     let token = leadline::api::http::reset_token(&store, leadline::clock::Clock::system().now()).await?;
     println!("New browser token (the old one no longer works): {token}");
     Ok(())

@@ -93,7 +93,7 @@ pub use metrics::{
     speed_bucket, speed_edges_ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS,
     SPEED_EDGE_COUNT,
 };
-pub use operators::{Reveal, TargetPause};
+pub use operators::{OperatorToken, Reveal, TargetPause};
 pub use polls::{PollCursor, PollPass};
 pub use replays::{
     DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,

@@ -1,5 +1,5 @@
-//! What the operator's console keeps beside the delivery model: the browser token (`api_token`, only its
-//! SHA-256), target pauses (`target_pause`), the CRM record a delivered step left, and the audit of leads
+//! What the operator's console keeps beside the delivery model: the operators' tokens (`api_token`, only their
+//! SHA-256: the browser token `default` and one per person), target pauses (`target_pause`), the CRM record a delivered step left, and the audit of leads
 //! revealed unmasked (`lead_reveal`).
 
 use anyhow::Context;
@@ -13,6 +13,14 @@ pub struct TargetPause {
     pub target: String,
     pub paused_at: DateTime<Utc>,
     pub paused_by: String,
+}
+
+/// An operator's token, as `leadline token list` shows it (never the token itself: only its hash is stored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorToken {
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
 }
 
 /// One time a lead's personal data was shown unmasked.
@@ -51,6 +59,27 @@ impl Store {
         dispatch!(self, set_api_token_hash(sha256, now))
     }
 
+    /// The name of the operator whose token has this SHA-256 (hex), unless there is none or it was revoked.
+    pub async fn operator_of(&self, sha256: &str) -> anyhow::Result<Option<String>> {
+        dispatch!(self, operator_of(sha256))
+    }
+
+    /// Stores a new token for `name` (a revoked one of that name is replaced). `false` when `name` already has a
+    /// token that works: revoke it first.
+    pub async fn add_operator_token(&self, name: &str, sha256: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        dispatch!(self, add_operator_token(name, sha256, now))
+    }
+
+    /// Revokes `name`'s token at `now`. `false` when there is no working token of that name.
+    pub async fn revoke_operator_token(&self, name: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+        dispatch!(self, revoke_operator_token(name, now))
+    }
+
+    /// Every token, working or revoked, by name.
+    pub async fn operator_tokens(&self) -> anyhow::Result<Vec<OperatorToken>> {
+        dispatch!(self, operator_tokens())
+    }
+
     /// Every paused target.
     pub async fn target_pauses(&self) -> anyhow::Result<Vec<TargetPause>> {
         dispatch!(self, target_pauses())
@@ -85,7 +114,8 @@ backends! {
         pub async fn set_api_token_hash(db: &Db, sha256: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
             sqlx::query(
                 "INSERT INTO api_token (name, token_sha256, created_at) VALUES ('default', $1, $2)
-                 ON CONFLICT (name) DO UPDATE SET token_sha256 = excluded.token_sha256, created_at = excluded.created_at",
+                 ON CONFLICT (name) DO UPDATE SET token_sha256 = excluded.token_sha256, created_at = excluded.created_at,
+                     revoked_at = NULL",
             )
             .bind(sha256)
             .bind(ms(now))
@@ -93,6 +123,58 @@ backends! {
             .await
             .context("cannot store api_token")?;
             Ok(())
+        }
+
+        pub async fn operator_of(db: &Db, sha256: &str) -> anyhow::Result<Option<String>> {
+            let row: Option<(String,)> =
+                sqlx::query_as("SELECT name FROM api_token WHERE token_sha256 = $1 AND revoked_at IS NULL")
+                    .bind(sha256)
+                    .fetch_optional(db.reader())
+                    .await
+                    .context("cannot read api_token")?;
+            Ok(row.map(|r| r.0))
+        }
+
+        pub async fn add_operator_token(db: &Db, name: &str, sha256: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+            let done = sqlx::query(
+                "INSERT INTO api_token (name, token_sha256, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET token_sha256 = excluded.token_sha256, created_at = excluded.created_at,
+                     revoked_at = NULL
+                 WHERE api_token.revoked_at IS NOT NULL",
+            )
+            .bind(name)
+            .bind(sha256)
+            .bind(ms(now))
+            .execute(db.writer())
+            .await
+            .context("cannot store the token")?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub async fn revoke_operator_token(db: &Db, name: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {
+            let done = sqlx::query("UPDATE api_token SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL")
+                .bind(name)
+                .bind(ms(now))
+                .execute(db.writer())
+                .await
+                .context("cannot revoke the token")?;
+            Ok(done.rows_affected() == 1)
+        }
+
+        pub async fn operator_tokens(db: &Db) -> anyhow::Result<Vec<OperatorToken>> {
+            let rows: Vec<(String, i64, Option<i64>)> =
+                sqlx::query_as("SELECT name, created_at, revoked_at FROM api_token ORDER BY name")
+                    .fetch_all(db.reader())
+                    .await
+                    .context("cannot read api_token")?;
+            Ok(rows
+                .into_iter()
+                .map(|(name, created, revoked)| OperatorToken {
+                    name,
+                    created_at: from_ms(created),
+                    revoked_at: revoked.map(from_ms),
+                })
+                .collect())
         }
 
         pub async fn target_pauses(db: &Db) -> anyhow::Result<Vec<TargetPause>> {

@@ -16,11 +16,10 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 use super::{ApiError, App, LiveEvent, ReplayRequest};
 use crate::features::dlq::DeadLetterFilter;
@@ -28,7 +27,7 @@ use crate::features::replay::ReplaySelection;
 use crate::store::Store;
 
 /// The name the browser token acts under in audits.
-pub const BROWSER_ACTOR: &str = "browser token `default`";
+pub use super::tokens::BROWSER_ACTOR;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -44,10 +43,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
-
 /// Creates the browser token on first run, at `now`. Returns the token when it was just created (to be shown once).
 pub async fn ensure_token(store: &Store, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Option<String>> {
     if store.api_token_hash().await?.is_some() {
@@ -59,7 +54,7 @@ pub async fn ensure_token(store: &Store, now: chrono::DateTime<chrono::Utc>) -> 
 /// Replaces the browser token at `now` and returns the new one.
 pub async fn reset_token(store: &Store, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<String> {
     let token = hex::encode(rand::random::<[u8; 24]>());
-    store.set_api_token_hash(&hash(&token), now).await?;
+    store.set_api_token_hash(&super::tokens::hash(&token), now).await?;
     Ok(token)
 }
 
@@ -91,10 +86,17 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
-/// Whether `given` is the browser token (constant-time comparison of the hashes).
+/// Whether `given` is a working operator token (the browser token or a person's).
 async fn token_is_valid(app: &App, given: &str) -> bool {
-    let stored = app.store.api_token_hash().await.ok().flatten();
-    stored.is_some_and(|h| bool::from(subtle::ConstantTimeEq::ct_eq(h.as_bytes(), hash(given).as_bytes())))
+    matches!(super::tokens::operator(&app.store, given).await, Ok(Some(_)))
+}
+
+/// Who made an `/api` request: the operator as audits name them, and their token's hash (the live feed checks
+/// it is still good while it stays open).
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub actor: String,
+    token_sha256: String,
 }
 
 /// A cookie-authenticated change must come from Leadline's own page: browsers name the page's origin in
@@ -119,7 +121,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 /// Every `/api` route needs the operator's credential: `Authorization: Bearer <token>` (API clients) or the
 /// session cookie set by the first link (the browser UI). The token is never taken from the query string here:
 /// only the first page load carries it (see [`static_ui`]).
-async fn require_token(State(app): State<App>, request: Request, next: Next) -> Response {
+async fn require_token(State(app): State<App>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
     let (given, by_cookie) = match (bearer_token(headers), session_cookie(headers)) {
         (Some(t), _) => (t, false),
@@ -133,15 +135,21 @@ async fn require_token(State(app): State<App>, request: Request, next: Next) -> 
             .into_response()
         }
     };
-    if !token_is_valid(&app, given).await {
+    let Ok(Some(actor)) = super::tokens::operator(&app.store, given).await else {
         tracing::warn!(path = ?request.uri().path(), "rejected API call with a wrong token");
-        return ApiError::Unauthorized("the browser token is not valid".into()).into_response();
-    }
+        return ApiError::Unauthorized(
+            "this token is not valid (revoked, replaced, or mistyped): ask for a new one (`leadline token create`)"
+                .into(),
+        )
+        .into_response();
+    };
+    let operator = Operator { actor, token_sha256: super::tokens::hash(given) };
     let reading = matches!(*request.method(), Method::GET | Method::HEAD);
     if by_cookie && !reading && !same_origin(headers) {
         tracing::warn!(origin = ?headers.get(header::ORIGIN), "rejected a cross-origin change made with the session cookie");
         return ApiError::Unauthorized("changes are accepted only from Leadline's own page".into()).into_response();
     }
+    request.extensions_mut().insert(operator);
     next.run(request).await
 }
 
@@ -331,9 +339,16 @@ async fn metrics(State(app): State<App>, Query(q): Query<RangeQuery>) -> Result<
     Ok(Json(super::metrics(&app, q.range.as_deref().unwrap_or("1h")).await?).into_response())
 }
 
-async fn events(State(app): State<App>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+/// The live feed. It ends when the server stops, and when its token stops working (revoked or replaced): the
+/// page's reconnection is then refused, and it says why.
+async fn events(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let mut rx = app.live.subscribe();
     let mut closing = app.closing.clone();
+    let store = app.store.clone();
+    let mut recheck = tokio::time::interval(super::tokens::LIVE_FEED_RECHECK);
     let first = super::health(&app).await.ok().map(|h| LiveEvent::Health(Box::new(h)));
     let stream = async_stream(move |tx| async move {
         if let Some(e) = first {
@@ -343,9 +358,17 @@ async fn events(State(app): State<App>) -> Sse<impl Stream<Item = Result<Event, 
         }
         loop {
             let next = tokio::select! {
-                next = rx.recv() => next,
+                next = rx.recv() => Some(next),
                 // The server is stopping: end the stream so the connection can close.
                 _ = closing.wait_for(|c| *c) => return,
+                _ = recheck.tick() => None,
+            };
+            let Some(next) = next else {
+                if !matches!(store.operator_of(&who.token_sha256).await, Ok(Some(_))) {
+                    tracing::info!(operator = %who.actor, "live feed closed: its token no longer works");
+                    return;
+                }
+                continue;
             };
             match next {
                 Ok(e) => {
@@ -414,16 +437,18 @@ async fn dead_letter_groups(
 
 async fn resolve_dead_letters(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Json(request): Json<super::ResolveRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(super::resolve_dead_letters(&app, &request, BROWSER_ACTOR).await?).into_response())
+    Ok(Json(super::resolve_dead_letters(&app, &request, &who.actor).await?).into_response())
 }
 
 async fn fix_dead_letters(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Json(request): Json<super::FixRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(super::fix_dead_letters(&app, &request, BROWSER_ACTOR).await?).into_response())
+    Ok(Json(super::fix_dead_letters(&app, &request, &who.actor).await?).into_response())
 }
 
 #[derive(Deserialize)]
@@ -434,34 +459,38 @@ struct FixAndReplayPreviewRequest {
 
 async fn fix_and_replay_preview(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Json(request): Json<FixAndReplayPreviewRequest>,
 ) -> Result<Response, ApiError> {
-    let preview = super::fix_and_replay_preview(&app, &request.selection, &request.fix, BROWSER_ACTOR).await?;
+    let preview = super::fix_and_replay_preview(&app, &request.selection, &request.fix, &who.actor).await?;
     Ok(Json(preview).into_response())
 }
 
 /// The browser confirms in the page and sends the count it showed (`expected_changed`), which is checked here.
 async fn fix_and_replay(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Json(request): Json<super::FixAndReplayRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(super::fix_and_replay(&app, &request, BROWSER_ACTOR).await?).into_response())
+    Ok(Json(super::fix_and_replay(&app, &request, &who.actor).await?).into_response())
 }
 
 async fn edit_dead_letter(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Path(id): Path<i64>,
     Json(request): Json<super::EditRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(super::edit_dead_letter(&app, id, &request, BROWSER_ACTOR).await?).into_response())
+    Ok(Json(super::edit_dead_letter(&app, id, &request, &who.actor).await?).into_response())
 }
 
 async fn reveal_dead_letter(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Path(id): Path<i64>,
     Json(request): Json<super::RevealRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(super::reveal_dead_letter(&app, id, &request, BROWSER_ACTOR).await?).into_response())
+    Ok(Json(super::reveal_dead_letter(&app, id, &request, &who.actor).await?).into_response())
 }
 
 async fn find_leads(State(app): State<App>, Query(query): Query<super::LeadQuery>) -> Result<Response, ApiError> {
@@ -474,10 +503,11 @@ async fn lead_story(State(app): State<App>, Path(id): Path<i64>) -> Result<Respo
 
 async fn reveal_lead(
     State(app): State<App>,
+    Extension(who): Extension<Operator>,
     Path(id): Path<i64>,
     Json(request): Json<super::RevealRequest>,
 ) -> Result<Response, ApiError> {
-    Ok(Json(super::reveal_lead(&app, id, &request, BROWSER_ACTOR).await?).into_response())
+    Ok(Json(super::reveal_lead(&app, id, &request, &who.actor).await?).into_response())
 }
 
 async fn replays(State(app): State<App>) -> Result<Response, ApiError> {
@@ -497,8 +527,12 @@ async fn replay_report(
     Ok(Json(super::replay_report(&app, id, q.outcome.as_deref()).await?).into_response())
 }
 
-async fn control_replay(State(app): State<App>, Path((id, action)): Path<(i64, String)>) -> Result<Response, ApiError> {
-    Ok(Json(super::control_replay(&app, id, &action, BROWSER_ACTOR).await?).into_response())
+async fn control_replay(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Path((id, action)): Path<(i64, String)>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::control_replay(&app, id, &action, &who.actor).await?).into_response())
 }
 
 async fn dead_letter(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
@@ -509,8 +543,12 @@ async fn replay_preview(State(app): State<App>, Json(selection): Json<ReplaySele
     Ok(Json(super::replay_preview(&app, &selection).await?).into_response())
 }
 
-async fn replay(State(app): State<App>, Json(request): Json<ReplayRequest>) -> Result<Response, ApiError> {
-    Ok(Json(super::replay(&app, &request, BROWSER_ACTOR).await?).into_response())
+async fn replay(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Json(request): Json<ReplayRequest>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::replay(&app, &request, &who.actor).await?).into_response())
 }
 
 async fn replay_progress(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
@@ -525,8 +563,12 @@ async fn alert_channels(State(app): State<App>) -> Result<Response, ApiError> {
     Ok(Json(super::alert_channels(&app).await?).into_response())
 }
 
-async fn acknowledge(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
-    Ok(Json(super::acknowledge_alert(&app, id, BROWSER_ACTOR).await?).into_response())
+async fn acknowledge(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Path(id): Path<i64>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::acknowledge_alert(&app, id, &who.actor).await?).into_response())
 }
 
 async fn sources(State(app): State<App>) -> Result<Response, ApiError> {
@@ -559,18 +601,26 @@ async fn settings(State(app): State<App>) -> Result<Response, ApiError> {
 }
 
 /// `200` with the settings in force when saved; `422` with the refused fields (and nothing written) otherwise.
-async fn save_settings(State(app): State<App>, Json(edit): Json<super::SettingsEdit>) -> Result<Response, ApiError> {
-    let outcome = super::save_settings(&app, &edit, BROWSER_ACTOR).await?;
+async fn save_settings(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Json(edit): Json<super::SettingsEdit>,
+) -> Result<Response, ApiError> {
+    let outcome = super::save_settings(&app, &edit, &who.actor).await?;
     let status = if outcome.saved { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
     Ok((status, Json(outcome)).into_response())
 }
 
-async fn store_secret(State(app): State<App>, Json(entry): Json<super::SecretEntry>) -> Result<Response, ApiError> {
-    Ok(Json(super::store_secret(&app, &entry, BROWSER_ACTOR).await?).into_response())
+async fn store_secret(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Json(entry): Json<super::SecretEntry>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::store_secret(&app, &entry, &who.actor).await?).into_response())
 }
 
-async fn reload_secrets(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::reload_secrets(&app, BROWSER_ACTOR).await?).into_response())
+async fn reload_secrets(State(app): State<App>, Extension(who): Extension<Operator>) -> Result<Response, ApiError> {
+    Ok(Json(super::reload_secrets(&app, &who.actor).await?).into_response())
 }
 
 async fn check_target(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
@@ -581,12 +631,20 @@ async fn targets(State(app): State<App>) -> Result<Response, ApiError> {
     Ok(Json(super::targets(&app).await?).into_response())
 }
 
-async fn pause(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    Ok(Json(super::set_target_paused(&app, &name, true, BROWSER_ACTOR).await?).into_response())
+async fn pause(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::set_target_paused(&app, &name, true, &who.actor).await?).into_response())
 }
 
-async fn resume(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    Ok(Json(super::set_target_paused(&app, &name, false, BROWSER_ACTOR).await?).into_response())
+async fn resume(
+    State(app): State<App>,
+    Extension(who): Extension<Operator>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    Ok(Json(super::set_target_paused(&app, &name, false, &who.actor).await?).into_response())
 }
 
 /// The built UI (`ui/dist`), embedded in release builds and read from disk in debug builds.

@@ -5,6 +5,7 @@ pub mod export;
 pub mod http;
 pub mod lookup;
 pub mod settings;
+pub mod tokens;
 
 pub use crate::features::monitor::health::{
     situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
