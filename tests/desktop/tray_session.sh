@@ -6,7 +6,8 @@
 #      afterwards reach the CRM (its records are counted);
 #   3. a dead letter turns the tray red, its menu line says "needs a person: 1 dead letter";
 #   3b. clicking the dead letter's notification opens the window on its cause group;
-#   4. "Start at login" in the tray menu writes the XDG autostart entry (starting hidden) and removes it again;
+#   4. "Start at login" in the tray menu writes the XDG autostart entry (starting hidden) and removes it again, and
+#      so does the switch on the Settings page;
 #   5. "Quit Leadline…" while a delivery is in flight asks through the native dialog what is being sent, and the
 #      app waits for that delivery before it exits: the CRM holds the lead and the step is stored as delivered.
 # The app runs a real configuration (one generic source, one `http` target: tests/desktop/mock_crm.py).
@@ -37,6 +38,7 @@ wait_for() { # seconds, then a command: true once the command succeeds
   return 1
 }
 tray() { /usr/bin/python3 "$here/tray_client.py" "$items" "$@"; }
+tray_says() { tray state | grep -q "$1"; }
 count() { grep -c . "$records" 2>/dev/null || true; }
 crm_has() { [ "$(count)" -ge "$1" ]; }
 send() { # ref, name
@@ -131,9 +133,19 @@ entry="$HOME/.config/autostart/Leadline.desktop"
 tray click "Start at login"
 wait_for 10 test -f "$entry" || fail "start at login wrote no autostart entry"
 grep -q "^Exec=$bin --hidden$" "$entry" || fail "the autostart entry does not start Leadline hidden: $(cat "$entry")"
-tray state | grep -q '^menu Start at login \[x\]' || fail "the menu does not show start at login as on: $(tray state)"
+wait_for 10 tray_says '^menu Start at login \[x\]' || fail "the menu does not show start at login as on: $(tray state)"
 tray click "Start at login"
 wait_for 10 test ! -e "$entry" || fail "turning start at login off left the entry"
+# The same switch on the Settings page ("This computer", the first section; the window is shown since 3b and
+# fills the 1280x800 screen: Settings is the last entry of the navigation, the switch the first box on the page).
+xdotool mousemove 48 293 click 1
+sleep 2
+xdotool mousemove 230 152 click 1
+wait_for 10 test -f "$entry" || fail "the Settings page's switch wrote no autostart entry"
+wait_for 10 tray_says '^menu Start at login \[x\]' || fail "the tray menu did not follow the Settings switch: $(tray state)"
+import -window root "$out/settings-autostart.png"
+xdotool mousemove 230 152 click 1
+wait_for 10 test ! -e "$entry" || fail "the Settings page's switch did not remove the entry"
 
 # 5. Quit while a delivery is in flight: the dialog says so; the app waits for it, then exits.
 send L-8 "slow lead"

@@ -254,6 +254,8 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
             settings,
             save_settings,
             store_secret,
+            autostart,
+            set_autostart,
         ])
         .build(tauri::generate_context!())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
@@ -556,4 +558,16 @@ async fn save_settings(state: S<'_>, edit: api::SettingsEdit) -> CommandResult<c
 #[tauri::command]
 async fn store_secret(state: S<'_>, entry: api::SecretEntry) -> CommandResult<api::SecretStored> {
     api::store_secret(&state.app, &entry, &state.actor).await
+}
+
+// This computer (the settings page's first section, desktop only): whether Leadline starts at login.
+
+#[tauri::command]
+fn autostart(app: tauri::AppHandle) -> bool {
+    tray::autostart_enabled(&app)
+}
+
+#[tauri::command]
+fn set_autostart(app: tauri::AppHandle, enabled: bool) -> CommandResult<bool> {
+    tray::set_autostart(&app, enabled).map_err(api::ApiError::Internal)
 }

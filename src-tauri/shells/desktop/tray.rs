@@ -108,17 +108,28 @@ pub fn show_window(app: &AppHandle) {
 }
 
 fn toggle_autostart(app: &AppHandle) {
-    let launcher = app.autolaunch();
-    let on = !launcher.is_enabled().unwrap_or(false);
-    let result = if on { launcher.enable() } else { launcher.disable() };
-    match result {
-        Ok(()) => tracing::info!(enabled = on, "start at login changed"),
-        Err(e) => tracing::warn!(error = %e, "cannot change start at login"),
+    let on = !autostart_enabled(app);
+    if let Err(e) = set_autostart(app, on) {
+        tracing::warn!(error = %e, "cannot change start at login");
     }
+}
+
+/// Whether Leadline starts at login.
+pub fn autostart_enabled(app: &AppHandle) -> bool {
+    app.autolaunch().is_enabled().unwrap_or(false)
+}
+
+/// Turns start at login on or off (the settings page's switch); the tray's check mark follows.
+pub fn set_autostart(app: &AppHandle, on: bool) -> Result<bool, String> {
+    let launcher = app.autolaunch();
+    let result = if on { launcher.enable() } else { launcher.disable() };
+    result.map_err(|e| format!("cannot change start at login: {e}"))?;
     let now = launcher.is_enabled().unwrap_or(false);
+    tracing::info!(enabled = now, "start at login changed");
     if let Some(tray) = app.try_state::<Arc<Tray>>() {
         let _ = tray.autostart.set_checked(now);
     }
+    Ok(now)
 }
 
 /// *Quit Leadline…*: asks (what is in flight, what waits), then exits; the exit handler lets in-flight

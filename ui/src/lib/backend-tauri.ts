@@ -4,6 +4,7 @@ import { invoke } from '@tauri-apps/api/core';
 import { listen } from '@tauri-apps/api/event';
 import { ApiFailure, type Backend } from './backend';
 import type {
+  Place,
   FieldFix,
   FixAndReplayPreview,
   FixAndReplayReceipt,
@@ -160,6 +161,24 @@ export class TauriBackend implements Backend {
   }
   reloadSecrets() {
     return call<SecretReload[]>('reload_secrets');
+  }
+  autostart() {
+    return call<boolean>('autostart');
+  }
+  setAutostart(enabled: boolean) {
+    return call<boolean>('set_autostart', { enabled });
+  }
+  onOpenPlace(open: (place: Place) => void): () => void {
+    let stop: (() => void) | null = null;
+    let closed = false;
+    listen<Place>('open-place', (e) => open(e.payload)).then((unlisten) => {
+      if (closed) unlisten();
+      else stop = unlisten;
+    });
+    return () => {
+      closed = true;
+      stop?.();
+    };
   }
   settings() {
     return call<SettingsView>('settings');

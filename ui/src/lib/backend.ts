@@ -2,6 +2,7 @@
 // desktop app, fetch + Server-Sent Events against `leadline serve` in a browser. The same built UI runs in both.
 
 import type {
+  Place,
   FieldFix,
   FixAndReplayPreview,
   FixAndReplayReceipt,
@@ -110,6 +111,11 @@ export interface Backend {
   checkTarget(name: string): Promise<ConnectionCheck>;
   /** Reads every target's credentials again (secrets file, environment): no restart. */
   reloadSecrets(): Promise<SecretReload[]>;
+  /** Desktop app only (absent in a browser): whether Leadline starts at login, hidden in the tray. */
+  autostart?(): Promise<boolean>;
+  setAutostart?(enabled: boolean): Promise<boolean>;
+  /** Desktop app only: a clicked notification asks to show what it is about. Returns an unsubscribe function. */
+  onOpenPlace?(open: (place: Place) => void): () => void;
   /** The configuration in force, as the settings page edits it (secrets only as where they are found). */
   settings(): Promise<SettingsView>;
   /** Writes the changes into the configuration file (comments kept) and puts them in force without a restart;
