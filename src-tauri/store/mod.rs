@@ -122,6 +122,19 @@ pub(crate) fn from_ms(v: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(v).unwrap_or_default()
 }
 
+/// What a failed migration means for the person starting Leadline. A database whose schema has a migration this
+/// version does not know was set up by a newer Leadline: say so, rather than sqlx's "previously applied but
+/// missing". Pure.
+pub fn explain_migration_error(e: &sqlx::migrate::MigrateError) -> String {
+    match e {
+        sqlx::migrate::MigrateError::VersionMissing(v) => format!(
+            "this database was set up by a newer Leadline (its schema has migration {v}, which this version does not \
+             know): run that newer version, or point this one at another database"
+        ),
+        other => format!("cannot apply database migrations: {other}"),
+    }
+}
+
 impl Store {
     /// Opens the database at `url` and applies pending migrations: `postgres://…` (or `postgresql://…`) is a
     /// PostgreSQL server; anything else is a SQLite file (`sqlite://path` or a bare path), created if missing.

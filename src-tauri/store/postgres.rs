@@ -20,17 +20,49 @@ pub(crate) struct Db {
     pool: PgPool,
 }
 
+/// What a failed first connection means, in words: unreachable, a refused password, a missing database. Pure.
+pub fn explain_connect_error(e: &sqlx::Error, where_: &str) -> String {
+    match e {
+        sqlx::Error::Io(io) => {
+            format!("cannot reach the database at {where_}: {io} (is PostgreSQL running and listening there?)")
+        }
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some("28P01") | Some("28000") => {
+                format!("the database at {where_} refused the login: wrong user name or password ({})", db.message())
+            }
+            Some("3D000") => format!("the database at {where_} does not exist: {}", db.message()),
+            _ => format!("cannot connect to {where_}: {}", db.message()),
+        },
+        other => format!("cannot connect to {where_}: {other}"),
+    }
+}
+
 impl Db {
     /// Connects to `url` (`postgres://user@host:port/db`) and applies pending migrations. Several processes
     /// may start at once: sqlx's migrator takes an advisory lock, so only one applies them.
     pub(crate) async fn open(url: &str) -> anyhow::Result<Db> {
+        // One connection first, so that what is wrong is said at once and plainly (a pool would retry until its
+        // acquire timeout and report only that it timed out).
+        let where_ = redact(url);
+        match tokio::time::timeout(Duration::from_secs(10), <sqlx::PgConnection as sqlx::Connection>::connect(url))
+            .await
+        {
+            Err(_) => anyhow::bail!("cannot reach the database at {where_}: no answer within 10 s"),
+            Ok(Err(e)) => anyhow::bail!("{}", explain_connect_error(&e, &where_)),
+            Ok(Ok(c)) => {
+                let _ = sqlx::Connection::close(c).await;
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(30))
             .connect(url)
             .await
             .with_context(|| format!("cannot connect to {}", redact(url)))?;
-        sqlx::migrate!("./migrations/postgres").run(&pool).await.context("cannot apply database migrations")?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| anyhow::anyhow!("{where_}: {}", super::explain_migration_error(&e)))?;
         Ok(Db { pool })
     }
 

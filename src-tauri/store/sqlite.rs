@@ -53,7 +53,10 @@ impl Db {
             .connect_with(options.clone())
             .await
             .with_context(|| format!("cannot open database {url}"))?;
-        sqlx::migrate!("./migrations/sqlite").run(&write).await.context("cannot apply database migrations")?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&write)
+            .await
+            .map_err(|e| anyhow::anyhow!("{url}: {}", super::explain_migration_error(&e)))?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
