@@ -581,6 +581,11 @@ impl Store {
         dispatch!(self, dead_letter_detail(delivery_id))
     }
 
+    /// The data fixes made to a lead (event), oldest first.
+    pub async fn payload_fixes(&self, event_id: i64) -> anyhow::Result<Vec<PayloadFix>> {
+        dispatch!(self, payload_fixes(event_id))
+    }
+
     /// The attempts of one delivery, oldest first.
     pub async fn delivery_attempts(&self, delivery_id: i64) -> anyhow::Result<Vec<Attempt>> {
         dispatch!(self, delivery_attempts(delivery_id))
@@ -730,30 +735,35 @@ backends! {
                     .await
                     .context("cannot read event payload")?;
             let attempts_timeline = delivery_attempts(db, delivery_id).await?;
-            let fixes: Vec<FixRow> = sqlx::query_as(
-                "SELECT at, actor, reason, operation, before, after FROM payload_fix WHERE event_id = $1 ORDER BY id",
-            )
-            .bind(letter.event_id)
-            .fetch_all(db.reader())
-            .await
-            .context("cannot read payload fixes")?;
+            let fixes = payload_fixes(db, letter.event_id).await?;
             Ok(Some(DeadLetterDetail {
                 letter,
                 payload: json(&payload),
                 original_payload: original.as_deref().map(json),
                 attempts_timeline,
-                fixes: fixes
-                    .into_iter()
-                    .map(|(at, actor, reason, op, before, after)| PayloadFix {
-                        at: from_ms(at),
-                        actor,
-                        reason,
-                        operation: json(&op),
-                        before: json(&before),
-                        after: json(&after),
-                    })
-                    .collect(),
+                fixes,
             }))
+        }
+
+        pub async fn payload_fixes(db: &Db, event_id: i64) -> anyhow::Result<Vec<PayloadFix>> {
+            let fixes: Vec<FixRow> = sqlx::query_as(
+                "SELECT at, actor, reason, operation, before, after FROM payload_fix WHERE event_id = $1 ORDER BY id",
+            )
+            .bind(event_id)
+            .fetch_all(db.reader())
+            .await
+            .context("cannot read payload fixes")?;
+            Ok(fixes
+                .into_iter()
+                .map(|(at, actor, reason, op, before, after)| PayloadFix {
+                    at: from_ms(at),
+                    actor,
+                    reason,
+                    operation: json(&op),
+                    before: json(&before),
+                    after: json(&after),
+                })
+                .collect())
         }
 
         pub async fn delivery_attempts(db: &Db, delivery_id: i64) -> anyhow::Result<Vec<Attempt>> {

@@ -164,6 +164,7 @@ impl Store {
     /// A lead with its steps, their attempts and replays, and its fixes; `None` when there is no such lead.
     pub async fn lead_story(&self, event_id: i64) -> anyhow::Result<Option<LeadRecord>> {
         let Some(mut lead) = dispatch!(self, lead_record(event_id))? else { return Ok(None) };
+        lead.fixes = self.payload_fixes(event_id).await?;
         for step in &mut lead.steps {
             step.attempts_timeline = self.delivery_attempts(step.delivery_id).await?;
             step.replays = self.replay_history(step.delivery_id).await?;
@@ -268,13 +269,6 @@ backends! {
             .fetch_all(db.reader())
             .await
             .context("cannot read the lead's steps")?;
-            let fixes: Vec<(i64, String, String, String, String, String)> = sqlx::query_as(
-                "SELECT at, actor, reason, operation, before, after FROM payload_fix WHERE event_id = $1 ORDER BY id",
-            )
-            .bind(event_id)
-            .fetch_all(db.reader())
-            .await
-            .context("cannot read the lead's fixes")?;
             let json = |s: &str| serde_json::from_str(s).unwrap_or(serde_json::Value::Null);
             let steps = steps
                 .into_iter()
@@ -323,17 +317,8 @@ backends! {
                 purged_at: e.10.map(from_ms),
                 status,
                 steps,
-                fixes: fixes
-                    .into_iter()
-                    .map(|(at, actor, reason, op, before, after)| PayloadFix {
-                        at: from_ms(at),
-                        actor,
-                        reason,
-                        operation: json(&op),
-                        before: json(&before),
-                        after: json(&after),
-                    })
-                    .collect(),
+                // Read by `Store::lead_story`, like the steps' attempts.
+                fixes: Vec::new(),
             }))
         }
     }

@@ -688,18 +688,8 @@ fn search_hit(body: &[u8], pointer: &str) -> Option<String> {
     first.pointer(pointer).and_then(json_id)
 }
 
-/// Percent-encodes everything but unreserved characters, so an external id is always one path segment.
-fn urlencode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+// An external id is always one path segment: everything but unreserved characters percent-encoded.
+use vendor::encode_component as urlencode;
 
 #[cfg(test)]
 mod tests {

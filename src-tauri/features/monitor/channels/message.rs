@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use sha2::Digest;
 
+use crate::features::targets::vendor::encode_component;
 use crate::model::{Page, Place};
 use crate::store::{Alert, AlertState, Severity};
 
@@ -125,10 +126,10 @@ pub fn place_hash(p: &Place) -> String {
         Page::DeadLetters => {
             let mut q = Vec::new();
             if let Some(t) = &p.target {
-                q.push(format!("target={}", encode(t)));
+                q.push(format!("target={}", encode_component(t)));
             }
             if let Some(c) = &p.cause {
-                q.push(format!("cause={}", encode(c)));
+                q.push(format!("cause={}", encode_component(c)));
             }
             if q.is_empty() {
                 "#/dead-letters".into()
@@ -136,23 +137,10 @@ pub fn place_hash(p: &Place) -> String {
                 format!("#/dead-letters?{}", q.join("&"))
             }
         }
-        Page::Targets => p.target.as_ref().map_or("#/targets".into(), |t| format!("#/targets/{}", encode(t))),
-        Page::Sources => p.source.as_ref().map_or("#/sources".into(), |s| format!("#/sources/{}", encode(s))),
+        Page::Targets => p.target.as_ref().map_or("#/targets".into(), |t| format!("#/targets/{}", encode_component(t))),
+        Page::Sources => p.source.as_ref().map_or("#/sources".into(), |s| format!("#/sources/{}", encode_component(s))),
         Page::Alerts => "#/alerts".into(),
     }
-}
-
-/// Percent-encodes everything but unreserved characters (what `encodeURIComponent` leaves, less `!'()*`).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// "resolved since" for an alert a late announcement carries.
