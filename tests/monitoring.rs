@@ -205,6 +205,71 @@ async fn silence_and_drop_alerts_open_once_renotify_acknowledge_and_resolve_by_t
     setup.server.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_falling_silent_gradually_is_one_alert_announced_once() {
+    // `plain` sends two leads a minute, as its four weeks of history say, then stops at 10:19. Checked minute by
+    // minute, its count becomes improbably low long before the silence threshold (30 min): a volume drop opens
+    // and is announced; when the silence opens at 10:49, that same alert becomes the silence — critical, one
+    // alert for the source, and no second announcement.
+    let setup = start_with_clock(Some(Clock::manual(t0()))).await;
+    let app = &setup.server.app;
+    let notes = setup.notes.clone();
+    seed_history(&setup, "plain", 120.0).await;
+    let about_plain = || notes.titles().into_iter().filter(|t| t.contains("plain")).collect::<Vec<_>>();
+    let unresolved = || async {
+        alerts::unresolved(&app.store).await.unwrap().into_iter().filter(|a| a.key == "plain").collect::<Vec<_>>()
+    };
+    let mut drop_opened = None;
+    for minute in 0..=52i64 {
+        let now = t0() + chrono::Duration::minutes(minute);
+        if minute < 20 {
+            insert_plain(&setup, (0..2).map(|i| format!("g-{minute}-{i}")), now).await;
+        }
+        app.clock.set(now + chrono::Duration::seconds(30));
+        sources::check_sources(app, notes.as_ref(), app.clock.now()).await;
+        let open = unresolved().await;
+        assert!(open.len() <= 1, "minute {minute}: one incident, one alert: {open:#?}");
+        match open.first().map(|a| a.kind.as_str()) {
+            Some("volume_drop") => {
+                drop_opened.get_or_insert((minute, open[0].opened_at));
+            }
+            Some("silence") => assert!(minute >= 49, "minute {minute}: silent for less than 30 min"),
+            Some(other) => panic!("minute {minute}: unexpected {other}"),
+            None => {}
+        }
+    }
+    let (drop_minute, drop_opened) = drop_opened.expect("the count fell improbably low before the silence threshold");
+    assert!(drop_minute < 49, "the drop opened at minute {drop_minute}");
+    let open = unresolved().await;
+    assert_eq!(open.len(), 1, "{open:#?}");
+    let silence = &open[0];
+    assert_eq!((silence.kind.as_str(), silence.severity.as_str()), ("silence", "critical"));
+    assert!(silence.title.starts_with("No leads from plain for 3"), "{}", silence.title);
+    assert_eq!(silence.opened_at, drop_opened, "the drop's alert, turned into the silence");
+    assert!(silence.detail.contains("Nothing since 10:19 UTC"), "{}", silence.detail);
+    assert!(silence.detail.contains("It began as \"Fewer leads than usual\" at 10:"), "{}", silence.detail);
+    let titles = about_plain();
+    assert_eq!(titles, ["Fewer leads than usual from plain"], "one incident, one announcement");
+    // The history holds one alert for the incident, not a resolved drop beside the silence.
+    let history = api::alerts(app).await.unwrap();
+    assert_eq!(history.iter().filter(|a| a.key == "plain").count(), 1, "{history:#?}");
+    // The silence goes on (10:55, 36 min after the last lead at 10:19): its figures follow, its words still say
+    // how it began, and nothing is announced.
+    app.clock.set(t0() + chrono::Duration::minutes(55));
+    sources::check_sources(app, notes.as_ref(), app.clock.now()).await;
+    let later = alert(&setup, "silence", "plain").await.unwrap();
+    assert!(later.title.starts_with("No leads from plain for 36 min"), "{}", later.title);
+    assert!(later.detail.contains("It began as \"Fewer leads than usual\""), "{}", later.detail);
+    assert_eq!(about_plain().len(), 1);
+    // A lead: the incident ends, as a silence does.
+    insert_plain(&setup, std::iter::once("g-back".to_string()), t0() + chrono::Duration::minutes(56)).await;
+    app.clock.set(t0() + chrono::Duration::minutes(57));
+    sources::check_sources(app, notes.as_ref(), app.clock.now()).await;
+    let ended = alert(&setup, "silence", "plain").await.unwrap();
+    assert_eq!((ended.state.as_str(), ended.resolution_note.as_deref()), ("resolved", Some("leads arrive again")));
+    setup.server.shutdown().await.unwrap();
+}
+
 /// `plain`'s history for the hour before `t0()`: two leads a minute until 09:20, then nothing (the hour's
 /// roll-up agrees with its minutes), and four weeks of 120 an hour before.
 async fn seed_silent_since_0920(setup: &Setup) {

@@ -730,3 +730,37 @@ async fn a_target_with_auto_replay_gets_its_dead_letters_back_once_it_recovers()
     );
     setup.server.shutdown().await.unwrap();
 }
+
+/// A canary is a part of what is replayed, whoever asks for it: the configuration's 10 (what an auto-replay
+/// asks for) or a person's 50 for three leads becomes two, and two leads get none — in the replay's record and
+/// in its audit.
+#[tokio::test]
+async fn a_canary_never_exceeds_the_selection() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    seed_dead_letters(&setup, 8, 10).await;
+    let ids = |ids: &[i64]| ReplaySelection { ids: Some(ids.to_vec()), filter: None };
+    for (selection, asked, canary, words) in [
+        (ids(&[1, 2, 3]), None, 2, "3 leads queued by ops: check; canary of 2 first"),
+        (ids(&[4, 5, 6]), Some(50), 2, "3 leads queued by ops: check; canary of 2 first"),
+        (ids(&[7, 8]), None, 0, "2 leads queued by ops: check; no canary"),
+    ] {
+        let preview = api::replay_preview(app, &selection).await.unwrap();
+        let request = ReplayRequest {
+            selection,
+            expected: preview.eligible,
+            reason: "check".into(),
+            options: ReplayOptions { canary: asked, rate_per_second: Some(50.0) },
+        };
+        let receipt = api::replay(app, &request, "ops").await.unwrap();
+        let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+        assert_eq!((p.total, p.canary_size), (preview.eligible, canary), "asked for {asked:?}");
+        let started = p.events.iter().find(|e| e.kind.as_str() == "started").expect("a started event");
+        assert!(started.detail.starts_with(words), "{:?}", started.detail);
+    }
+    wait_for("all eight delivered", Duration::from_secs(30), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 0
+    })
+    .await;
+    setup.server.shutdown().await.unwrap();
+}

@@ -124,6 +124,20 @@ impl Store {
         dispatch!(self, refresh_alert(kind, key, title, detail))
     }
 
+    /// Turns the unresolved alert of (`from`, `spec.key`) into the alert `spec` describes — its kind, severity,
+    /// title and detail; one more occurrence — when no alert of `spec.kind` is open for that key: an incident that
+    /// grew (fewer leads than usual, then none at all) stays one alert, with its opening time, its
+    /// acknowledgement and its announcements. Returns the alert as stored now; `None` when there was nothing to
+    /// turn (no such alert, or one of the new kind is already open).
+    pub async fn escalate_alert(
+        &self,
+        from: AlertKind,
+        spec: &AlertSpec,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<Alert>> {
+        dispatch!(self, escalate_alert(from, spec, now))
+    }
+
     /// Resolves the unresolved alert of (kind, key), if any. Returns whether one was resolved.
     pub async fn resolve_alert(
         &self,
@@ -221,6 +235,32 @@ backends! {
             .context("cannot refresh alert")?;
             tx.commit().await.context("cannot commit alert refresh")?;
             Ok(r.rows_affected() > 0)
+        }
+
+        pub async fn escalate_alert(db: &Db, from: AlertKind, spec: &AlertSpec, now: DateTime<Utc>) -> anyhow::Result<Option<Alert>> {
+            let mut tx = db.begin_write().await?;
+            let row: Option<Row> = sqlx::query_as(&format!(
+                "UPDATE alert SET kind = $1, severity = $2, title = $3, detail = $4, last_seen_at = $5,
+                                  occurrences = occurrences + 1
+                  WHERE kind = $6 AND key = $7 AND resolved_at IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM alert other
+                                     WHERE other.kind = $8 AND other.key = $9 AND other.resolved_at IS NULL)
+                  RETURNING {COLUMNS}"
+            ))
+            .bind(spec.kind.as_str())
+            .bind(spec.severity.as_str())
+            .bind(&spec.title)
+            .bind(&spec.detail)
+            .bind(ms(now))
+            .bind(from.as_str())
+            .bind(&spec.key)
+            .bind(spec.kind.as_str())
+            .bind(&spec.key)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("cannot escalate alert")?;
+            tx.commit().await.context("cannot commit alert escalation")?;
+            row.map(to_alert).transpose()
         }
 
         pub async fn resolve_alert(db: &Db, kind: AlertKind, key: &str, note: &str, now: DateTime<Utc>) -> anyhow::Result<bool> {

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::features::delivery::worker::{Hold, HoldReason};
-use crate::model::{BreakerState, Place, Severity};
+use crate::model::{AlertKind, BreakerState, Place, Severity};
 use crate::store::{Alert, QueueHealth};
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -96,7 +96,9 @@ pub enum VerdictLevel {
     NeedsPerson,
 }
 
-/// The verdict from the open alerts and each target's situation. Pure.
+/// The verdict from the open alerts and each target's situation, worst first: a critical alert; a target that
+/// refuses its credential or looks down; open dead letters of a new cause (`new_cause`); then what slows leads
+/// (a warning, a rate limit, a probe, a person's pause); else all well. Pure.
 pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], queue: &QueueHealth) -> HealthVerdict {
     let say = |level, reason: String, link: Place| HealthVerdict { level, reason, link: Some(link) };
     let more = |n: usize| if n > 1 { format!(" (and {} more)", n - 1) } else { String::new() };
@@ -123,7 +125,22 @@ pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], que
             _ => {}
         }
     }
-    let warnings: Vec<&Alert> = open_alerts.iter().filter(|a| a.severity == Severity::Warning).collect();
+    // Open dead letters of a cause not seen before: Leadline cannot fix a lead's data or the mapping by itself,
+    // so however few, a person must look at the cause group (its alert is a warning only for how it is announced).
+    let new_causes: Vec<&Alert> = open_alerts.iter().filter(|a| a.kind == AlertKind::NewCause).collect();
+    if let Some(first) = new_causes.first() {
+        return say(
+            VerdictLevel::NeedsPerson,
+            format!(
+                "{}{} — its leads are parked until a person fixes the cause and replays them",
+                first.title,
+                more(new_causes.len())
+            ),
+            first.place.clone(),
+        );
+    }
+    let warnings: Vec<&Alert> =
+        open_alerts.iter().filter(|a| a.severity == Severity::Warning && a.kind != AlertKind::NewCause).collect();
     if let Some(first) = warnings.first() {
         return say(VerdictLevel::Degraded, format!("{}{}", first.title, more(warnings.len())), first.place.clone());
     }

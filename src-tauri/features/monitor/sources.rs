@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::alerts::{AlertKind, AlertSpec, Severity};
+use super::alerts::{Alert, AlertKind, AlertSpec, Severity};
 use super::volume::{self, Assessment, Baseline, Verdict};
 use super::{human_duration, metrics, raise, resolve, Notifier};
 use crate::runtime::App;
@@ -140,7 +140,16 @@ pub async fn check_sources(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
     }
 }
 
-/// Raises or resolves the alerts an assessment calls for.
+/// How a silence alert that grew out of a `volume_drop` says so; kept in its detail while the silence lasts.
+const GREW_FROM_DROP: &str = "It began as \"Fewer leads than usual\"";
+
+/// Raises or resolves the alerts an assessment calls for. One incident, one alert, one announcement: a source that
+/// falls silent gradually first raises `volume_drop` (its count is improbably low well before the silence
+/// threshold); when the silence opens, that alert *becomes* the silence ([`Store::escalate_alert`]) — critical, with
+/// the silence's words and a sentence that it began as fewer leads than usual — keeping its opening time, its
+/// acknowledgement and its announcements. It is announced only if the drop was not (held for a digest or quiet
+/// hours, or not announced by its policy); otherwise the person who heard of the drop is not told a second time,
+/// and the silence's own policy reminds them while nobody acknowledges it.
 pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, now: DateTime<Utc>) {
     let a = &status.assessment;
     let source = &status.source;
@@ -149,6 +158,14 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
     // Silent as far as the alert goes: raised now, or raised earlier and still open (a quiet hour keeps it).
     let silent = a.silence == Verdict::Raise || (silent_for.is_some() && a.silence != Verdict::Clear);
     if let Some(minutes) = silent_for.filter(|_| silent) {
+        let open = open_alert(&app.store, AlertKind::Silence, source).await;
+        // The drop this silence grows out of: the one open now (the silence opens), or the one it already grew from.
+        let drop = match &open {
+            None if a.silence == Verdict::Raise => open_alert(&app.store, AlertKind::VolumeDrop, source).await,
+            _ => None,
+        };
+        let grew_from =
+            drop.as_ref().or(open.as_ref().filter(|o| o.detail.contains(GREW_FROM_DROP))).map(|d| d.opened_at);
         let spec = AlertSpec {
             kind: AlertKind::Silence,
             key: source.clone(),
@@ -157,12 +174,16 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
             detail: format!(
                 "Nothing since {} UTC, while about {:.0} were expected. A webhook subscription may have dropped, a \
                  form or its script may be broken, or the campaign was stopped. Reconciliation, where set up, \
-                 recovers leads the source still lists.",
+                 recovers leads the source still lists.{}",
                 a.silent_since.map(|t| t.format("%H:%M").to_string()).unwrap_or_else(|| "?".into()),
-                a.expected_during_silence.unwrap_or(0.0)
+                a.expected_during_silence.unwrap_or(0.0),
+                grew_from
+                    .map(|at| format!(" {GREW_FROM_DROP} at {} UTC: one incident, one alert.", at.format("%H:%M")))
+                    .unwrap_or_default()
             ),
         };
         match a.silence {
+            Verdict::Raise if drop.is_some() => escalate(app, notifier, spec, now).await,
             Verdict::Raise => raise(app, notifier, spec, now).await,
             // Still silent: the open alert's figures follow the silence, without a new announcement.
             _ => {
@@ -205,6 +226,56 @@ pub async fn apply(app: &App, notifier: &dyn Notifier, status: &SourceStatus, no
         Verdict::Clear => resolve(app, AlertKind::VolumeDrop, source, "volume is back to normal", now).await,
         Verdict::Keep => {}
     }
+}
+
+/// The unresolved alert of (kind, key), if any (`None` too when the store cannot say: logged).
+async fn open_alert(store: &Store, kind: AlertKind, key: &str) -> Option<Alert> {
+    match store.unresolved_alerts().await {
+        Ok(open) => open.into_iter().find(|a| a.kind == kind && a.key == key),
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "cannot read open alerts");
+            None
+        }
+    }
+}
+
+/// Turns the source's open `volume_drop` into the silence `spec` describes, and announces it only if the drop
+/// was not announced; falls back to raising the silence if there was nothing to turn (resolved meanwhile).
+async fn escalate(app: &App, notifier: &dyn Notifier, spec: AlertSpec, now: DateTime<Utc>) {
+    let mut spec = spec;
+    spec.title = crate::model::privacy::mask_text(&spec.title);
+    spec.detail = crate::model::privacy::mask_text(&spec.detail);
+    let alert = match app.store.escalate_alert(AlertKind::VolumeDrop, &spec, now).await {
+        Ok(Some(alert)) => alert,
+        Ok(None) => return raise(app, notifier, spec, now).await,
+        Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot turn the volume drop into a silence"),
+    };
+    tracing::info!(source = %spec.key, alert = alert.id, "the volume drop became a silence: the same alert");
+    if alert.notified_at.is_none() {
+        // The drop was held (a digest, quiet hours) or not announced: the silence is announced as new.
+        let m = &app.config.monitor;
+        let decision = super::notify::on_open(
+            &m.policy(alert.kind),
+            alert.severity,
+            super::quiet_now(app, now),
+            m.quiet_hours_hold_critical,
+        );
+        let result = match decision {
+            super::notify::Announce::Now => {
+                notifier.notify_at(&alert.title, &alert.detail, &alert.place);
+                super::alerts::mark_notified(&app.store, alert.id, now).await
+            }
+            super::notify::Announce::Hold(why) => super::alerts::hold(&app.store, alert.id, why).await,
+            super::notify::Announce::Never => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::error!(error = %format!("{e:#}"), "cannot record how the alert was announced");
+        }
+    }
+    // Channels that announced the drop keep that announcement (one per alert and channel); one that did not, as
+    // its policy for a silence says.
+    super::channels::on_open(app, &alert, now).await;
+    let _ = app.live.send(crate::runtime::LiveEvent::AlertsChanged);
 }
 
 /// How rare a count is, in words a person reads at a glance: "about once in 2,800 such periods".

@@ -9,7 +9,8 @@
 //! its prior class and reason, in a fixed order — in one transaction, and refuses when the selection no longer
 //! matches the preview (`expected`). Nothing is sent yet.
 //!
-//! **The runner** ([`runner`]) then sends items back in the background: the canary first (default 10); the rest
+//! **The runner** ([`runner`]) then sends items back in the background: the canary first (default 10, never more
+//! than all but one of the selection: [`canary_for`]); the rest
 //! only once every canary lead was delivered, at `rate_per_second`, never while the target's breaker is open, the
 //! target is paused or it rate-limited us in the last seconds, and with a bounded number in flight. Sending back
 //! is the normal path: state `pending`, attempts reset, trigger `manual`, replay generation + 1 (fresh
@@ -226,6 +227,18 @@ pub fn summarize(
     s
 }
 
+/// The canary a replay of `selection` leads gets when `requested` were asked for (by a person, or the
+/// configuration's `replay.canary_size` for an auto-replay): a part of the selection sent first, so never all of
+/// it — at most all but one lead, for a canary of the whole selection would hold nothing back — and none for one
+/// or two leads, where a canary would only delay the other. The UI's dialogs apply the same rule. Pure.
+pub fn canary_for(requested: u32, selection: i64) -> u32 {
+    if selection <= 2 {
+        0
+    } else {
+        requested.min(u32::try_from(selection - 1).unwrap_or(u32::MAX))
+    }
+}
+
 /// Records the replay and its items (nothing is sent yet; the runner does that). `expected` is the preview's
 /// `eligible`: if the selection changed since, nothing happens and `SelectionChanged` says so.
 #[allow(clippy::too_many_arguments)]
@@ -240,7 +253,7 @@ pub async fn start(
     auto: bool,
     now: DateTime<Utc>,
 ) -> Result<ReplayReceipt, ReplayError> {
-    let canary = options.canary.unwrap_or(config.replay.canary_size);
+    let canary = canary_for(options.canary.unwrap_or(config.replay.canary_size), expected);
     let rate = options.rate_per_second.unwrap_or(config.replay.rate_per_second);
     if !(rate > 0.0 && rate <= 10_000.0) {
         return Err(ReplayError::Invalid("the pace must be between 0 and 10,000 leads a second".into()));
@@ -451,4 +464,24 @@ pub async fn selected_events(store: &Store, selection: &ReplaySelection) -> Resu
         return Err(ReplayError::EmptySelection);
     }
     Ok(store.selected_open_events(selection).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canary_for;
+
+    #[test]
+    fn a_canary_is_a_part_of_the_selection_never_all_of_it() {
+        // The configuration's 10 for an auto-replay of 3 leads: 2 go first, the third waits for them.
+        assert_eq!(canary_for(10, 3), 2);
+        assert_eq!(canary_for(10, 11), 10);
+        assert_eq!(canary_for(10, 10), 9);
+        assert_eq!(canary_for(500, 10_000), 500);
+        // One or two leads: no canary.
+        assert_eq!(canary_for(10, 2), 0);
+        assert_eq!(canary_for(10, 1), 0);
+        assert_eq!(canary_for(10, 0), 0);
+        assert_eq!(canary_for(0, 100), 0);
+        assert_eq!(canary_for(u32::MAX, i64::MAX), u32::MAX);
+    }
 }

@@ -985,6 +985,48 @@ mod tests {
         assert_eq!(v.level, VerdictLevel::NeedsPerson);
         assert_eq!(v.reason, "No leads from partner for 31 min (and 1 more)");
         assert_eq!(v.link, Some(Place::source("k")));
+
+        // Open dead letters of a new cause need a person (only one can fix the data or the mapping), although
+        // the alert is announced as a warning: above a rate limit and a quieter source, linked to the cause group.
+        let cause_key = "crm: Property values were not valid: phone \"…\"";
+        let new_cause = Alert {
+            key: cause_key.into(),
+            place: Place::of_alert(crate::store::AlertKind::NewCause, cause_key),
+            ..alert("new_cause", "warning", "A new cause of dead letters at crm: bad lead data")
+        };
+        let v = verdict(&[quiet[0].clone(), new_cause.clone()], &limited, &queue(3));
+        assert_eq!(v.level, VerdictLevel::NeedsPerson);
+        assert_eq!(
+            v.reason,
+            "A new cause of dead letters at crm: bad lead data — its leads are parked until a person fixes the \
+             cause and replays them"
+        );
+        let link = v.link.expect("a link to the cause group");
+        assert_eq!(link.page, crate::model::Page::DeadLetters);
+        assert_eq!(
+            (link.target.as_deref(), link.cause.as_deref()),
+            (Some("crm"), Some(cause_key.split_once(": ").unwrap().1))
+        );
+        let two = verdict(&[new_cause.clone(), new_cause.clone()], &[], &queue(0));
+        assert!(
+            two.reason.starts_with("A new cause of dead letters at crm: bad lead data (and 1 more) — "),
+            "{}",
+            two.reason
+        );
+        // What only a person can fix at a target, and critical alerts, come first.
+        let v = verdict(std::slice::from_ref(&new_cause), &down, &queue(0));
+        assert_eq!(v.link, Some(Place::target("crm")));
+        let v = verdict(&[silent[0].clone(), new_cause.clone()], &[], &queue(0));
+        assert_eq!(v.reason, "No leads from partner for 31 min");
+        // The tray reads the same verdict: red, with the reason beneath the counts.
+        let health = crate::features::monitor::health::HealthView {
+            queue: queue(0),
+            breakers: vec![],
+            verdict: verdict(std::slice::from_ref(&new_cause), &[], &queue(0)),
+        };
+        let glance = crate::features::monitor::glance::glance(&health);
+        assert_eq!(glance.level, crate::features::monitor::glance::GlanceLevel::NeedsPerson);
+        assert!(glance.tooltip().contains("A new cause of dead letters at crm"), "{}", glance.tooltip());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bucketWord, complete, incidentMarks, perMinute, speedEmptyText, speedSentence } from './charts';
+import { attemptsEmptyText, bucketWord, complete, incidentMarks, perMinute, speedEmptyText, speedSentence } from './charts';
 import type { Alert } from './api/wire';
 
 describe('charts', () => {
@@ -29,6 +29,21 @@ describe('charts', () => {
     expect(speedEmptyText({ ...base, speed_p50_by_source: {} })).toBe('Nothing was delivered in this period.');
     expect(speedEmptyText({ ...base, speed_p50_by_source: { web: [null, null, null] } })).toBe('Nothing was delivered in this period.');
     expect(speedEmptyText({ ...base, speed_p50_by_source: { web: [null, null, 2.1] } })).toBe('Leads were delivered only in the current hour, still being counted.');
+  });
+  it('says why the delivery-attempts chart is empty', () => {
+    const none = { at: [0, 60, 120], complete_until: 120, bucket_seconds: 60, delivered: [0, 0, 0], failed: [0, 0, 0], rate_limited: [0, 0, 0] };
+    expect(attemptsEmptyText({ ...none, volume_by_source: {} }, 0)).toBe('No lead arrived in this period, so there was nothing to send.');
+    expect(attemptsEmptyText({ ...none, volume_by_source: { web: [0, 0, 0] } }, 0)).toBe('No lead arrived in this period, so there was nothing to send.');
+    expect(attemptsEmptyText({ ...none, volume_by_source: { web: [3, 0, 0], partner: [0, 1, 0] } }, 4)).toBe(
+      'No delivery was attempted in this period although 4 leads arrived: they wait — the verdict above says why.',
+    );
+    // Nothing waits now: no claim that anything does.
+    expect(attemptsEmptyText({ ...none, volume_by_source: { web: [3, 0, 0], partner: [0, 1, 0] } }, 0)).toBe(
+      'No delivery attempt was recorded in this period (4 leads arrived).',
+    );
+    expect(attemptsEmptyText({ ...none, delivered: [0, 0, 2], volume_by_source: { web: [0, 0, 2] } }, 0)).toBe(
+      'Leads were sent only in the current minute, still being counted.',
+    );
   });
   it('averages leads per minute over the last complete minutes', () => {
     const s = { at: [0, 60, 120, 180], complete_until: 180, bucket_seconds: 60 };

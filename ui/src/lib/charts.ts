@@ -83,3 +83,21 @@ export function speedEmptyText(series: Pick<MetricSeries, 'at' | 'complete_until
   if (!current) return 'Nothing was delivered in this period.';
   return `Leads were delivered only in the current ${bucketWord(series.bucket_seconds).replace(/^per /, '')}, still being counted.`;
 }
+
+/** Why the delivery-attempts chart is empty: nothing arrived to send, leads arrived but none was tried (when
+ * `waiting` leads wait now: the verdict says why), or attempts were made only in the bucket still being counted. */
+export function attemptsEmptyText(
+  series: Pick<MetricSeries, 'at' | 'complete_until' | 'bucket_seconds' | 'delivered' | 'failed' | 'rate_limited' | 'volume_by_source'>,
+  waiting: number,
+): string {
+  const bucket = bucketWord(series.bucket_seconds).replace(/^per /, '');
+  const current = (i: number) => (series.at[i] ?? 0) >= series.complete_until;
+  const tried = [series.delivered, series.failed, series.rate_limited].some((v) => v.some((x, i) => x > 0 && current(i)));
+  if (tried) return `Leads were sent only in the current ${bucket}, still being counted.`;
+  const received = Object.values(series.volume_by_source).reduce((sum, v) => sum + v.reduce((a, b) => a + b, 0), 0);
+  const arrived = `${num(received)} ${received === 1 ? 'lead' : 'leads'} arrived`;
+  // "They wait" only when leads do wait now; otherwise (history kept from before, say) just the figures.
+  if (received > 0 && waiting > 0) return `No delivery was attempted in this period although ${arrived}: they wait — the verdict above says why.`;
+  if (received > 0) return `No delivery attempt was recorded in this period (${arrived}).`;
+  return 'No lead arrived in this period, so there was nothing to send.';
+}

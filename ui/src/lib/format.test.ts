@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ageLevel, classLabel, explainError, formatAge, formatDuration, leadRows, toQuery } from './format';
+import { ageLevel, classLabel, explainError, formatAge, formatDuration, leadRows, LOCALE, localTimes, toQuery } from './format';
 
 describe('formatAge', () => {
   it('reads like a person would say it', () => {
@@ -91,5 +91,33 @@ describe('leadRows', () => {
   it('keeps lists and deep values as values, and nested personal fields are personal', () => {
     expect(leadRows({ lead: { phone: '+49', tags: ['a'] } })).toEqual([['lead.phone', '+49'], ['lead.tags', ['a']]]);
     expect(leadRows('not an object')).toEqual([]);
+  });
+});
+
+describe('localTimes', () => {
+  const local = (iso: string, seconds = true) =>
+    new Date(iso).toLocaleTimeString(LOCALE, seconds ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' });
+
+  it('shows the times the backend wrote in UTC in local time, as the pills do', () => {
+    const now = new Date('2026-03-02T04:50:00Z');
+    expect(localTimes('crm is rate-limited until 04:52:03 UTC: leads wait and go on by themselves', now)).toBe(
+      `crm is rate-limited until ${local('2026-03-02T04:52:03Z')}: leads wait and go on by themselves`,
+    );
+    expect(localTimes('Nothing since 03:49 UTC, while about 30 were expected.', now)).toBe(
+      `Nothing since ${local('2026-03-02T03:49:00Z', false)}, while about 30 were expected.`,
+    );
+    // Several in one text; a text without one is left alone.
+    expect(localTimes('from 01:00 UTC to 02:30 UTC', now)).toBe(`from ${local('2026-03-02T01:00:00Z', false)} to ${local('2026-03-02T02:30:00Z', false)}`);
+    expect(localTimes('HTTP 503 at the CRM; 12:30 in the lead’s own words', now)).toBe('HTTP 503 at the CRM; 12:30 in the lead’s own words');
+    expect(localTimes('not a time: 25:61 UTC', now)).toBe('not a time: 25:61 UTC');
+  });
+
+  it('takes a time without a date on the day nearest to now', () => {
+    // Just after midnight UTC, "23:58 UTC" was two minutes ago, not tomorrow night.
+    const now = new Date('2026-03-02T00:01:00Z');
+    expect(localTimes('silent since 23:58 UTC', now)).toBe(`silent since ${local('2026-03-01T23:58:00Z', false)}`);
+    expect(localTimes('opened 2026-02-27 09:14 UTC', now)).toBe(
+      `opened ${new Date('2026-02-27T09:14:00Z').toLocaleString(LOCALE, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' })}`,
+    );
   });
 });

@@ -115,6 +115,33 @@ export function formatTime(iso: string | null | undefined, now: Date = new Date(
     : d.toLocaleString(LOCALE, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
 }
 
+/**
+ * A text the backend wrote, with its times in the reader's local time, as the pills and every other time on screen
+ * show them. The backend writes times into its sentences as "04:52:03 UTC", "09:14 UTC" or "2026-03-02 09:14 UTC",
+ * because the same sentences go to notifications, Slack, e-mail and logs, where saying UTC is the honest choice;
+ * here "rate-limited until 04:52:03 UTC" reads "rate-limited until 06:52:03" beside a pill that says the same. A
+ * time without a date is taken on the day that puts it nearest to `now` (the sentences speak of the last and next
+ * hours; the local time of day is the same on any day but across a change of summer time).
+ */
+export function localTimes(text: string, now: Date = new Date()): string {
+  const day = 86_400_000;
+  return text.replace(
+    /\b(?:(\d{4})-(\d{2})-(\d{2}) )?(\d{1,2}):(\d{2})(?::(\d{2}))? UTC\b/g,
+    (match, y?: string, mo?: string, d?: string, h?: string, mi?: string, sec?: string) => {
+      const [hour, minute, second] = [Number(h), Number(mi), Number(sec ?? 0)];
+      if (hour > 23 || minute > 59 || second > 59) return match;
+      const time: Intl.DateTimeFormatOptions = sec ? { hour: '2-digit', minute: '2-digit', second: '2-digit' } : { hour: '2-digit', minute: '2-digit' };
+      if (y) {
+        const at = new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d), hour, minute, second));
+        return at.toLocaleString(LOCALE, { year: 'numeric', month: 'short', day: 'numeric', ...time });
+      }
+      const base = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate(), hour, minute, second);
+      const at = [base - day, base, base + day].reduce((best, t) => (Math.abs(t - now.getTime()) < Math.abs(best - now.getTime()) ? t : best));
+      return new Date(at).toLocaleTimeString(LOCALE, time);
+    },
+  );
+}
+
 export function plural(n: number, one: string, many: string): string {
   return `${num(n)} ${n === 1 ? one : many}`;
 }
