@@ -818,6 +818,87 @@ macro_rules! conformance {
     };
 }
 
+/// Team mode's shared control state: the breaker moves by compare-and-set (one move wins, a stale probe is taken
+/// over), holds only lengthen, the request budget hands out each slot once, and a lease has one holder at a time.
+async fn the_team_decides_once(store: Store) {
+    use leadline::model::{BreakerState, Transition};
+    let tr = |from, to, at| Transition { from, to, at, reason: "test".into() };
+    let stale = |at: DateTime<Utc>| at - chrono::Duration::seconds(60);
+    // Two processes see the CRM failing: the first move lands, the second finds the breaker open already.
+    assert!(store
+        .move_breaker("crm", &tr(BreakerState::Closed, BreakerState::Open, at(1)), stale(at(1)))
+        .await
+        .unwrap());
+    assert!(!store
+        .move_breaker("crm", &tr(BreakerState::Closed, BreakerState::Open, at(2)), stale(at(2)))
+        .await
+        .unwrap());
+    let c = store.target_controls().await.unwrap();
+    assert_eq!((c[0].breaker, c[0].opened_at), (BreakerState::Open, Some(at(1))));
+    // One process takes the probe; another cannot while it is fresh, and can once it is older than `stale`.
+    assert!(store
+        .move_breaker("crm", &tr(BreakerState::Open, BreakerState::HalfOpen, at(10)), stale(at(10)))
+        .await
+        .unwrap());
+    assert!(!store
+        .move_breaker("crm", &tr(BreakerState::Open, BreakerState::HalfOpen, at(11)), stale(at(11)))
+        .await
+        .unwrap());
+    assert!(store
+        .move_breaker("crm", &tr(BreakerState::Open, BreakerState::HalfOpen, at(100)), stale(at(100)))
+        .await
+        .unwrap());
+    let c = store.target_controls().await.unwrap();
+    assert_eq!((c[0].breaker, c[0].opened_at, c[0].changed_at), (BreakerState::HalfOpen, Some(at(1)), at(100)));
+    assert!(store
+        .move_breaker("crm", &tr(BreakerState::HalfOpen, BreakerState::Closed, at(101)), stale(at(101)))
+        .await
+        .unwrap());
+    let moves: Vec<(String, String)> =
+        store.breaker_transitions("crm").await.unwrap().into_iter().map(|t| (t.from_state, t.to_state)).collect();
+    assert_eq!(moves.len(), 4, "only the moves that landed are recorded: {moves:?}");
+    assert_eq!(store.target_controls().await.unwrap()[0].opened_at, None);
+
+    // Holds only lengthen; a credential hold ends on a reload of secrets.
+    store.share_hold("crm", at(50), None).await.unwrap();
+    store.share_hold("crm", at(40), None).await.unwrap();
+    assert_eq!(store.target_controls().await.unwrap()[0].hold_until, Some(at(50)));
+    store.share_hold("crm", at(60), Some("CRM_TOKEN")).await.unwrap();
+    let c = store.target_controls().await.unwrap();
+    assert_eq!((c[0].hold_until, c[0].hold_credential.as_deref()), (Some(at(60)), Some("CRM_TOKEN")));
+    store.end_credential_hold("crm").await.unwrap();
+    assert_eq!(store.target_controls().await.unwrap()[0].hold_until, None);
+
+    // The request budget: 10 ms apart, up to the horizon; a second process gets the slots after the first's.
+    let gap = chrono::Duration::milliseconds(10);
+    let first = store.reserve_pace("crm", at(0), 5, gap, at(0) + chrono::Duration::milliseconds(500)).await.unwrap();
+    let second = store.reserve_pace("crm", at(0), 5, gap, at(0) + chrono::Duration::milliseconds(500)).await.unwrap();
+    let ms = |g: &leadline::store::PaceGrant| -> Vec<i64> {
+        g.slots.iter().map(|s| (*s - at(0)).num_milliseconds()).collect()
+    };
+    assert_eq!(ms(&first), vec![0, 10, 20, 30, 40]);
+    assert_eq!(ms(&second), vec![50, 60, 70, 80, 90]);
+    let near_horizon =
+        store.reserve_pace("crm", at(0), 100, gap, at(0) + chrono::Duration::milliseconds(120)).await.unwrap();
+    assert_eq!(ms(&near_horizon), vec![100, 110, 120]);
+    assert_eq!(near_horizon.next_free, at(0) + chrono::Duration::milliseconds(130));
+    // Later, an idle budget starts from now, not from the past.
+    let later = store.reserve_pace("crm", at(30), 1, gap, at(31)).await.unwrap();
+    assert_eq!(later.slots, vec![at(30)]);
+
+    // One holder of a lease at a time; it passes on once it has run out, or when given up.
+    assert!(store.take_lease("leader", "a", at(0), at(15)).await.unwrap());
+    assert!(!store.take_lease("leader", "b", at(5), at(20)).await.unwrap());
+    assert!(store.take_lease("leader", "a", at(5), at(20)).await.unwrap(), "the holder renews");
+    assert!(!store.take_lease("leader", "b", at(19), at(34)).await.unwrap());
+    assert!(store.take_lease("leader", "b", at(21), at(36)).await.unwrap(), "taken over once run out");
+    assert_eq!(store.lease_owner("leader").await.unwrap().as_deref(), Some("b"));
+    store.give_up_lease("leader", "a").await.unwrap();
+    assert_eq!(store.lease_owner("leader").await.unwrap().as_deref(), Some("b"), "only the holder gives it up");
+    store.give_up_lease("leader", "b").await.unwrap();
+    assert!(store.take_lease("leader", "c", at(22), at(37)).await.unwrap());
+}
+
 conformance! {
     concurrent_claimers_never_share_a_job,
     stale_lease_token_is_ignored,
@@ -838,4 +919,5 @@ conformance! {
     dead_letter_pages_answer_alike,
     find_leads_and_their_story,
     poll_cursor_keeps_its_place,
+    the_team_decides_once,
 }

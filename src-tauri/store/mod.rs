@@ -64,6 +64,7 @@ mod replays;
 mod seed;
 mod sources;
 pub mod sqlite;
+mod team;
 
 use std::sync::Arc;
 
@@ -101,6 +102,7 @@ pub use replays::{
 };
 pub use seed::EventCountPoint;
 pub use sources::{ReconciliationRun, RunResult};
+pub use team::{PaceGrant, Signal, TargetControl};
 
 /// The database, whichever backend holds it. Cheap to clone.
 #[derive(Clone)]

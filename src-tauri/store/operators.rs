@@ -87,12 +87,14 @@ impl Store {
 
     /// Pauses `target` (a pause already there is kept, with its time and author).
     pub async fn pause_target(&self, target: &str, by: &str, now: DateTime<Utc>) -> anyhow::Result<()> {
-        dispatch!(self, pause_target(target, by, now))
+        dispatch!(self, pause_target(target, by, now))?;
+        self.signal(super::Signal::Control).await
     }
 
     /// Resumes `target` (nothing happens when it is not paused).
     pub async fn resume_target(&self, target: &str) -> anyhow::Result<()> {
-        dispatch!(self, resume_target(target))
+        dispatch!(self, resume_target(target))?;
+        self.signal(super::Signal::Control).await
     }
 
     /// The CRM's answer to a delivered step (the record it made), if the step is delivered and has one.
