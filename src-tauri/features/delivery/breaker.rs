@@ -33,6 +33,16 @@ pub enum Health {
     Neutral,
 }
 
+/// A breaker's state as the team shares it (`store::TargetControl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TeamBreaker {
+    pub state: BreakerState,
+    pub opened_at: Option<DateTime<Utc>>,
+    pub changed_at: DateTime<Utc>,
+    /// Half-open for longer than a probe can take: the probing process is gone.
+    pub stale: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct Breaker {
     state: BreakerState,
@@ -40,6 +50,8 @@ pub struct Breaker {
     recent: VecDeque<bool>,
     opened_at: Option<DateTime<Utc>>,
     probe_in_flight: bool,
+    /// When this breaker last changed state, here or (adopted) in another process of the team.
+    changed_at: Option<DateTime<Utc>>,
 }
 
 impl Default for Breaker {
@@ -50,6 +62,7 @@ impl Default for Breaker {
             recent: VecDeque::new(),
             opened_at: None,
             probe_in_flight: false,
+            changed_at: None,
         }
     }
 }
@@ -72,6 +85,7 @@ impl Breaker {
                 if now >= opened + chrono::Duration::milliseconds(cfg.cooldown_ms as i64) {
                     self.state = BreakerState::HalfOpen;
                     self.probe_in_flight = true;
+                    self.changed_at = Some(now);
                     let t = Transition {
                         from: BreakerState::Open,
                         to: BreakerState::HalfOpen,
@@ -121,6 +135,7 @@ impl Breaker {
                     self.opened_at = None;
                     self.consecutive_failures = 0;
                     self.recent.clear();
+                    self.changed_at = Some(now);
                     Some(Transition {
                         from: BreakerState::HalfOpen,
                         to: BreakerState::Closed,
@@ -155,12 +170,48 @@ impl Breaker {
         }
     }
 
+    /// Takes the team's state of this breaker, as another process of the team moved it (team mode: several
+    /// processes on one database keep one breaker per target, moved by compare-and-set in the store).
+    ///
+    /// A state this breaker already knows, or an older one (read before this process's own move), changes
+    /// nothing, unless `force` (this process's move lost the compare-and-set: the team's state wins whatever its
+    /// time). Half-open means another process carries the probe: nothing is admitted here until it closes or
+    /// opens again. `stale`: that probe has been under way longer than a lease (its process died): the breaker
+    /// is taken as open with its cooldown over, so the next admission probes (and takes the probe over).
+    pub fn adopt(&mut self, team: TeamBreaker, now: DateTime<Utc>, cfg: &BreakerConfig, force: bool) {
+        let known = !force && self.changed_at.is_some_and(|c| team.changed_at <= c);
+        if team.stale && team.state == BreakerState::HalfOpen && !(self.state == BreakerState::HalfOpen && known) {
+            *self = Breaker {
+                state: BreakerState::Open,
+                opened_at: Some(now - chrono::Duration::milliseconds(cfg.cooldown_ms as i64)),
+                changed_at: Some(team.changed_at),
+                ..Breaker::default()
+            };
+            return;
+        }
+        if known || (team.state == self.state && team.state == BreakerState::Closed) {
+            self.changed_at = self.changed_at.max(Some(team.changed_at));
+            return;
+        }
+        *self = Breaker {
+            state: team.state,
+            opened_at: match team.state {
+                BreakerState::Closed => None,
+                _ => team.opened_at.or(Some(team.changed_at)),
+            },
+            probe_in_flight: team.state == BreakerState::HalfOpen,
+            changed_at: Some(team.changed_at),
+            ..Breaker::default()
+        };
+    }
+
     fn open(&mut self, now: DateTime<Utc>, reason: String) -> Option<Transition> {
         let from = self.state;
         self.state = BreakerState::Open;
         self.opened_at = Some(now);
         self.consecutive_failures = 0;
         self.recent.clear();
+        self.changed_at = Some(now);
         Some(Transition { from, to: BreakerState::Open, at: now, reason })
     }
 }
@@ -278,5 +329,75 @@ mod tests {
         }
         assert!(b.record(Health::Healthy, t(10), &c).is_none());
         assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    fn team(state: BreakerState, opened: Option<i64>, changed: i64, stale: bool) -> TeamBreaker {
+        TeamBreaker { state, opened_at: opened.map(t), changed_at: t(changed), stale }
+    }
+
+    #[test]
+    fn a_breaker_opened_by_another_process_is_taken_and_denies() {
+        let c = cfg();
+        let mut b = Breaker::default();
+        b.record(Health::Unhealthy, t(0), &c);
+        b.adopt(team(BreakerState::Open, Some(100), 100, false), t(150), &c, false);
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(b.opened_at(), Some(t(100)));
+        assert_eq!(b.admit(t(200), &c).0, Admission::Deny);
+        // The cooldown runs from the team's opening: this process probes then, with a transition to publish.
+        let (admission, transition) = b.admit(t(100 + c.cooldown_ms as i64), &c);
+        assert_eq!(admission, Admission::Probe);
+        assert_eq!(transition.map(|t| (t.from, t.to)), Some((BreakerState::Open, BreakerState::HalfOpen)));
+    }
+
+    #[test]
+    fn another_process_probing_means_nothing_is_admitted_here() {
+        let c = cfg();
+        let mut b = Breaker::default();
+        b.adopt(team(BreakerState::HalfOpen, Some(100), 5_100, false), t(5_200), &c, false);
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        assert_eq!(b.admit(t(5_300), &c).0, Admission::Deny);
+        assert_eq!(b.admit(t(50_000), &c).0, Admission::Deny);
+        // Its probe succeeded: closed for the team, and here.
+        b.adopt(team(BreakerState::Closed, None, 5_400, false), t(5_500), &c, false);
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert_eq!(b.admit(t(5_600), &c).0, Admission::Allow);
+    }
+
+    #[test]
+    fn an_older_team_state_does_not_undo_this_processes_newer_move_unless_forced() {
+        let c = cfg();
+        let mut b = Breaker::default();
+        for i in 0..3 {
+            b.record(Health::Unhealthy, t(1_000 + i), &c);
+        }
+        assert_eq!(b.state(), BreakerState::Open);
+        // Read before this process's move was committed: still closed, as of earlier.
+        b.adopt(team(BreakerState::Closed, None, 500, false), t(1_010), &c, false);
+        assert_eq!(b.state(), BreakerState::Open);
+        // This process's move lost: another had opened it at 990; the team's state wins.
+        b.adopt(team(BreakerState::Open, Some(990), 990, false), t(1_010), &c, true);
+        assert_eq!(b.opened_at(), Some(t(990)));
+    }
+
+    #[test]
+    fn a_probe_whose_process_died_is_taken_over() {
+        let c = cfg();
+        let mut b = Breaker::default();
+        b.adopt(team(BreakerState::HalfOpen, Some(100), 5_100, true), t(90_000), &c, false);
+        assert_eq!(b.state(), BreakerState::Open);
+        let (admission, transition) = b.admit(t(90_000), &c);
+        assert_eq!(admission, Admission::Probe);
+        assert!(transition.is_some());
+    }
+
+    #[test]
+    fn a_closed_team_keeps_this_processes_failure_count() {
+        let c = cfg();
+        let mut b = Breaker::default();
+        b.record(Health::Unhealthy, t(0), &c);
+        b.record(Health::Unhealthy, t(1), &c);
+        b.adopt(team(BreakerState::Closed, None, 0, false), t(2), &c, false);
+        assert!(b.record(Health::Unhealthy, t(3), &c).is_some(), "the third failure in a row opens it");
     }
 }

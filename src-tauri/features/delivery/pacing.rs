@@ -197,6 +197,16 @@ impl Serialize for Rate {
 // Limiter
 // ---------------------------------------------------------------------------------------------------------------
 
+/// The spacing of requests sent at `rate` one by one, the guard included, rounded up to a whole microsecond: a
+/// team of processes sharing one target's budget (`store::team`) reserves its request slots this far apart, and
+/// each process's own [`Limiter`] at the same rate admits them (never closer than its own interval).
+pub fn spacing(rate: Rate) -> TimeDelta {
+    let declared = u64::try_from(rate.window.as_nanos()).unwrap_or(u64::MAX / 4);
+    let window = declared + declared / 1000 * u64::from(GUARD_PER_MILLE);
+    let nanos = window.div_ceil(u64::from(rate.count.max(1))).max(1);
+    TimeDelta::microseconds(i64::try_from(nanos.div_ceil(1000)).unwrap_or(i64::MAX))
+}
+
 /// Paces requests to one [`Rate`]: an exact log of recent sends (the hard cap) plus a GCRA (the smoothing), or the
 /// GCRA alone above [`LOG_MAX_COUNT`]. See the module documentation for the guarantee.
 #[derive(Debug, Clone)]
@@ -673,6 +683,27 @@ mod tests {
     }
 
     // --- Rate ---------------------------------------------------------------------------------------------------
+
+    #[test]
+    fn a_teams_spacing_is_admitted_by_each_processes_limiter() {
+        for text in ["50/s", "190/10s", "7/1s", "3/1m", "100000/1d"] {
+            let rate: Rate = text.parse().unwrap();
+            let gap = spacing(rate);
+            let mut limiter = Limiter::new(rate);
+            // A process sending every third slot of the team's schedule, and one sending every slot: both go.
+            for step in [1, 3] {
+                let mut at = t0();
+                for _ in 0..50 {
+                    assert_eq!(limiter.try_acquire(at), Ok(()), "{text}: a slot of the team's schedule refused");
+                    at += gap * step;
+                }
+                limiter = Limiter::new(rate);
+            }
+            // And the team's schedule keeps every window within the rate.
+            let per_window = (rate.window().as_nanos() / (gap.num_nanoseconds().unwrap() as u128)) + 1;
+            assert!(per_window <= u128::from(rate.count()), "{text}: {per_window} slots in one window");
+        }
+    }
 
     #[test]
     fn rates_parse_in_every_documented_form() {

@@ -22,7 +22,7 @@ use crate::clock::Clock;
 use crate::config::TargetKind;
 use crate::config::{Config, Strategy, TargetConfig, WorkerConfig};
 use crate::features::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
-use crate::features::delivery::breaker::{Admission, Breaker, BreakerState, Health, Transition};
+use crate::features::delivery::breaker::{Admission, Breaker, BreakerState, Health, TeamBreaker, Transition};
 use crate::features::delivery::classify::Failure;
 use crate::features::delivery::classify::{ErrorClass, Verdict};
 use crate::features::delivery::pacing::{Admit, Pacer};
@@ -31,7 +31,7 @@ use crate::features::targets::meta_lead::MetaLeadStep;
 use crate::features::targets::pipedrive::PipedriveTarget;
 use crate::features::targets::salesforce::SalesforceTarget;
 use crate::features::targets::{AttemptReport, ConnectionCheck, HttpTarget, RequestPreview};
-use crate::store::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, Store};
+use crate::store::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, Signal, Store, TargetControl};
 
 /// Something the rest of the app may want to react to (notifications, live UI).
 #[derive(Debug, Clone, Serialize)]
@@ -132,6 +132,8 @@ pub struct TargetRuntime {
     pace_cursor: Mutex<Option<DateTime<Utc>>>,
     /// Requests claimed and not finished: sending, or waiting for their slot or a connection.
     outstanding: AtomicU32,
+    /// Team mode: the latest hold this process told the team about (a later one is told again).
+    told_hold: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl TargetRuntime {
@@ -149,6 +151,7 @@ impl TargetRuntime {
             pacer: Mutex::new(Pacer::new(config.rate, config.concurrency)),
             pace_cursor: Mutex::new(None),
             outstanding: AtomicU32::new(0),
+            told_hold: Mutex::new(None),
         })
     }
 
@@ -296,6 +299,47 @@ impl TargetRuntime {
         let b = self.breaker.lock().expect("breaker lock");
         (b.state(), b.opened_at())
     }
+
+    /// Team mode: takes the team's control state of this target — its pause, its hold, its breaker (see
+    /// [`Breaker::adopt`]; `force` when this process's own move of the breaker lost). `stale_after`: how long a
+    /// probe may be under way before its process is taken for dead.
+    pub fn follow(
+        &self,
+        control: Option<&TargetControl>,
+        paused: bool,
+        now: DateTime<Utc>,
+        stale_after: chrono::Duration,
+        force: bool,
+    ) {
+        self.set_paused(paused);
+        let Some(c) = control else { return };
+        if let Some(until) = c.hold_until.filter(|u| *u > now) {
+            let reason = match &c.hold_credential {
+                Some(credential) => HoldReason::Credentials { credential: credential.clone() },
+                None => HoldReason::RateLimited,
+            };
+            self.hold_until(until, reason);
+            let mut told = self.told_hold.lock().expect("told hold lock");
+            *told = (*told).max(Some(until));
+        }
+        let team = TeamBreaker {
+            state: c.breaker,
+            opened_at: c.opened_at,
+            changed_at: c.changed_at,
+            stale: c.breaker == BreakerState::HalfOpen && c.changed_at + stale_after < now,
+        };
+        self.breaker.lock().expect("breaker lock").adopt(team, now, &self.config.breaker, force);
+    }
+
+    /// Team mode: whether `until` is a hold the team has not heard of from this process (and notes it as told).
+    fn hold_to_tell(&self, until: DateTime<Utc>) -> bool {
+        let mut told = self.told_hold.lock().expect("told hold lock");
+        if told.is_some_and(|t| t >= until) {
+            return false;
+        }
+        *told = Some(until);
+        true
+    }
 }
 
 /// Shared handle to the running worker: wake it, stop it, watch it.
@@ -307,6 +351,11 @@ pub struct WorkerHandle {
     pub targets: TargetSet,
     /// What time it is for every decision the worker makes.
     pub clock: Clock,
+    /// Team mode (a shared PostgreSQL database): breakers, holds, pauses and request budgets are the team's,
+    /// kept in the store (`store::team`); other processes' signals wake this worker.
+    pub team: bool,
+    /// How long a claimed job is leased (`worker.lease_seconds`).
+    lease: chrono::Duration,
     shutdown: watch::Sender<bool>,
     /// How many passes over the targets the worker has made (see [`WorkerHandle::watch_passes`]).
     passes: watch::Sender<u64>,
@@ -407,7 +456,8 @@ impl Worker {
         let targets = build_targets(&store, config, &clock)?;
         let (events, _) = broadcast::channel(1024);
         let (shutdown, _) = watch::channel(false);
-        let owner = format!("{}:{}:{}", hostname(), std::process::id(), rand::random::<u32>());
+        let owner = owner_name();
+        let team = store.is_shared();
         Ok(Worker {
             store,
             cfg: config.worker.clone(),
@@ -417,6 +467,8 @@ impl Worker {
                 events,
                 targets: TargetSet::new(targets),
                 clock,
+                team,
+                lease: chrono::Duration::seconds(config.worker.lease_seconds as i64),
                 shutdown,
                 passes: watch::channel(0).0,
             },
@@ -441,7 +493,16 @@ impl Worker {
         // what a release writes).
         let running: Arc<Mutex<BTreeMap<i64, Completion>>> = Arc::default();
 
-        tracing::info!(owner = %owner, targets = handle.targets.current().len(), "worker started");
+        tracing::info!(owner = %owner, targets = handle.targets.current().len(), team = handle.team, "worker started");
+        // Team mode: take the team's control state before the first claim, then follow it.
+        let team = if handle.team {
+            if let Err(e) = follow_team(&store, &handle, None).await {
+                tracing::error!(error = %format!("{e:#}"), "cannot read the team's control state");
+            }
+            Some(tokio::spawn(team_loop(store.clone(), handle.clone())))
+        } else {
+            None
+        };
         loop {
             if *shutdown.borrow() {
                 break;
@@ -501,6 +562,9 @@ impl Worker {
         }
         drop(done_tx);
         rescuer.abort();
+        if let Some(team) = team {
+            team.abort();
+        }
         completer.await??;
         tracing::info!("worker stopped");
         Ok(())
@@ -555,7 +619,10 @@ async fn dispatch_once(
         let per_request = target.batch_capacity().map(|c| c.min(cfg.batch_size as usize).max(1));
         let (admission, transition) = target.breaker.lock().expect("breaker lock").admit(now, &target.config().breaker);
         if let Some(t) = transition {
-            report_transition(store, handle, name, t).await;
+            if !report_transition(store, handle, name, t).await {
+                // Another process of the team moved the breaker first (it carries the probe): its state is taken.
+                continue;
+            }
         }
         let wanted = match admission {
             Admission::Deny => continue,
@@ -579,7 +646,45 @@ async fn dispatch_once(
         let per = per_request.unwrap_or(1) as u32;
         let requests_wanted = wanted.div_ceil(per);
         let mut slots: Vec<DateTime<Utc>> = Vec::new();
-        {
+        // Team mode: a paced target's budget is the team's. Slots are reserved from it in the store (each process
+        // in turn, `spacing` apart), then this process's own pacer admits each (its holds, what it learned).
+        let team_spacing = if handle.team && paced {
+            target.pacer.lock().expect("pacer lock").effective_rate().map(crate::features::delivery::pacing::spacing)
+        } else {
+            None
+        };
+        let team_grant = match team_spacing {
+            Some(gap) => match store.reserve_pace(name, now, requests_wanted, gap, now + PACE_HORIZON).await {
+                Ok(grant) => {
+                    if grant.slots.is_empty() {
+                        let at = (grant.next_free - PACE_HORIZON / 2).max(now + chrono::Duration::milliseconds(1));
+                        *next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                    }
+                    Some(grant.slots)
+                }
+                Err(e) => {
+                    tracing::error!(target = %name, error = %format!("{e:#}"), "cannot reserve from the team's budget");
+                    Some(Vec::new())
+                }
+            },
+            None => None,
+        };
+        if let Some(reserved) = team_grant {
+            let mut pacer = target.pacer.lock().expect("pacer lock");
+            let mut cursor = target.pace_cursor.lock().expect("pace cursor lock");
+            for at in reserved {
+                match pacer.admit(at) {
+                    Admit::Go => {
+                        slots.push(at);
+                        *cursor = Some(at);
+                    }
+                    Admit::WaitUntil(next) => {
+                        *next_wake = Some(next_wake.map_or(next, |w| w.min(next)));
+                        break;
+                    }
+                }
+            }
+        } else {
             let mut pacer = target.pacer.lock().expect("pacer lock");
             let mut cursor = target.pace_cursor.lock().expect("pace cursor lock");
             let horizon = now + PACE_HORIZON;
@@ -745,11 +850,30 @@ fn release(job: &Job, now: DateTime<Utc>) -> Completion {
     Completion::of(job, JobOutcome::Released { at: now }, None, now)
 }
 
-async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t: Transition) {
-    tracing::warn!(target = %target, from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "breaker");
-    if let Err(e) = store.record_breaker_transition(target, &t).await {
+/// Records a move of `target`'s breaker and announces it. In team mode the move is the team's only if the breaker
+/// is still where this process saw it (compare-and-set in the store): when another process moved it first, this
+/// one takes the team's state instead and reports nothing (the other process did). Returns whether the move
+/// stands.
+async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t: Transition) -> bool {
+    if handle.team {
+        let stale_before = t.at - stale_after(handle, target);
+        match store.move_breaker(target, &t, stale_before).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(target = %target, to = t.to.as_str(), "breaker already moved by another process");
+                if let Err(e) = follow_team(store, handle, Some(target)).await {
+                    tracing::error!(error = %format!("{e:#}"), "cannot read the team's control state");
+                }
+                return false;
+            }
+            // The database is unreachable: this process acts on its own view (it stops sending to a target it
+            // sees failing) until it can tell the team.
+            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot record breaker transition"),
+        }
+    } else if let Err(e) = store.record_breaker_transition(target, &t).await {
         tracing::error!(error = %format!("{e:#}"), "cannot record breaker transition");
     }
+    tracing::warn!(target = %target, from = t.from.as_str(), to = t.to.as_str(), reason = %t.reason, "breaker");
     let _ = handle.events.send(WorkerEvent::Breaker {
         target: target.to_string(),
         from: t.from,
@@ -757,6 +881,7 @@ async fn report_transition(store: &Store, handle: &WorkerHandle, target: &str, t
         reason: t.reason,
         at: t.at,
     });
+    true
 }
 
 /// Performs one job and decides its fate. Never fails: every path ends in a completion to write.
@@ -854,14 +979,25 @@ async fn decide(
     record_health: bool,
 ) -> Completion {
     let now = handle.clock.now();
+    // What holds the target for the team (team mode): a Retry-After, or rate-limit headers saying the budget is
+    // used up.
+    let mut team_hold = None;
     if let Some((status, headers)) = &report.answered {
         if let Ok(status) = reqwest::StatusCode::from_u16(*status) {
-            target.pacer.lock().expect("pacer lock").observe(now, status, headers);
+            let mut pacer = target.pacer.lock().expect("pacer lock");
+            pacer.observe(now, status, headers);
+            team_hold = pacer.held_until(now);
         }
     }
     if let (Some(until), Verdict::Failed(f)) = (report.retry_after, &report.verdict) {
         if f.class == ErrorClass::RateLimited {
             target.hold_until(until, HoldReason::RateLimited);
+            team_hold = team_hold.max(Some(until));
+        }
+    }
+    if let Some(until) = team_hold.filter(|u| handle.team && target.hold_to_tell(*u)) {
+        if let Err(e) = store.share_hold(&job.target, until, None).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
         }
     }
     if let (Some(credential), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
@@ -869,6 +1005,11 @@ async fn decide(
         // (one probe per breaker cooldown), instead of dying one by one.
         let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
         target.hold_until(probe_at, HoldReason::Credentials { credential: credential.clone() });
+        if handle.team && target.hold_to_tell(probe_at) {
+            if let Err(e) = store.share_hold(&job.target, probe_at, Some(credential)).await {
+                tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
+            }
+        }
         let first = target.refused_credential.lock().expect("credential lock").replace(credential.clone()).is_none();
         if first {
             tracing::warn!(target = %job.target, credential = %credential, "credential refused: holding the target");
@@ -1104,6 +1245,72 @@ async fn writer(
     Ok(())
 }
 
+/// Team mode: how long a breaker's probe may be under way before its process is taken for dead (a lease and a
+/// cooldown: the probe's own lease has run out by then).
+fn stale_after(handle: &WorkerHandle, target: &str) -> chrono::Duration {
+    let cooldown = handle.targets.get(target).map_or(0, |t| t.config().breaker.cooldown_ms);
+    handle.lease + chrono::Duration::milliseconds(cooldown as i64)
+}
+
+/// How often a team process reads the team's control state when no signal came (signals can be lost while the
+/// listening connection is reopened).
+const TEAM_FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Team mode: takes the team's control state (breakers, holds, pauses) into every target's runtime. `force`: this
+/// target's breaker takes the team's state whatever its time (this process's own move lost).
+async fn follow_team(store: &Store, handle: &WorkerHandle, force: Option<&str>) -> anyhow::Result<()> {
+    let controls = store.target_controls().await?;
+    let paused: std::collections::BTreeSet<String> =
+        store.target_pauses().await?.into_iter().map(|p| p.target).collect();
+    let now = handle.clock.now();
+    for (name, target) in handle.targets.current().iter() {
+        let control = controls.iter().find(|c| &c.target == name);
+        target.follow(control, paused.contains(name), now, stale_after(handle, name), force == Some(name.as_str()));
+    }
+    Ok(())
+}
+
+/// Team mode: listens for the other processes' signals (new work wakes the dispatcher; a control change is read
+/// at once) and reads the control state every [`TEAM_FOLLOW_INTERVAL`] anyway. Runs until aborted.
+async fn team_loop(store: Store, handle: WorkerHandle) {
+    let control = Arc::new(Notify::new());
+    let listener = {
+        let (store, wake, control) = (store.clone(), handle.wake.clone(), control.clone());
+        tokio::spawn(async move {
+            loop {
+                let (wake, control) = (wake.clone(), control.clone());
+                let heard = store
+                    .listen(move |signal| match signal {
+                        Signal::Work => wake.notify_one(),
+                        Signal::Control => control.notify_one(),
+                    })
+                    .await;
+                if let Err(e) = heard {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot listen for the team's signals: polling meanwhile");
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        })
+    };
+    struct AbortOnDrop(tokio::task::JoinHandle<()>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let _listener = AbortOnDrop(listener);
+    loop {
+        tokio::select! {
+            _ = control.notified() => {}
+            _ = tokio::time::sleep(TEAM_FOLLOW_INTERVAL) => {}
+        }
+        if let Err(e) = follow_team(&store, &handle, None).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot read the team's control state");
+        }
+        handle.wake.notify_one();
+    }
+}
+
 async fn rescuer(store: Store, cfg: WorkerConfig, handle: WorkerHandle) {
     let mut tick = tokio::time::interval(Duration::from_secs(cfg.rescue_interval_seconds.max(1)));
     loop {
@@ -1117,6 +1324,12 @@ async fn rescuer(store: Store, cfg: WorkerConfig, handle: WorkerHandle) {
             Err(e) => tracing::error!(error = %format!("{e:#}"), "rescue failed"),
         }
     }
+}
+
+/// A new owner name for claims and leases: host, process id and a random part (two servers in one process, or a
+/// restarted process with a reused id, are different owners).
+pub fn owner_name() -> String {
+    format!("{}:{}:{}", hostname(), std::process::id(), rand::random::<u32>())
 }
 
 fn hostname() -> String {

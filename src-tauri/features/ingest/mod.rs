@@ -268,13 +268,20 @@ async fn group_commit_writer(store: Store, mut rx: mpsc::Receiver<WriteRequest>,
             let all: Vec<NewEvent> = group.iter().flat_map(|r| r.events.iter().cloned()).collect();
             match store.insert_events(&all).await {
                 Ok(outcomes) => {
-                    if outcomes.iter().any(InsertOutcome::is_new) {
+                    let new = outcomes.iter().any(InsertOutcome::is_new);
+                    if new {
                         wake.notify_one();
                     }
                     let mut it = outcomes.into_iter();
                     for r in group {
                         let mine: Vec<InsertOutcome> = it.by_ref().take(r.events.len()).collect();
                         let _ = r.reply.send(Ok(mine));
+                    }
+                    // Team mode: the other processes' workers wake too (one signal per commit, after the answers).
+                    if new && store.is_shared() {
+                        if let Err(e) = store.signal(crate::store::Signal::Work).await {
+                            tracing::warn!(error = %format!("{e:#}"), "cannot wake the other processes");
+                        }
                     }
                 }
                 Err(e) => {

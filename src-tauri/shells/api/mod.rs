@@ -851,6 +851,10 @@ pub async fn reload_secrets(app: &App, by: &str) -> Result<Vec<SecretReload>, Ap
     for (name, runtime) in worker.targets.current().iter() {
         let (ok, message) = match runtime.reload(&app.config, &app.store) {
             Ok(true) => {
+                // Team mode: the other processes end their hold too (the new credential is tried at once).
+                if app.store.is_shared() {
+                    app.store.end_credential_hold(name).await?;
+                }
                 let waiting = app.store.make_due(name, now).await?;
                 (true, format!("credentials read again; it was refusing them: {waiting} waiting leads go now"))
             }
