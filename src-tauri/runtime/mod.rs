@@ -5,6 +5,8 @@
 
 pub use crate::clock;
 
+pub mod leadership;
+
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -12,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 pub use self::clock::Clock;
+pub use self::leadership::Leadership;
 use crate::config::Config;
 use crate::features::delivery::worker::WorkerHandle;
 use crate::features::ingest::IngestState;
@@ -56,6 +59,9 @@ pub struct App {
     pub demo: bool,
     /// Becomes `true` when the server shuts down: long-lived responses (the live feed) end then.
     pub closing: tokio::sync::watch::Receiver<bool>,
+    /// Whether this process does the team's once-only duties (monitor judgements, replays, reconciliation,
+    /// polling); always on SQLite. See [`leadership`].
+    pub leadership: Leadership,
 }
 
 /// The configuration in force, shared by every clone of [`App`]: the settings page replaces it while Leadline runs

@@ -51,6 +51,8 @@ pub struct Server {
     poller: JoinHandle<()>,
     replays: JoinHandle<()>,
     reloader: JoinHandle<()>,
+    /// Team mode: renews (or tries to take) the leader lease.
+    elections: JoinHandle<()>,
     stop_http: watch::Sender<bool>,
 }
 
@@ -79,6 +81,8 @@ impl Server {
         let (live, _) = broadcast::channel(256);
         let (stop_http, closing) = watch::channel(false);
         let started_at = clock.now();
+        let (leadership, elections) =
+            crate::runtime::Leadership::start(&store, &clock, &crate::features::delivery::worker::owner_name()).await;
         let app = App {
             store,
             config: crate::runtime::SharedConfig::new(config),
@@ -92,6 +96,7 @@ impl Server {
                 - chrono::Duration::from_std(options.listened_before).unwrap_or(chrono::TimeDelta::zero()),
             demo: options.demo,
             closing,
+            leadership,
         };
         crate::shells::api::load_pauses(&app).await?;
         let new_token = crate::shells::api::http::ensure_token(&app.store, app.clock.now()).await?;
@@ -102,6 +107,7 @@ impl Server {
         let reconciler =
             tokio::spawn(crate::features::reconcile::run(app.clone(), ingest_state.clone(), options.notifier));
         let reloader = tokio::spawn(reload_on_hangup(app.clone()));
+        let elections = elections.unwrap_or_else(|| tokio::spawn(async {}));
         let router = crate::shells::api::http::protect(
             ingest::router(ingest_state).merge(crate::shells::api::http::router(app.clone())),
             &app.config.server,
@@ -119,7 +125,20 @@ impl Server {
             .await
         });
         tracing::info!(%addr, database = %crate::store::postgres::redact(&url), "leadline listening");
-        Ok(Server { addr, app, new_token, http, worker, monitor, reconciler, poller, replays, reloader, stop_http })
+        Ok(Server {
+            addr,
+            app,
+            new_token,
+            http,
+            worker,
+            monitor,
+            reconciler,
+            poller,
+            replays,
+            reloader,
+            elections,
+            stop_http,
+        })
     }
 
     /// Stops accepting requests, lets the worker finish or release in-flight jobs, and closes the database.
@@ -136,9 +155,14 @@ impl Server {
         self.poller.abort();
         self.replays.abort();
         self.reloader.abort();
+        self.elections.abort();
         if let (Some(handle), Some(task)) = (&self.app.worker, self.worker) {
             handle.shutdown();
             task.await.context("worker task panicked")??;
+        }
+        // Another process of the team takes the once-only duties at once instead of after the lease runs out.
+        if self.app.store.is_shared() && self.app.leadership.is_leader() {
+            let _ = self.app.store.give_up_lease(crate::runtime::leadership::ROLE, self.app.leadership.owner()).await;
         }
         self.app.store.close().await;
         Ok(())

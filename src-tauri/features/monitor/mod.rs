@@ -311,6 +311,11 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
             let _ = app.live.send(LiveEvent::Health(Box::new(health.clone())));
             last = Some(fingerprint);
         }
+        // The judgements below are the team's: one process makes them (runtime::leadership); every process pushes
+        // its own live health above, to the desks connected to it.
+        if !app.leadership.is_leader() {
+            continue;
+        }
         if n % 5 == 1 {
             if let Err(e) =
                 metrics::record(&app.store, &mut recorder, &health.queue, &app.config.monitor.metrics, now).await

@@ -102,6 +102,8 @@ pub async fn run(app: App, ingest: IngestState, notifier: Arc<dyn Notifier>) {
             tokio::time::sleep_until(at.min(now_i + SCHEDULE_RECHECK)).await;
             continue;
         }
+        // One process of a team polls: the leader (runtime::leadership).
+        app.leadership.wait().await;
         let interval = polled.iter().find(|(n, _)| *n == source).map(|(_, i)| *i).unwrap_or(60);
         let now = app.clock.now();
         let failed = failures.entry(source.clone()).or_default();

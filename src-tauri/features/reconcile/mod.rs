@@ -110,6 +110,8 @@ async fn run_schedule(app: &App, ingest: &IngestState, notifier: &std::sync::Arc
     loop {
         let (i, at) = next.iter().enumerate().min_by_key(|(_, t)| **t).map(|(i, t)| (i, *t)).expect("sources");
         tokio::time::sleep_until(at).await;
+        // One process of a team reconciles: the leader (runtime::leadership).
+        app.leadership.wait().await;
         let (source, interval) = &sources[i];
         let now = app.clock.now();
         let wait = match reconcile(app, ingest, &client, notifier.as_ref(), source, now).await {

@@ -94,6 +94,10 @@ async fn signals(app: &App, now: DateTime<Utc>) -> anyhow::Result<BTreeMap<Strin
 
 /// One pass over the running replays (and, now and then, auto-replay and purging).
 pub async fn step(app: &App, state: &mut RunnerState, now: DateTime<Utc>) -> anyhow::Result<()> {
+    // One process of a team advances replays (two would double their pace): the leader (runtime::leadership).
+    if !app.leadership.is_leader() {
+        return Ok(());
+    }
     let running = app.store.running_replays().await?;
     if !running.is_empty() {
         let signals = signals(app, now).await?;
