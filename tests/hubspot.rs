@@ -70,10 +70,10 @@ async fn spawn(behaviour: HubspotBehaviour) -> (TestApp, MockHubspot) {
     (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, hubspot)
 }
 
-fn pause(app: &TestApp, paused: bool) {
-    let worker = app.server.app.worker.as_ref().expect("worker runs");
-    worker.targets.current()["crm"].set_paused(paused);
-    worker.wake.notify_one();
+/// Pauses or resumes HubSpot as a person does (through the API: on PostgreSQL the pause is the team's, kept in the
+/// database, and a flag set in this process alone would be overruled by it).
+async fn pause(app: &TestApp, paused: bool) {
+    api::set_target_paused(&app.server.app, "crm", paused, "test").await.unwrap();
 }
 
 /// Posts leads `{prefix}-000`… to the `plain` source (routed to HubSpot alone).
@@ -126,9 +126,9 @@ fn assert_each_once(hubspot: &MockHubspot, ids: &[String]) {
 async fn two_hundred_fifty_due_leads_go_out_in_three_requests_each_exactly_once() {
     let (app, hubspot) = spawn(HubspotBehaviour::default()).await;
     // A backlog: 250 leads due at once (as after an outage or a burst).
-    pause(&app, true);
+    pause(&app, true).await;
     let ids = post_leads(&app, "A", 250).await;
-    pause(&app, false);
+    pause(&app, false).await;
     let h = app.wait_settled(Duration::from_secs(30)).await;
     assert_eq!(h.overall.dead_open, 0);
 
@@ -164,12 +164,12 @@ async fn two_hundred_fifty_due_leads_go_out_in_three_requests_each_exactly_once(
 async fn an_invalid_lead_in_a_batch_fails_alone_and_names_the_field() {
     let (app, hubspot) =
         spawn(HubspotBehaviour { reject_emails: vec!["b-bad@example.com".into()], ..Default::default() }).await;
-    pause(&app, true);
+    pause(&app, true).await;
     let good = post_leads(&app, "B", 20).await;
     assert_eq!(app.post_plain(&common::lead("B-bad")).await, 202);
     // No e-mail at all: the mapping refuses it before any request.
     assert_eq!(app.post_plain(&json!({"id": "B-none", "name": "Grace Hopper"})).await, 202);
-    pause(&app, false);
+    pause(&app, false).await;
     let h = app.wait_settled(Duration::from_secs(20)).await;
     assert_eq!(h.overall.dead_open, 2);
 
@@ -206,10 +206,10 @@ async fn a_batch_refused_whole_for_one_lead_delivers_the_others_next() {
         ..Default::default()
     })
     .await;
-    pause(&app, true);
+    pause(&app, true).await;
     let good = post_leads(&app, "C", 10).await;
     assert_eq!(app.post_plain(&common::lead("C-bad")).await, 202);
-    pause(&app, false);
+    pause(&app, false).await;
     let h = app.wait_settled(Duration::from_secs(20)).await;
     assert_eq!(h.overall.dead_open, 1);
     assert_each_once(&hubspot, &good);
@@ -271,9 +271,9 @@ async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twi
 async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
     let (app, hubspot) =
         spawn(HubspotBehaviour { secondly: Some(Secondly { max: 1, interval_ms: 700 }), ..Default::default() }).await;
-    pause(&app, true);
+    pause(&app, true).await;
     let ids = post_leads(&app, "F", 250).await;
-    pause(&app, false);
+    pause(&app, false).await;
     let h = app.wait_settled(Duration::from_secs(30)).await;
     assert_eq!(h.overall.dead_open, 0);
 

@@ -271,6 +271,54 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
     }
 }
 
+/// Team mode: what the desks connected to this process must hear although another process did it — the leader
+/// raises, escalates and resolves alerts and paces replays, and a person's acknowledgement or replay may reach
+/// any process. Each second this process compares a digest of the alerts and of the recent replays with the last
+/// one and tells its own live feed when either moved, so a desk on any process of the team stays live. (On SQLite
+/// one process does everything and tells its feed itself.)
+#[derive(Default)]
+struct TeamFeed {
+    alerts: Option<String>,
+    replays: Option<String>,
+}
+
+impl TeamFeed {
+    async fn follow(&mut self, app: &App) {
+        if let Ok(list) = app.store.alerts(200).await {
+            let digest = list
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}:{}:{}:{}:{:?}:{:?}:{:?}",
+                        a.id,
+                        a.kind.as_str(),
+                        a.occurrences,
+                        a.last_seen_at.timestamp_millis(),
+                        a.acknowledged_at,
+                        a.resolved_at,
+                        a.notified_at
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(";");
+            if self.alerts.as_ref().is_some_and(|d| *d != digest) {
+                let _ = app.live.send(LiveEvent::AlertsChanged);
+            }
+            self.alerts = Some(digest);
+        }
+        if let Ok(list) = crate::features::replay::recent(&app.store, 20).await {
+            let digest = serde_json::to_string(&list).unwrap_or_default();
+            if let Some(before) = &self.replays {
+                if *before != digest {
+                    let replay_id = list.first().map(|r| r.replay_id).unwrap_or(0);
+                    let _ = app.live.send(LiveEvent::ReplayChanged { replay_id });
+                }
+            }
+            self.replays = Some(digest);
+        }
+    }
+}
+
 /// Runs until aborted: reacts to worker events, samples the queue, pushes live health, checks sources and
 /// announces alerts. One task, so that aborting it releases everything it holds.
 pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
@@ -278,6 +326,7 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last: Option<serde_json::Value> = None;
+    let mut team_feed = TeamFeed::default();
     let mut recorder = metrics::Recorder::for_config(&app.config);
     let mut last_digest = app.clock.now();
     // Each alert channel sends from a task of its own, aborted with this one (dropping the set aborts them).
@@ -310,6 +359,9 @@ pub async fn run(app: App, notifier: Arc<dyn Notifier>) {
         if last.as_ref() != Some(&fingerprint) {
             let _ = app.live.send(LiveEvent::Health(Box::new(health.clone())));
             last = Some(fingerprint);
+        }
+        if app.store.is_shared() {
+            team_feed.follow(&app).await;
         }
         // The judgements below are the team's: one process makes them (runtime::leadership); every process pushes
         // its own live health above, to the desks connected to it.
