@@ -1,7 +1,7 @@
 // Browser mode: JSON over fetch and a Server-Sent-Events feed against `leadline serve`.
 
 import { ApiFailure, type Backend } from './backend';
-import { toQuery } from './format';
+import { explainError, toQuery } from './format';
 import type {
   FieldFix,
   FixAndReplayPreview,
@@ -241,17 +241,42 @@ export class HttpBackend implements Backend {
     return this.call<SecretStored>('POST', '/api/settings/secret', { variable, value });
   }
 
-  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {
-    const source = new EventSource(`${this.base}/api/events`);
-    source.onopen = () => onConnection?.(true);
-    source.onerror = () => onConnection?.(false);
-    source.onmessage = (m) => {
-      try {
-        onEvent(JSON.parse(m.data) as LiveEvent);
-      } catch {
-        /* a malformed event is ignored; the next one carries the full state */
-      }
+  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean, refused?: string) => void): () => void {
+    let source: EventSource | null = null;
+    let retry: ReturnType<typeof setTimeout> | null = null;
+    let stopped = false;
+    const connect = () => {
+      if (stopped) return;
+      const feed = new EventSource(`${this.base}/api/events`);
+      source = feed;
+      feed.onopen = () => onConnection?.(true);
+      feed.onmessage = (m) => {
+        try {
+          onEvent(JSON.parse(m.data) as LiveEvent);
+        } catch {
+          /* a malformed event is ignored; the next one carries the full state */
+        }
+      };
+      feed.onerror = () => {
+        onConnection?.(false);
+        // The browser retries a dropped feed by itself; an answer that is not the feed (a 401 for a revoked
+        // token, a 502 from a load balancer while the server restarts) closes it for good. Ask why: a refused
+        // credential stops the feed and says so; anything else is tried again in a few seconds.
+        if (feed.readyState !== EventSource.CLOSED) return;
+        this.session().then(
+          () => (retry = setTimeout(connect, 3000)),
+          (e: unknown) => {
+            if (e instanceof ApiFailure && e.code === 'unauthorized') onConnection?.(false, explainError(e.code, e.message));
+            else retry = setTimeout(connect, 3000);
+          },
+        );
+      };
     };
-    return () => source.close();
+    connect();
+    return () => {
+      stopped = true;
+      if (retry) clearTimeout(retry);
+      source?.close();
+    };
   }
 }

@@ -123,8 +123,9 @@ export interface Backend {
   saveSettings(changes: Change[]): Promise<SaveOutcome>;
   /** Keeps a secret for a variable the configuration names in the OS keyring (never the file). */
   storeSecret(variable: string, value: string): Promise<SecretStored>;
-  /** Live events; returns an unsubscribe function. */
-  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void;
+  /** Live events; returns an unsubscribe function. `onConnection` hears when the feed is up or lost (it is then
+   * retried), and `refused` (why, in words) when the server refuses this session's credential: the feed stops. */
+  subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean, refused?: string) => void): () => void;
 }
 
 export function isTauri(): boolean {

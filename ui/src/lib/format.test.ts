@@ -51,7 +51,11 @@ describe('wording', () => {
   });
   it('explains errors by code', () => {
     expect(explainError('cancelled', 'x')).toBe('Cancelled: nothing was changed.');
-    expect(explainError('unauthorized', 'x')).toContain('token');
+    expect(explainError('unauthorized', 'x')).toContain('not signed in');
+    // A token revoked mid-session says so, and how to get back in.
+    expect(explainError('unauthorized', 'this token is not valid (revoked, replaced, or mistyped): ask for a new one')).toMatch(
+      /no longer accepts this browser's token .*`leadline token create NAME`/,
+    );
     expect(explainError('internal', 'disk full')).toBe('disk full');
   });
 });

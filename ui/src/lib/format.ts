@@ -161,7 +161,11 @@ export function toQuery(params: Record<string, string | number | null | undefine
 export function explainError(code: string, message: string): string {
   switch (code) {
     case 'unauthorized':
-      return 'This browser is not signed in to Leadline. Open the link with the token that `leadline serve` printed on its first start (or run `leadline reset-token`).';
+      // A token that stopped working (revoked, replaced) says so; a browser that never signed in gets the way in.
+      if (/not valid|revoked/.test(message)) {
+        return 'Leadline no longer accepts this browser\'s token (it was revoked or replaced). Ask whoever runs Leadline for a new sign-in link (`leadline token create NAME`) and open it.';
+      }
+      return 'This browser is not signed in to Leadline. Open the sign-in link with your token (`leadline token create NAME` makes one; on your own machine, the link `leadline serve` printed on its first start, or `leadline reset-token`).';
     case 'conflict':
       return `${message} — the list changed while you were deciding. Look at the preview again.`;
     case 'cancelled':

@@ -113,6 +113,8 @@ class AppState {
   health = $state<HealthView | null>(null);
   alerts = $state<Alert[]>([]);
   connected = $state(true);
+  /** Why the server refused this session's credential (a revoked token), once it did: nothing shown is live. */
+  refused = $state<string | null>(null);
   view = $state<View>({ page: 'overview' });
   /** Bumped on every live health change: pages refetch what depends on it. */
   tick = $state(0);
