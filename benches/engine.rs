@@ -32,6 +32,10 @@
 //!    upsert, once unlimited and once with HubSpot's private-app limit (100 requests per 10 s, declared as the
 //!    target's `rate`): leads per second, requests sent, leads per request, 429 answers. `--only-hubspot` runs
 //!    nothing else.
+//! 7. Team mode (PostgreSQL only, `--only-team`): jobs already queued (`--team-jobs`, 20,000) drained to a
+//!    loopback sink by 1, 2 and 4 `leadline serve` processes on one database (this build's binary, started as
+//!    child processes; each claims with `SKIP LOCKED`, the team's writes take turns on one advisory lock): jobs
+//!    per second for each count.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -355,6 +359,88 @@ async fn bench_delivery(url: &str, jobs: usize, history: usize) -> (f64, Duratio
     );
     server.shutdown().await.unwrap();
     (rate, cpu / jobs as u32, fill_time)
+}
+
+/// Team mode: `jobs` queued in the empty PostgreSQL database at `url`, drained to a loopback sink by `processes`
+/// `leadline serve` processes. Returns the jobs per second.
+async fn bench_team(url: &str, jobs: usize, processes: usize) -> f64 {
+    let (_sink, sink_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let store = Store::open(url).await.unwrap();
+    let now = chrono::Utc::now();
+    for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
+        let events: Vec<NewEvent> = chunk
+            .iter()
+            .map(|i| NewEvent {
+                source: "bench".into(),
+                source_ref: format!("t-{i}"),
+                payload: serde_json::json!({"id": format!("t-{i}"), "name": "Ada"}),
+                route: vec!["sink".into()],
+                received_at: now,
+                via: Default::default(),
+                lead_at: None,
+                on_change: Default::default(),
+            })
+            .collect();
+        store.insert_events(&events).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("team.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[server]
+listen = "127.0.0.1:0"
+[database]
+url = "{url}"
+[worker]
+batch_size = 256
+poll_interval_ms = 5
+[sources.bench]
+route = ["sink"]
+[targets.sink]
+url = "http://{sink_addr}/crm/leads/{{external_id}}"
+strategy = "upsert"
+concurrency = 64
+timeout_ms = 5000
+"#
+        ),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let mut children: Vec<std::process::Child> = (0..processes)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_leadline"))
+                .args(["serve", "--config"])
+                .arg(&config)
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start leadline serve")
+        })
+        .collect();
+    let targets = vec!["sink".to_string()];
+    loop {
+        let h = store.queue_health(chrono::Utc::now(), &targets).await.unwrap().overall;
+        if h.delivered as usize >= jobs {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = start.elapsed();
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    store.close().await;
+    let rate = jobs as f64 / elapsed.as_secs_f64();
+    println!(
+        "team:     {jobs} jobs to a loopback sink by {processes} `leadline serve` process(es) on one PostgreSQL \
+         database: {rate:.0} delivered/s ({:.2} s, process start included)",
+        elapsed.as_secs_f64()
+    );
+    rate
 }
 
 /// Queue health with `total` jobs stored in the empty database at `url`.
@@ -681,10 +767,11 @@ fn main() {
         other => panic!("--backend {other}: expected sqlite, postgres or both"),
     };
     let store_figures_run = !only("--only-pacing") && !only("--only-hubspot");
+    let team_run = only("--only-team");
     // Declared before the runtime, so it is dropped (the cluster stopped) after everything using it, and also
     // when a figure panics.
     let mut _cluster = None;
-    let pg_admin = if store_figures_run && backends.contains(&Backend::Postgres) {
+    let pg_admin = if (store_figures_run && backends.contains(&Backend::Postgres)) || team_run {
         match std::env::var("LEADLINE_BENCH_PG_URL") {
             Ok(url) if !url.is_empty() => Some(url),
             _ => {
@@ -707,6 +794,21 @@ fn main() {
         }
     );
     rt.block_on(async {
+        if only("--only-team") {
+            let dbs = Databases { files: tempfile::tempdir().unwrap(), pg_admin, seq: AtomicUsize::new(0) };
+            let jobs = arg("--team-jobs", 20_000);
+            let mut figures = Vec::new();
+            for processes in [1, 2, 4] {
+                let url = dbs.fresh(Backend::Postgres, "team").await;
+                figures.push((processes, bench_team(&url, jobs, processes).await));
+                dbs.discard(&url).await;
+            }
+            println!("\n| processes | delivered/s |\n|---|---|");
+            for (n, rate) in figures {
+                println!("| {n} | {} |", thousands(rate.round() as usize));
+            }
+            return;
+        }
         if store_figures_run {
             let dbs = Databases { files: tempfile::tempdir().unwrap(), pg_admin, seq: AtomicUsize::new(0) };
             let mut table = Table::default();
