@@ -316,23 +316,7 @@ async fn bench_delivery(url: &str, jobs: usize, history: usize) -> (f64, Duratio
         if history > 0 {
             store.bench_fill(BenchFill::DeliveredHistory, history as u64).await.unwrap();
         }
-        let now = chrono::Utc::now();
-        for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
-            let events: Vec<NewEvent> = chunk
-                .iter()
-                .map(|i| NewEvent {
-                    source: "bench".into(),
-                    source_ref: format!("d-{i}"),
-                    payload: serde_json::json!({"id": format!("d-{i}"), "name": "Ada"}),
-                    route: vec!["sink".into()],
-                    received_at: now,
-                    via: Default::default(),
-                    lead_at: None,
-                    on_change: Default::default(),
-                })
-                .collect();
-            store.insert_events(&events).await.unwrap();
-        }
+        queue_jobs(&store, "d", jobs).await;
         store.close().await;
     }
     let fill_time = fill.elapsed();
@@ -361,19 +345,16 @@ async fn bench_delivery(url: &str, jobs: usize, history: usize) -> (f64, Duratio
     (rate, cpu / jobs as u32, fill_time)
 }
 
-/// Team mode: `jobs` queued in the empty PostgreSQL database at `url`, drained to a loopback sink by `processes`
-/// `leadline serve` processes. Returns the jobs per second.
-async fn bench_team(url: &str, jobs: usize, processes: usize) -> f64 {
-    let (_sink, sink_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let store = Store::open(url).await.unwrap();
+/// Queues `jobs` leads from the `bench` source for the `sink` target (`{prefix}-{i}`), 1,000 per insert.
+async fn queue_jobs(store: &Store, prefix: &str, jobs: usize) {
     let now = chrono::Utc::now();
     for chunk in (0..jobs).collect::<Vec<_>>().chunks(1000) {
         let events: Vec<NewEvent> = chunk
             .iter()
             .map(|i| NewEvent {
                 source: "bench".into(),
-                source_ref: format!("t-{i}"),
-                payload: serde_json::json!({"id": format!("t-{i}"), "name": "Ada"}),
+                source_ref: format!("{prefix}-{i}"),
+                payload: serde_json::json!({"id": format!("{prefix}-{i}"), "name": "Ada"}),
                 route: vec!["sink".into()],
                 received_at: now,
                 via: Default::default(),
@@ -383,6 +364,14 @@ async fn bench_team(url: &str, jobs: usize, processes: usize) -> f64 {
             .collect();
         store.insert_events(&events).await.unwrap();
     }
+}
+
+/// Team mode: `jobs` queued in the empty PostgreSQL database at `url`, drained to a loopback sink by `processes`
+/// `leadline serve` processes. Returns the jobs per second.
+async fn bench_team(url: &str, jobs: usize, processes: usize) -> f64 {
+    let (_sink, sink_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let store = Store::open(url).await.unwrap();
+    queue_jobs(&store, "t", jobs).await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("team.toml");
     std::fs::write(
