@@ -1774,6 +1774,14 @@ pub mod keyring {
     pub fn set(var: &str, value: &str) -> Result<(), String> {
         entry(var)?.set_password(value).map_err(|e| format!("the keyring refused the secret: {e}"))
     }
+
+    /// Removes the secret of `var` (nothing to do when there is none). Blocks on D-Bus.
+    pub fn delete(var: &str) -> Result<(), String> {
+        match entry(var)?.delete_credential() {
+            Ok(()) | Err(::keyring::Error::NoEntry) => Ok(()),
+            Err(e) => Err(format!("the keyring cannot remove the secret: {e}")),
+        }
+    }
 }
 
 impl Config {

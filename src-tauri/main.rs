@@ -23,6 +23,9 @@ struct Cli {
     /// Desktop app: start in the tray with the window hidden (what start at login uses).
     #[arg(long)]
     hidden: bool,
+    /// Desktop app: run the demo here (a built-in mock CRM and made-up leads), without asking how to run.
+    #[arg(long)]
+    demo: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -137,11 +140,11 @@ fn main() -> std::process::ExitCode {
         #[cfg(feature = "desktop")]
         None => {
             lighter_webview();
-            leadline::desktop::run(cli.config, cli.hidden)
+            leadline::desktop::run(cli.config, cli.hidden, cli.demo)
         }
         #[cfg(not(feature = "desktop"))]
         None => {
-            let _ = (cli.config, cli.hidden);
+            let _ = (cli.config, cli.hidden, cli.demo);
             eprintln!("leadline: built without the desktop window (feature `desktop`); run `leadline serve --demo`");
             Ok(())
         }

@@ -33,6 +33,7 @@ use leadline::replay::{
     FallbackPlan, NotEligible, ReplayEvent, ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplayProgress,
     ReplayReceipt, ReplayReportItem, ReplaySelection,
 };
+use leadline::shells::desk::{DeskAnswer, DeskView};
 use leadline::store::ChannelTrouble;
 use leadline::store::{
     AlertKind, AlertState, DeliveryState, ErrorClass, Held, QueueHealth, ReplayEventKind, ReplayOutcome, ReplayPhase,
@@ -49,6 +50,8 @@ fn generated() -> String {
     let decls = [
         ErrorBody::decl(&cfg),
         Session::decl(&cfg),
+        DeskView::decl(&cfg),
+        DeskAnswer::decl(&cfg),
         HealthView::decl(&cfg),
         HealthVerdict::decl(&cfg),
         VerdictLevel::decl(&cfg),
@@ -197,8 +200,13 @@ fn names_in(text: &str, start: &str, end: &str, pattern: &str) -> std::collectio
 fn the_window_is_granted_exactly_the_commands_the_ui_calls() {
     let read = |p: &str| std::fs::read_to_string(format!("{}/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let listed = names_in(&read("src-tauri/shells/desktop/command_names.in"), "&[", "]", "\"NAME\"");
-    let handled = names_in(&read("src-tauri/shells/desktop/mod.rs"), "generate_handler![", "]", "\n            NAME,");
-    let calls: String = read("ui/src/lib/backend-tauri.ts").lines().filter(|l| l.contains("call<")).collect();
+    let desktop = read("src-tauri/shells/desktop/mod.rs");
+    let mut handled = names_in(&desktop, "generate_handler![", "]", "\n            NAME,");
+    handled.extend(names_in(&desktop, "generate_handler![", "]", "\n            desk::NAME,"));
+    let calls: String = ["ui/src/lib/backend-tauri.ts", "ui/src/lib/backend-desk.ts"]
+        .iter()
+        .flat_map(|f| read(f).lines().filter(|l| l.contains("call<")).map(str::to_string).collect::<Vec<_>>())
+        .collect();
     let called = names_in(&format!("\u{1}{calls}\u{2}"), "\u{1}", "\u{2}", ">('NAME'");
     let capability: serde_json::Value = serde_json::from_str(&read("capabilities/default.json")).unwrap();
     let granted: std::collections::BTreeSet<String> = capability["permissions"]

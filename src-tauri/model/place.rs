@@ -2,12 +2,12 @@
 //! a source, a cause of dead letters). An alert and the Overview's verdict carry one, so "Open …" leads to the
 //! target's row, the source's row or the cause group, not to a page the person must then search.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::AlertKind;
 
 /// A page of the desk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum Page {
     Alerts,
@@ -17,7 +17,7 @@ pub enum Page {
 }
 
 /// A page, and what on it the thing is about.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Place {
     pub page: Page,
     /// The target the thing is about (its row on Targets, or the dead letters' target filter).

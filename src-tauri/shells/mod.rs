@@ -3,6 +3,7 @@
 //! command line is `main.rs`.
 
 pub mod api;
+pub mod desk;
 #[cfg(feature = "desktop")]
 pub mod desktop;
 pub mod server;

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{from_ms, ms, Store};
 
-#[derive(Debug, Clone, Serialize, Default, PartialEq, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq, ts_rs::TS)]
 pub struct TargetHealth {
     /// Target name, or `*` for the total over all targets.
     pub target: String,
@@ -26,7 +26,7 @@ pub struct TargetHealth {
     pub dead_open_by_class: BTreeMap<String, i64>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ts_rs::TS)]
 pub struct QueueHealth {
     pub generated_at: DateTime<Utc>,
     pub overall: TargetHealth,

@@ -17,7 +17,7 @@ fake=$!
 for _ in $(seq 50); do grep -q ready "$out/fake.log" 2>/dev/null && break; sleep 0.1; done
 
 start=$(date +%s.%N)
-RUST_LOG=info "$bin" > "$out/app.log" 2>&1 &
+RUST_LOG=info "$bin" --demo > "$out/app.log" 2>&1 &
 app=$!
 cleanup() { kill "$app" "$fake" 2>/dev/null || true; wait "$app" 2>/dev/null || true; }
 trap cleanup EXIT

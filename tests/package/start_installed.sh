@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs inside `xvfb-run` + `dbus-run-session` (tests/package/run.sh): starts the installed binary as the desktop
-# entry would (no arguments, so the demo, in throwaway data and config folders), waits for its window and for the UI
+# Runs inside `xvfb-run` + `dbus-run-session` (tests/package/run.sh): starts the installed binary on the demo
+# (`--demo`, in throwaway data and config folders; started from the desktop entry, without arguments, a first start
+# asks how to run — tests/desktop/desk_session.sh covers that window), waits for its window and for the UI
 # to ask the backend for the overview, checks the window's class is the one the desktop entry names (how docks
 # tie the window to its launcher), takes a screenshot of the window and checks it is drawn — not one flat colour —,
 # then stops the app and checks it shut its worker down.
@@ -20,7 +21,7 @@ fail() {
   exit 1
 }
 
-RUST_LOG=info "$bin" > "$out/app.log" 2>&1 &
+RUST_LOG=info "$bin" --demo > "$out/app.log" 2>&1 &
 app=$!
 cleanup() { kill "$app" 2>/dev/null || true; wait "$app" 2>/dev/null || true; }
 trap cleanup EXIT

@@ -2,13 +2,13 @@
 //! The types and the pure functions; [`crate::features::monitor::health`] computes it from an app at an instant.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::features::delivery::worker::{Hold, HoldReason};
 use crate::model::{AlertKind, BreakerState, Place, Severity};
 use crate::store::{Alert, QueueHealth};
 
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct BreakerView {
     pub target: String,
     pub state: BreakerState,
@@ -19,7 +19,7 @@ pub struct BreakerView {
 
 /// What a target is really doing now, in the order a person needs to know it: a person's pause first, then a
 /// refused credential, a target that looks down, a rate limit, a probe after failures; otherwise it is sending.
-#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ts_rs::TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TargetSituation {
     Sending,
@@ -64,7 +64,7 @@ pub fn situation(
     }
 }
 
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct HealthView {
     #[serde(flatten)]
     pub queue: QueueHealth,
@@ -75,7 +75,7 @@ pub struct HealthView {
 }
 
 /// How things stand, in one level and one sentence, with the page where a person can act.
-#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ts_rs::TS)]
 pub struct HealthVerdict {
     pub level: VerdictLevel,
     /// In words: what is wrong (or that nothing is).
@@ -84,7 +84,7 @@ pub struct HealthVerdict {
     pub link: Option<Place>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, ts_rs::TS)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictLevel {
     /// Leads flow; nothing needs anyone.

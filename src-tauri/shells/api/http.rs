@@ -322,8 +322,8 @@ async fn readyz(State(app): State<App>) -> Response {
     (StatusCode::OK, Json(serde_json::json!({"status": "ready", "database": "ok", "worker": worker}))).into_response()
 }
 
-async fn session(State(app): State<App>) -> Json<super::Session> {
-    Json(super::session(&app))
+async fn session(State(app): State<App>, Extension(who): Extension<Operator>) -> Json<super::Session> {
+    Json(super::session(&app, &who.actor))
 }
 
 async fn health(State(app): State<App>) -> Result<Response, ApiError> {

@@ -104,18 +104,22 @@ impl Serialize for ApiError {
     }
 }
 
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ts_rs::TS)]
 pub struct Session {
     pub version: String,
+    /// Who this session acts as in the audit: the operator's token name (`alice`), the browser token
+    /// (``browser token `default` ``) or the desktop's OS user.
+    pub operator: String,
     pub demo: bool,
     pub worker: bool,
     pub sources: Vec<String>,
     pub targets: Vec<String>,
 }
 
-pub fn session(app: &App) -> Session {
+pub fn session(app: &App, operator: &str) -> Session {
     Session {
         version: env!("CARGO_PKG_VERSION").into(),
+        operator: operator.to_string(),
         demo: app.demo,
         worker: app.worker.is_some(),
         sources: app.config.sources.keys().cloned().collect(),

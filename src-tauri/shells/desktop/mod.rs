@@ -9,6 +9,7 @@
 //! Closing the window hides it: delivery goes on, and the tray icon ([`tray`]) shows the state and is the way to
 //! quit (which lets in-flight deliveries finish).
 
+mod desk;
 mod tray;
 
 use std::path::PathBuf;
@@ -111,10 +112,32 @@ fn os_user() -> String {
     format!("desktop user `{name}`")
 }
 
-async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow::Result<Desktop> {
+/// The confirmation the desktop asks for: the native dialog (tests script it with `LEADLINE_CONFIRM`, since
+/// native dialogs cannot be clicked by WebDriver).
+fn confirmer(handle: &tauri::AppHandle) -> Arc<dyn Confirm> {
+    match std::env::var("LEADLINE_CONFIRM").as_deref() {
+        Ok("yes") => Arc::new(ScriptedConfirm::always(true)),
+        Ok("no") => Arc::new(ScriptedConfirm::always(false)),
+        _ => Arc::new(DialogConfirm(handle.clone())),
+    }
+}
+
+/// Runs Leadline here (the worker, the ingest server, the database) and hands it to the commands and the tray.
+async fn start_here(handle: &tauri::AppHandle, config_path: Option<PathBuf>, demo: bool) -> anyhow::Result<()> {
+    let desktop = start(handle.clone(), config_path, demo).await?;
+    let live = desktop.app.live.subscribe();
+    let core = desktop.app.clone();
+    handle.manage(desktop);
+    let tray = handle.state::<Arc<tray::Tray>>().inner().clone();
+    tauri::async_runtime::spawn(follow_in_tray(core, live, tray));
+    Ok(())
+}
+
+async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>, demo: bool) -> anyhow::Result<Desktop> {
     let data_dir = handle.path().app_data_dir().context("no app data folder")?;
     let config_dir = handle.path().app_config_dir().context("no app config folder")?;
-    let path = config_path.or_else(|| Some(config_dir.join("leadline.toml")).filter(|p| p.exists()));
+    let path =
+        if demo { None } else { config_path.or_else(|| Some(config_dir.join("leadline.toml")).filter(|p| p.exists())) };
     let (config, demo_crm) = match path {
         Some(p) => {
             let mut c = Config::load(&p)?;
@@ -156,17 +179,14 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>) -> anyhow
             }
         }
     });
-    // Tests script the confirmation (native dialogs cannot be clicked by WebDriver).
-    let confirm: Arc<dyn Confirm> = match std::env::var("LEADLINE_CONFIRM").as_deref() {
-        Ok("yes") => Arc::new(ScriptedConfirm::always(true)),
-        Ok("no") => Arc::new(ScriptedConfirm::always(false)),
-        _ => Arc::new(DialogConfirm(handle.clone())),
-    };
+    let confirm = confirmer(&handle);
     Ok(Desktop { app: server.app.clone(), server: Mutex::new(Some(server)), confirm, actor: os_user() })
 }
 
-/// Opens the window (or only the tray icon when `hidden`). `config` is `--config` (or `LEADLINE_CONFIG`).
-pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
+/// Opens the window (or only the tray icon when `hidden`). `config` is `--config` (or `LEADLINE_CONFIG`); with it
+/// or with `demo`, Leadline runs here; otherwise the first start's choice decides ([`desk::decide`]): run here,
+/// or be a desk of a team server.
+pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<()> {
     LAUNCHED.get_or_init(std::time::Instant::now);
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| tray::show_window(app)))
@@ -179,16 +199,22 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
         .plugin(tauri_plugin_notification::init())
         .setup(move |app| {
             let handle = app.handle().clone();
-            let desktop = tauri::async_runtime::block_on(start(handle, config.clone()))
-                .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?;
-            let opener = app.handle().clone();
-            app.notification().on_action(move |performed| open_clicked_place(&opener, performed))?;
-            let live = desktop.app.live.subscribe();
-            let core = desktop.app.clone();
-            app.manage(desktop);
             let tray = tray::Tray::build(app.handle())?;
             app.manage(tray.clone());
-            tauri::async_runtime::spawn(follow_in_tray(core, live, tray));
+            let config_dir = handle.path().app_config_dir()?;
+            let mode = desk::decide(&config_dir, config.is_some() || demo);
+            let feed = desk::Feed::default();
+            match &mode {
+                desk::Mode::Here => tauri::async_runtime::block_on(start_here(&handle, config.clone(), demo))
+                    .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?,
+                desk::Mode::Team(link) => desk::follow(&handle, link.clone(), tray.clone(), feed.clone()),
+                desk::Mode::Choose { problem, .. } => {
+                    tracing::info!(problem = problem.as_deref().unwrap_or("first start"), "asking how to run");
+                }
+            }
+            app.manage(desk::DeskState { mode: Mutex::new(mode), config_dir, feed });
+            let opener = app.handle().clone();
+            app.notification().on_action(move |performed| open_clicked_place(&opener, performed))?;
             if hidden {
                 if let Some(w) = app.get_webview_window("main") {
                     let _ = w.hide();
@@ -210,8 +236,14 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
                 let _ = window.hide();
                 tracing::info!("window closed: hidden, delivery goes on in the tray");
                 if !TOLD_ABOUT_TRAY.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    let body = "Leads keep being delivered while the window is closed. Open it or quit from \
-                                Leadline's icon in the tray.";
+                    let desk = window.app_handle().try_state::<desk::DeskState>().is_some_and(|d| d.is_team());
+                    let body = if desk {
+                        "The team server goes on delivering, and this desk still raises its alerts while the \
+                         window is closed. Open it or quit from Leadline's icon in the tray."
+                    } else {
+                        "Leads keep being delivered while the window is closed. Open it or quit from \
+                         Leadline's icon in the tray."
+                    };
                     DesktopNotifier(window.app_handle().clone()).notify("Leadline is still running", body);
                 }
             }
@@ -256,6 +288,12 @@ pub fn run(config: Option<PathBuf>, hidden: bool) -> anyhow::Result<()> {
             store_secret,
             autostart,
             set_autostart,
+            desk::desk_view,
+            desk::choose_here,
+            desk::connect_team,
+            desk::desk_call,
+            desk::desk_export,
+            desk::leave_team,
         ])
         .build(tauri::generate_context!())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
@@ -297,7 +335,7 @@ type S<'a> = tauri::State<'a, Desktop>;
 
 #[tauri::command]
 fn session(state: S<'_>) -> Session {
-    api::session(&state.app)
+    api::session(&state.app, &state.actor)
 }
 
 #[tauri::command]

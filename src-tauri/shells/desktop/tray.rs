@@ -79,7 +79,11 @@ impl Tray {
 
     /// Shows the state of `health` (only what changed: a panel redraws the icon on every change).
     pub fn show(&self, health: &HealthView) {
-        let g = glance::glance(health);
+        self.show_glance(glance::glance(health));
+    }
+
+    /// Shows a state that is not the queue's: a desk that cannot reach its team server, say.
+    pub fn show_glance(&self, g: Glance) {
         let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         if shown.as_ref() == Some(&g) {
             return;

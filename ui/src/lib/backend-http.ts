@@ -64,12 +64,12 @@ export function filterQuery(filter: DeadLetterFilter): string {
 }
 
 export class HttpBackend implements Backend {
-  readonly kind = 'browser' as const;
-  readonly confirmsNatively = false;
+  readonly kind: 'desktop' | 'browser' = 'browser';
+  readonly confirmsNatively: boolean = false;
   // No token here: the first link (`/?token=…`) is answered by the server with an HttpOnly session cookie and a
   // redirect to the bare address, so the page never sees the token and keeps nothing in its storage. The browser
   // sends the cookie with every same-origin fetch and with the EventSource.
-  constructor(private readonly base: string) {
+  constructor(protected readonly base: string) {
     // Earlier versions kept the token in localStorage: forget it.
     try {
       window.localStorage.removeItem('leadline.token');
@@ -79,7 +79,7 @@ export class HttpBackend implements Backend {
   }
 
   /** Fetches a file (a CSV export) and hands it to the browser to save under the server's name for it. */
-  private async download(path: string): Promise<string | null> {
+  protected async download(path: string): Promise<string | null> {
     let response: Response;
     try {
       response = await fetch(this.base + path, { credentials: 'same-origin' });
@@ -106,7 +106,9 @@ export class HttpBackend implements Backend {
     return this.download(`/api/export/replays/${id}`);
   }
 
-  private async call<T>(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown, accept: number[] = []): Promise<T> {
+  /** One request to the API: its status and body text. A desk of a team server sends it through the desktop
+   * app instead (see backend-desk.ts), which holds the token. */
+  protected async send(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<{ status: number; text: string }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response: Response;
@@ -120,16 +122,20 @@ export class HttpBackend implements Backend {
     } catch {
       throw new ApiFailure('network', 'Leadline is not answering');
     }
-    const text = await response.text();
+    return { status: response.status, text: await response.text() };
+  }
+
+  private async call<T>(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown, accept: number[] = []): Promise<T> {
+    const { status, text } = await this.send(method, path, body);
     let json: unknown = null;
     try {
       json = text ? JSON.parse(text) : null;
     } catch {
-      throw new ApiFailure('internal', `Leadline answered HTTP ${response.status} with something that is not JSON`);
+      throw new ApiFailure('internal', `Leadline answered HTTP ${status} with something that is not JSON`);
     }
-    if (!response.ok && !accept.includes(response.status)) {
+    if ((status < 200 || status > 299) && !accept.includes(status)) {
       const err = json as Partial<ErrorBody> | null;
-      throw new ApiFailure(err?.code ?? 'internal', err?.message ?? `HTTP ${response.status}`);
+      throw new ApiFailure(err?.code ?? 'internal', err?.message ?? `HTTP ${status}`);
     }
     return json as T;
   }

@@ -35,6 +35,7 @@ import type {
   ReplaySelection,
   ReconciliationRun,
   Session,
+  DeskView,
   SourceView,
   TargetView,
   Change,
@@ -132,7 +133,13 @@ export function isTauri(): boolean {
   return typeof window !== 'undefined' && '__TAURI_INTERNALS__' in window;
 }
 
-export async function createBackend(): Promise<Backend> {
+/** The backend for how this window runs: a desk of a team server (`desk.mode === 'team'`), the desktop app running
+ * Leadline itself, or a browser against the server that served the page. */
+export async function createBackend(desk: DeskView | null = null): Promise<Backend> {
+  if (isTauri() && desk?.mode === 'team' && desk.server) {
+    const { DeskBackend } = await import('./backend-desk');
+    return new DeskBackend(desk.server);
+  }
   if (isTauri()) {
     const { TauriBackend } = await import('./backend-tauri');
     return new TauriBackend();

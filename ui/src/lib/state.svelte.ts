@@ -1,7 +1,7 @@
 // Application-wide reactive state: the backend, the session, live health, alerts, the current view.
 
 import type { Backend } from './backend';
-import type { Alert, HealthView, Place, Session } from './api/wire';
+import type { Alert, DeskView, HealthView, Place, Session } from './api/wire';
 
 export type View =
   | { page: 'overview' }
@@ -113,6 +113,10 @@ class AppState {
   health = $state<HealthView | null>(null);
   alerts = $state<Alert[]>([]);
   connected = $state(true);
+  /** When the connection was lost (what the window shows is from then), while it is lost. */
+  lostAt = $state<Date | null>(null);
+  /** The desktop app: how it runs (here, a desk of a team server, or still to choose); `null` in a browser. */
+  desk = $state<DeskView | null>(null);
   /** Why the server refused this session's credential (a revoked token), once it did: nothing shown is live. */
   refused = $state<string | null>(null);
   view = $state<View>({ page: 'overview' });

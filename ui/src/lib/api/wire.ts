@@ -3,7 +3,40 @@
 
 export type ErrorBody = { code: 'not_found' | 'bad_request' | 'conflict' | 'cancelled' | 'unauthorized' | 'internal', message: string, };
 
-export type Session = { version: string, demo: boolean, worker: boolean, sources: Array<string>, targets: Array<string>, };
+export type Session = { version: string, 
+/**
+ * Who this session acts as in the audit: the operator's token name (`alice`), the browser token
+ * (``browser token `default` ``) or the desktop's OS user.
+ */
+operator: string, demo: boolean, worker: boolean, sources: Array<string>, targets: Array<string>, };
+
+export type DeskView = { 
+/**
+ * `choose` on a first start (nothing decided yet), `here`, or `team`.
+ */
+mode: 'choose' | 'here' | 'team', 
+/**
+ * The team server's address (team mode).
+ */
+server: string | null, 
+/**
+ * Why the OS keyring cannot keep a token here, when it cannot (connecting is then refused).
+ */
+keyring: string | null, 
+/**
+ * What went wrong at the last start in team mode (no token in the keyring, say).
+ */
+problem: string | null, 
+/**
+ * Team mode: whether the server's live feed is up now (`null` before the first try).
+ */
+feed_up: boolean | null, 
+/**
+ * Team mode: why the server refused the token, once it did (the feed has stopped).
+ */
+refused: string | null, };
+
+export type DeskAnswer = { status: number, body: string, };
 
 export type HealthView = { 
 /**
