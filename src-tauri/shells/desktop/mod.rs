@@ -212,10 +212,12 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
                     tracing::info!(problem = problem.as_deref().unwrap_or("first start"), "asking how to run");
                 }
             }
+            // Started at login with nothing chosen yet (the choice file was removed): the question needs the window.
+            let asking = matches!(mode, desk::Mode::Choose { .. });
             app.manage(desk::DeskState { mode: Mutex::new(mode), config_dir, feed });
             let opener = app.handle().clone();
             app.notification().on_action(move |performed| open_clicked_place(&opener, performed))?;
-            if hidden {
+            if hidden && !asking {
                 if let Some(w) = app.get_webview_window("main") {
                     let _ = w.hide();
                 }
