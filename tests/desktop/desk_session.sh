@@ -10,7 +10,7 @@
 #      and the desk follows it again by itself;
 #   5. the app restarted connects again without asking (the token from the keyring);
 #   6. Alice's token is revoked on the server: the desk says so.
-# Screenshots: first-start.png, desk.png, desk-offline.png, desk-refused.png in the output folder.
+# Screenshots: first-start.png, desk.png, desk-settings.png, desk-offline.png, desk-refused.png in the output folder.
 set -euo pipefail
 out="$1"
 bin="$2"
@@ -134,6 +134,11 @@ if grep -rqF "$alice" "$XDG_CONFIG_HOME" "$XDG_DATA_HOME" 2>/dev/null; then fail
 grep -q "127.0.0.1:$port" "$XDG_CONFIG_HOME"/*/desk.toml || fail "the choice was not remembered"
 sleep 3
 import -window root "$out/desk.png"
+# The Settings page says which server and who (its "Team server" section); back to the overview.
+xdotool mousemove 48 292 click 1
+sleep 2
+import -window root "$out/desk-settings.png"
+xdotool mousemove 52 70 click 1
 
 # 3. A dead letter on the server: the desk's tray turns red, one notification.
 wait_for 30 grep -q . "$items" || fail "the desk's tray icon never registered"
