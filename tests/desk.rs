@@ -1,7 +1,7 @@
 //! A desk of a team server, without its window: the client the desktop app uses ([`leadline::shells::desk`])
 //! against a real `leadline serve` (the HTTP API and its live feed). The desk checks the server and the token
-//! before keeping anything, acts under the operator's name, announces each alert once, says when the server is
-//! lost and finds it again by itself, and stops when the token is revoked.
+//! before keeping anything, acts under the operator's name (acknowledgements, pauses, replays), announces each
+//! alert once, says when the server is lost and finds it again by itself, and stops when the token is revoked.
 
 mod common;
 
@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use leadline::demo::mock_crm::Behaviour;
 use leadline::monitor::alerts::{AlertKind, AlertSpec, Severity};
 use leadline::runtime::Notifier;
 use leadline::server::Server;
@@ -154,5 +155,40 @@ async fn a_desk_downloads_exports_under_the_servers_file_name() {
     assert!(name.starts_with("leadline-dead-letters") && name.ends_with(".csv"), "{name}");
     assert!(body.lines().next().unwrap_or_default().contains("reason"), "{body}");
     assert!(link.download("/api/alerts").await.is_err(), "only exports are downloads");
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_replay_started_from_a_desk_runs_on_the_server_under_the_operators_name() {
+    let app = spawn().await;
+    // Three dead letters of a configuration problem (the CRM refuses the integration a permission), then fixed.
+    app.crm.set_behaviour(Behaviour { fail_with: Some(403), ..Default::default() });
+    for i in 0..3 {
+        assert_eq!(app.post_plain(&serde_json::json!({"id": format!("R-{i}")})).await, reqwest::StatusCode::ACCEPTED);
+    }
+    assert_eq!(app.wait_settled(Duration::from_secs(10)).await.overall.dead_open, 3);
+    app.crm.set_behaviour(Behaviour::default());
+
+    let bob = leadline::api::tokens::create(&app.server.app.store, "bob", chrono::Utc::now()).await.unwrap();
+    let link = DeskLink::new(desk::parse_server(&format!("http://{}", app.server.addr)).unwrap(), &bob).unwrap();
+    let selection = serde_json::json!({"filter": {"class": "permanent_config"}});
+    let preview = link.call("POST", "/api/replays/preview", Some(&selection)).await.unwrap();
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    let eligible = serde_json::from_str::<serde_json::Value>(&preview.body).unwrap()["eligible"].as_i64().unwrap();
+    assert_eq!(eligible, 3);
+    let request =
+        serde_json::json!({"selection": selection, "reason": "scope granted", "expected": eligible, "options": {}});
+    let started = link.call("POST", "/api/replays", Some(&request)).await.unwrap();
+    assert!((200..300).contains(&started.status), "{}", started.body);
+    let id = serde_json::from_str::<serde_json::Value>(&started.body).unwrap()["replay_id"].as_i64().unwrap();
+
+    // Sent back by the server; its audit names bob.
+    wait_for("the replay delivered", Duration::from_secs(20), async || {
+        (0..3).all(|i| app.crm.records_for(&format!("plain:R-{i}")) == 1)
+    })
+    .await;
+    let progress = link.call("GET", &format!("/api/replays/{id}"), None).await.unwrap();
+    let progress: serde_json::Value = serde_json::from_str(&progress.body).unwrap();
+    assert_eq!(progress["actor"], "bob");
     app.server.shutdown().await.unwrap();
 }
