@@ -492,6 +492,8 @@ async fn make_due_brings_jobs_forward(store: Store) {
     let again = claim(&store, "crm", 3, at(2)).await;
     assert_eq!(again.len(), 3);
     assert!(again.iter().all(|j| j.attempts == 1));
+    // Under way (a probe in flight when a credential is renewed) counts among the leads that wait for it.
+    assert_eq!(store.make_due("crm", at(3)).await.unwrap(), 3);
     assert_eq!(store.next_due("crm").await.unwrap(), None);
 }
 

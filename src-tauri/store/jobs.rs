@@ -193,7 +193,7 @@ impl Store {
     }
 
     /// Makes every pending job of `target` due by `now` (after its credential was renewed: the leads that waited
-    /// for it go at once). Returns how many pending jobs the target has.
+    /// for it go at once). Returns how many jobs of the target wait: pending, or under way (a probe in flight).
     pub async fn make_due(&self, target: &str, now: DateTime<Utc>) -> anyhow::Result<u64> {
         dispatch!(self, make_due(target, now))
     }
@@ -257,7 +257,15 @@ backends! {
             .execute(db.writer())
             .await
             .context("cannot make jobs due")?;
-            Ok(done.rows_affected())
+            // A lead under way counts too: the probe the hold let through is in flight, and it goes again if the
+            // old credential is refused once more.
+            let running: (i64,) =
+                sqlx::query_as("SELECT COUNT(*) FROM delivery WHERE state = 'running' AND target = $1")
+                    .bind(target)
+                    .fetch_one(db.writer())
+                    .await
+                    .context("cannot count jobs under way")?;
+            Ok(done.rows_affected() + running.0 as u64)
         }
 
         pub async fn next_due(db: &Db, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
