@@ -3,22 +3,10 @@
 // keyring; it never enters this page) and follows the server's live feed, passed here as the same `live` events
 // the local app emits, with `desk-connection` saying when the server is lost and found again.
 
-import { invoke } from '@tauri-apps/api/core';
-import { listen } from '@tauri-apps/api/event';
 import { ApiFailure } from './backend';
 import { HttpBackend } from './backend-http';
-import { TauriBackend } from './backend-tauri';
+import { TauriBackend, call, on } from './backend-tauri';
 import type { DeskAnswer, DeskView, LiveEvent, Place } from './api/wire';
-
-async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
-  try {
-    return await invoke<T>(command, args);
-  } catch (e) {
-    const err = e as { code?: string; message?: string } | string;
-    if (typeof err === 'object' && err && err.code) throw new ApiFailure(err.code, err.message ?? err.code);
-    throw new ApiFailure('internal', String(err));
-  }
-}
 
 /** How this computer's app runs (`choose` on a first start). */
 export function deskView() {
@@ -35,23 +23,6 @@ export function connectTeam(server: string, token: string) {
 /** Disconnects from the team server (asked natively), forgets the token and restarts the app. */
 export function leaveTeam() {
   return call<null>('leave_team');
-}
-
-/** Listens to a Tauri event until the returned function is called. */
-function on<T>(event: string, handler: (payload: T) => void, ready?: () => void): () => void {
-  let stop: (() => void) | null = null;
-  let closed = false;
-  listen<T>(event, (e) => handler(e.payload)).then((unlisten) => {
-    if (closed) unlisten();
-    else {
-      stop = unlisten;
-      ready?.();
-    }
-  });
-  return () => {
-    closed = true;
-    stop?.();
-  };
 }
 
 export class DeskBackend extends HttpBackend {

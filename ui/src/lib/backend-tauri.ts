@@ -45,7 +45,8 @@ import type {
   SettingsView,
 } from './api/wire';
 
-async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
+/** Invokes a command; a refusal becomes an `ApiFailure` with the API's code (also used by the desk backend). */
+export async function call<T>(command: string, args?: Record<string, unknown>): Promise<T> {
   try {
     return await invoke<T>(command, args);
   } catch (e) {
@@ -53,6 +54,23 @@ async function call<T>(command: string, args?: Record<string, unknown>): Promise
     if (typeof err === 'object' && err && err.code) throw new ApiFailure(err.code, err.message ?? err.code);
     throw new ApiFailure('internal', String(err));
   }
+}
+
+/** Listens to a Tauri event until the returned function is called; `ready` once listening. */
+export function on<T>(event: string, handler: (payload: T) => void, ready?: () => void): () => void {
+  let stop: (() => void) | null = null;
+  let closed = false;
+  listen<T>(event, (e) => handler(e.payload)).then((unlisten) => {
+    if (closed) unlisten();
+    else {
+      stop = unlisten;
+      ready?.();
+    }
+  });
+  return () => {
+    closed = true;
+    stop?.();
+  };
 }
 
 export class TauriBackend implements Backend {
@@ -169,16 +187,7 @@ export class TauriBackend implements Backend {
     return call<boolean>('set_autostart', { enabled });
   }
   onOpenPlace(open: (place: Place) => void): () => void {
-    let stop: (() => void) | null = null;
-    let closed = false;
-    listen<Place>('open-place', (e) => open(e.payload)).then((unlisten) => {
-      if (closed) unlisten();
-      else stop = unlisten;
-    });
-    return () => {
-      closed = true;
-      stop?.();
-    };
+    return on<Place>('open-place', open);
   }
   settings() {
     return call<SettingsView>('settings');
@@ -191,18 +200,6 @@ export class TauriBackend implements Backend {
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean) => void): () => void {
-    let stop: (() => void) | null = null;
-    let closed = false;
-    listen<LiveEvent>('live', (e) => onEvent(e.payload)).then((unlisten) => {
-      if (closed) unlisten();
-      else {
-        stop = unlisten;
-        onConnection?.(true);
-      }
-    });
-    return () => {
-      closed = true;
-      stop?.();
-    };
+    return on<LiveEvent>('live', onEvent, () => onConnection?.(true));
   }
 }
