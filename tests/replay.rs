@@ -508,6 +508,110 @@ async fn fixing_a_cause_group_and_replaying_it_is_one_act() {
     setup.server.shutdown().await.unwrap();
 }
 
+/// During an incident dead letters of one cause keep arriving while the person looks at the preview. What they
+/// confirm is what was counted: the selection pinned to the preview's `as_of` fixes and replays exactly those
+/// leads, and the newcomer stays parked for the next look (unpinned, the grown group no longer matches the count
+/// the person saw, and the server refuses rather than act on leads nobody counted).
+#[tokio::test]
+async fn a_cause_group_that_grows_after_its_preview_is_fixed_and_replayed_as_counted() {
+    let setup = start("").await;
+    let app = &setup.server.app;
+    let http = reqwest::Client::new();
+    setup.crm.set_behaviour(Behaviour { strict_phone: true, ..Default::default() });
+    let post = |id: String, phone: String| {
+        let http = http.clone();
+        let url = format!("http://{}/ingest/plain", setup.server.addr);
+        async move { http.post(url).json(&json!({"id": id, "phone": phone})).send().await.unwrap() }
+    };
+    for i in 0..3 {
+        post(format!("g-{i}"), format!("0151 {:04} {:04}", 5000 + i, 6000 + i)).await;
+    }
+    wait_for("3 dead letters", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 3
+    })
+    .await;
+    let groups = api::dead_letter_groups(app, &DeadLetterFilter::default()).await.unwrap();
+    let group = ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter {
+            class: Some(ErrorClass::PermanentData),
+            cause: Some(groups[0].cause.clone()),
+            ..Default::default()
+        }),
+    };
+    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    let fix_preview = api::fix_and_replay_preview(app, &group, &fix, "ops").await.unwrap();
+    let replay_preview = api::replay_preview(app, &group).await.unwrap();
+    assert_eq!((fix_preview.fix.changed, replay_preview.eligible), (3, 3));
+
+    // A fourth lead of the same cause is parked while the person reads the preview.
+    post("g-late".into(), "0151 7000 8000".into()).await;
+    wait_for("the fourth dead letter", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 4
+    })
+    .await;
+
+    // The plain replay of the group, as counted: three.
+    let unpinned = ReplayRequest {
+        selection: group.clone(),
+        expected: 3,
+        reason: "as counted".into(),
+        options: Default::default(),
+    };
+    assert!(
+        matches!(api::replay(app, &unpinned, "ops").await, Err(ApiError::Conflict(_))),
+        "the grown group is not what was counted"
+    );
+    let mut replay_options = ReplayOptions { canary: Some(0), rate_per_second: Some(50.0) };
+    let pinned =
+        ReplayRequest { selection: group.as_of(replay_preview.as_of), options: replay_options.clone(), ..unpinned };
+    let receipt = api::replay(app, &pinned, "ops").await.unwrap();
+    assert_eq!(receipt.queued, 3);
+    wait_replay(app, "the replay of three ends", Duration::from_secs(30), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    let left = api::dead_letters(app, &DeadLetterFilter::default()).await.unwrap().items;
+    let late = left.iter().find(|d| d.source_ref == "g-late").expect("the newcomer is still parked");
+    assert_eq!(late.attempts, 1, "the newcomer was not sent again");
+
+    // The three failed again (the CRM still wants E.164); now fix and replay them as counted, again with a
+    // newcomer parked after the preview.
+    wait_for("4 open dead letters again", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 4
+    })
+    .await;
+    let fix_preview = api::fix_and_replay_preview(app, &group, &fix, "ops").await.unwrap();
+    assert_eq!(fix_preview.fix.changed, 4);
+    post("g-later".into(), "0151 7100 8100".into()).await;
+    wait_for("the fifth dead letter", Duration::from_secs(20), || async {
+        api::health(app).await.unwrap().queue.overall.dead_open == 5
+    })
+    .await;
+    replay_options.canary = Some(1);
+    let request = FixAndReplayRequest {
+        selection: group.clone(),
+        fix,
+        reason: "CRM wants E.164".into(),
+        expected_changed: 4,
+        options: replay_options,
+    };
+    assert!(matches!(api::fix_and_replay(app, &request, "ops").await, Err(ApiError::Conflict(_))));
+    let request = FixAndReplayRequest { selection: group.as_of(fix_preview.as_of), ..request };
+    let receipt = api::fix_and_replay(app, &request, "ops").await.unwrap();
+    assert_eq!(receipt.fixed, 4);
+    wait_replay(app, "the fixed four are delivered", Duration::from_secs(30), || async {
+        api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    let p = api::replay_progress(app, receipt.replay_id).await.unwrap();
+    assert_eq!((p.total, p.delivered), (4, 4));
+    assert_eq!(setup.crm.stats().records, 4, "the four counted leads, once each");
+    let left = api::dead_letters(app, &DeadLetterFilter::default()).await.unwrap().items;
+    assert_eq!(left.iter().map(|d| (d.source_ref.as_str(), d.fixed)).collect::<Vec<_>>(), [("g-later", false)]);
+    setup.server.shutdown().await.unwrap();
+}
+
 /// A time-sensitive step runs its fallback for a lead that is too old by the time the worker gets to it — held
 /// back by a pause or an outage, or recovered long after it was made (its `created_time`) — while a lead in time
 /// gets the step itself. Nothing is sent to the step for the old ones, and no attempt is used.

@@ -180,6 +180,18 @@ impl ReplaySelection {
             (None, filter) => filter.is_none(),
         }
     }
+
+    /// The selection as it stood at `as_of`: its filter matches only dead letters parked before then. A preview
+    /// says when it counted (`as_of`), and acting on the selection pinned to it acts on exactly what the person
+    /// saw and confirmed, while new dead letters of the same cause go on arriving (they stay in the list for the
+    /// next look instead of making the confirmed count wrong). Explicit ids are fixed already.
+    pub fn as_of(&self, as_of: DateTime<Utc>) -> ReplaySelection {
+        let filter = self
+            .filter
+            .as_ref()
+            .map(|f| DeadLetterFilter { until: Some(f.until.map_or(as_of, |until| until.min(as_of))), ..f.clone() });
+        ReplaySelection { ids: self.ids.clone(), filter }
+    }
 }
 
 /// How resolving by hand went.

@@ -71,6 +71,9 @@ pub struct ReplayPreview {
     pub older_than_24h: i64,
     /// The sentence the confirmation shows.
     pub summary: String,
+    /// When it was counted: every dead letter counted was parked before this instant. Replaying the selection
+    /// pinned to it ([`ReplaySelection::as_of`]) replays exactly these, not those parked since.
+    pub as_of: DateTime<Utc>,
 }
 
 /// How to pace a replay; the configured defaults (`[replay]`) apply when left out.
@@ -178,7 +181,16 @@ pub async fn preview(
     let not_eligible =
         reasons.already_resolved + reasons.payload_purged + reasons.queued_in_another_replay + reasons.unknown;
     let summary = summarize(eligible, &by_target, &reasons, &fallbacks, older);
-    Ok(ReplayPreview { eligible, by_target, not_eligible, reasons, fallbacks, older_than_24h: older, summary })
+    Ok(ReplayPreview {
+        eligible,
+        by_target,
+        not_eligible,
+        reasons,
+        fallbacks,
+        older_than_24h: older,
+        summary,
+        as_of: now,
+    })
 }
 
 /// The confirmation's sentence: what will happen, in words.

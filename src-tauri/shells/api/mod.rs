@@ -278,7 +278,10 @@ fn mask_view(mut view: DeadLetterView) -> DeadLetterView {
 
 pub async fn replay_preview(app: &App, selection: &ReplaySelection) -> Result<ReplayPreview, ApiError> {
     check_selection(selection)?;
-    Ok(replay::preview(&app.store, &app.config, selection, app.clock.now()).await?)
+    let mut preview = replay::preview(&app.store, &app.config, selection, app.clock.now()).await?;
+    // Read after the count: every dead letter it counted was parked before this instant.
+    preview.as_of = app.clock.now();
+    Ok(preview)
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
@@ -426,6 +429,9 @@ pub struct FixAndReplayPreview {
     pub fix: FixReport,
     /// `null` when the fix changes no lead (then there is nothing to replay).
     pub replay: Option<ReplayPreview>,
+    /// When the selection was counted: the request pinned to it ([`ReplaySelection::as_of`]) fixes and replays
+    /// exactly the leads counted here, not dead letters of the same cause parked since.
+    pub as_of: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
@@ -454,7 +460,7 @@ pub async fn fix_and_replay_preview(
     } else {
         Some(replay::preview(&app.store, &app.config, &changed_selection(&report), app.clock.now()).await?)
     };
-    Ok(FixAndReplayPreview { fix: report, replay })
+    Ok(FixAndReplayPreview { fix: report, replay, as_of: app.clock.now() })
 }
 
 /// Corrects the field in every selected dead letter it changes, then replays exactly those — with one reason,
@@ -471,7 +477,9 @@ pub async fn fix_and_replay(
     if reason.is_empty() {
         return Err(ApiError::BadRequest("say why: the reason is kept with each change and with the replay".into()));
     }
-    let preview = fix_and_replay_preview(app, &request.selection, &request.fix, actor).await?;
+    // The check and the fix below look at the same dead letters, even while more of the same cause arrive.
+    let selection = request.selection.as_of(app.clock.now());
+    let preview = fix_and_replay_preview(app, &selection, &request.fix, actor).await?;
     if preview.fix.changed != request.expected_changed {
         return Err(ApiError::Conflict(format!(
             "the selection changed since the preview: the fix would now change {} leads, not {}; look again",
@@ -481,17 +489,9 @@ pub async fn fix_and_replay(
     if preview.fix.changed == 0 {
         return Err(ApiError::BadRequest("the fix changes no lead: there is nothing to replay".into()));
     }
-    let report = fix::fix_selection(
-        &app.store,
-        &app.config,
-        &request.selection,
-        &request.fix,
-        actor,
-        reason,
-        false,
-        app.clock.now(),
-    )
-    .await?;
+    let report =
+        fix::fix_selection(&app.store, &app.config, &selection, &request.fix, actor, reason, false, app.clock.now())
+            .await?;
     let selection = changed_selection(&report);
     let eligible = replay::preview(&app.store, &app.config, &selection, app.clock.now()).await?.eligible;
     let receipt = replay(
@@ -531,7 +531,14 @@ pub async fn fix_and_replay_confirmed(
         request.reason.trim()
     );
     ask(confirm, "Fix and replay dead letters", message).await?;
-    fix_and_replay(app, &FixAndReplayRequest { expected_changed: preview.fix.changed, ..request.clone() }, actor).await
+    // What the person said yes to: the leads counted before the question, not those parked while it was open.
+    let selection = request.selection.as_of(preview.as_of);
+    fix_and_replay(
+        app,
+        &FixAndReplayRequest { selection, expected_changed: preview.fix.changed, ..request.clone() },
+        actor,
+    )
+    .await
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
@@ -629,10 +636,11 @@ pub async fn replay_confirmed(
         if reason.trim().is_empty() { "none given" } else { reason.trim() }
     );
     ask(confirm, "Replay dead letters", message).await?;
+    // What the person said yes to: the leads counted before the question, not those parked while it was open.
     replay(
         app,
         &ReplayRequest {
-            selection: selection.clone(),
+            selection: selection.as_of(preview.as_of),
             expected: preview.eligible,
             reason: reason.into(),
             options: options.clone(),

@@ -375,7 +375,12 @@ older_than_24h: number,
 /**
  * The sentence the confirmation shows.
  */
-summary: string, };
+summary: string, 
+/**
+ * When it was counted: every dead letter counted was parked before this instant. Replaying the selection
+ * pinned to it ([`ReplaySelection::as_of`]) replays exactly these, not those parked since.
+ */
+as_of: string, };
 
 export type ReplayReceipt = { replay_id: number, 
 /**
@@ -519,7 +524,12 @@ export type FixAndReplayPreview = { fix: FixReport,
 /**
  * `null` when the fix changes no lead (then there is nothing to replay).
  */
-replay: ReplayPreview | null, };
+replay: ReplayPreview | null, 
+/**
+ * When the selection was counted: the request pinned to it ([`ReplaySelection::as_of`]) fixes and replays
+ * exactly the leads counted here, not dead letters of the same cause parked since.
+ */
+as_of: string, };
 
 export type FixAndReplayReceipt = { 
 /**
