@@ -226,7 +226,7 @@ async fn serve(
         println!("Browser access ({note}): http://{}/?token={token}", server.addr);
     }
     if let Some(mock) = crm {
-        demo::seed_history(&server.app.store, server.app.clock.now(), demo_rate).await?;
+        demo::seed_history(&server.app.store, &server.app.config, server.app.clock.now(), demo_rate).await?;
         tokio::spawn(demo::run_schedule(mock.clone()));
         tokio::spawn(demo::run_traffic(server.addr, demo_rate, demo::PARTNER_SILENT_AT, mock));
         println!("Leadline demo running: open the link above in a browser. Ctrl-C to stop.");

@@ -301,13 +301,37 @@ pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
 /// events after it fell silent, so the silence the monitor sees is the one the timeline tells.
 pub async fn seed_history(
     store: &crate::store::Store,
+    config: &Config,
     now: chrono::DateTime<chrono::Utc>,
     per_minute: f64,
 ) -> anyhow::Result<()> {
     let since_timeline_began = chrono::Duration::from_std(clock_offset()).unwrap_or_default();
     let partner_silent_from = now - since_timeline_began + chrono::Duration::from_std(PARTNER_SILENT_AT)?;
     let points = history_points(now, partner_silent_from, per_minute, &mut rand::rng());
-    store.seed_event_history(&points).await
+    store.seed_event_history(&points).await?;
+    store.seed_delivered_history(&delivered_points(&points, config)).await
+}
+
+/// The demo's past was delivered: each seeded event counts once as delivered at every target of its source's
+/// route in `config`, in the same bucket (so the delivery charts have the same past as the volume charts instead
+/// of an hour of arrivals with nothing sent). Each point's `source` is the target.
+pub fn delivered_points(events: &[EventCountPoint], config: &Config) -> Vec<EventCountPoint> {
+    let mut sums: std::collections::BTreeMap<(&str, i64, chrono::DateTime<chrono::Utc>), f64> =
+        std::collections::BTreeMap::new();
+    for p in events {
+        let route = config.sources.get(&p.source).map(|s| s.route.as_slice()).unwrap_or_default();
+        for target in route {
+            *sums.entry((target.as_str(), p.resolution_seconds, p.at)).or_default() += p.events;
+        }
+    }
+    sums.into_iter()
+        .map(|((target, resolution_seconds, at), events)| EventCountPoint {
+            source: target.to_string(),
+            resolution_seconds,
+            at,
+            events,
+        })
+        .collect()
 }
 
 /// The points of [`seed_history`]: hourly counts for four weeks and per-minute counts for the last day up to the
@@ -520,6 +544,21 @@ mod tests {
         assert_eq!(behaviour_at(Duration::from_secs(250)).1.secondly.map(|s| s.max), Some(1));
         // The schedule repeats.
         assert_eq!(behaviour_at(Duration::from_secs(130 + 600)).0, behaviour_at(Duration::from_secs(130)).0);
+    }
+
+    #[test]
+    fn the_seeded_past_is_delivered_along_each_sources_route() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let config = demo_config(addr, addr, None);
+        let at: chrono::DateTime<chrono::Utc> = "2026-03-02T10:00:00Z".parse().unwrap();
+        let event =
+            |source: &str, events| EventCountPoint { source: source.into(), resolution_seconds: 60, at, events };
+        let delivered =
+            delivered_points(&[event("webform", 5.0), event("meta_ads", 3.0), event("partner_api", 2.0)], &config);
+        let got: BTreeMap<&str, f64> = delivered.iter().map(|p| (p.source.as_str(), p.events)).collect();
+        // webform → crm, notify; meta_ads → meta_details, crm; partner_api → crm.
+        assert_eq!(got, BTreeMap::from([("crm", 10.0), ("meta_details", 3.0), ("notify", 5.0)]));
+        assert!(delivered.iter().all(|p| p.at == at && p.resolution_seconds == 60));
     }
 
     #[test]

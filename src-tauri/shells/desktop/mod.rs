@@ -161,7 +161,7 @@ async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>, demo: boo
     let options = StartOptions { demo: demo_crm.is_some(), notifier, listened_before, ..Default::default() };
     let server = Server::start_with(config, options).await?;
     if let Some(crm) = demo_crm {
-        demo::seed_history(&server.app.store, server.app.clock.now(), 60.0).await?;
+        demo::seed_history(&server.app.store, &server.app.config, server.app.clock.now(), 60.0).await?;
         tokio::spawn(demo::run_schedule(crm.clone()));
         tokio::spawn(demo::run_traffic(server.addr, 60.0, demo::PARTNER_SILENT_AT, crm));
     }

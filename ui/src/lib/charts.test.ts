@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { attemptsEmptyText, bucketWord, complete, incidentMarks, perMinute, speedEmptyText, speedSentence } from './charts';
+import { attemptsEmptyText, bucketWord, complete, deadLettersEmptyText, incidentMarks, perMinute, speedEmptyText, speedSentence } from './charts';
 import type { Alert } from './api/wire';
 
 describe('charts', () => {
@@ -44,6 +44,11 @@ describe('charts', () => {
     expect(attemptsEmptyText({ ...none, delivered: [0, 0, 2], volume_by_source: { web: [0, 0, 2] } }, 0)).toBe(
       'Leads were sent only in the current minute, still being counted.',
     );
+  });
+  it('does not call the dead-letter chart empty while dead letters are open but not sampled yet', () => {
+    expect(deadLettersEmptyText(6)).toBe('6 dead letters are open now: the chart draws them at the next minute.');
+    expect(deadLettersEmptyText(1)).toBe('1 dead letter is open now: the chart draws it at the next minute.');
+    expect(deadLettersEmptyText(0)).toMatch(/^No dead letter was open in this period/);
   });
   it('averages leads per minute over the last complete minutes', () => {
     const s = { at: [0, 60, 120, 180], complete_until: 180, bucket_seconds: 60 };

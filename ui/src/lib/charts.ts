@@ -101,3 +101,11 @@ export function attemptsEmptyText(
   if (received > 0) return `No delivery attempt was recorded in this period (${arrived}).`;
   return 'No lead arrived in this period, so there was nothing to send.';
 }
+
+/** Why the open-dead-letters chart is empty. The gauge is sampled once a minute, so dead letters parked since the
+ * last sample are open now (`openNow`, the tile beside it) but not drawn yet: the chart must not say none is open. */
+export function deadLettersEmptyText(openNow: number): string {
+  if (openNow === 1) return '1 dead letter is open now: the chart draws it at the next minute.';
+  if (openNow > 1) return `${num(openNow)} dead letters are open now: the chart draws them at the next minute.`;
+  return 'No dead letter was open in this period: no lead failed for good, or each one was dealt with.';
+}
