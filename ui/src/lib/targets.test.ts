@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeRule, situationText } from './targets';
+import { describeRule, kindSentence, situationText } from './targets';
 
 describe('situationText', () => {
   const now = new Date('2026-11-30T10:00:00Z');
@@ -37,5 +37,15 @@ describe('describeRule', () => {
   });
   it('reads a list of lead fields as alternatives', () => {
     expect(describeRule({ to: 'email', from: ['email', '/lead/email', '/fields/email'] }).from).toBe('email or /lead/email or /fields/email');
+  });
+});
+
+describe('kindSentence', () => {
+  it('says what each kind of target does, never just its name', () => {
+    expect(kindSentence('http', 'idempotency_key')).toBe('Any JSON endpoint (idempotency key).');
+    expect(kindSentence('hubspot', 'upsert')).toBe('HubSpot: records upserted in batches by a unique property.');
+    expect(kindSentence('salesforce', 'upsert')).toMatch(/^Salesforce: upsert by an external id/);
+    expect(kindSentence('pipedrive', 'search_then_create')).toMatch(/^Pipedrive: /);
+    expect(kindSentence('meta_lead', 'upsert')).toMatch(/Graph API/);
   });
 });

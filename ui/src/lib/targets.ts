@@ -71,3 +71,21 @@ function transformText(t: unknown): string {
   }
   return String(t);
 }
+
+/** What kind of target this is and how it writes a lead, in one sentence (the Targets page's detail). */
+export function kindSentence(kind: string, strategy: string): string {
+  switch (kind) {
+    case 'http':
+      return `Any JSON endpoint (${strategy.replaceAll('_', ' ')}).`;
+    case 'meta_lead':
+      return 'Fetches each Meta lead’s answers from the Graph API before any CRM sees it.';
+    case 'hubspot':
+      return 'HubSpot: records upserted in batches by a unique property.';
+    case 'salesforce':
+      return 'Salesforce: upsert by an external id field, with OAuth token refresh.';
+    case 'pipedrive':
+      return 'Pipedrive: the person found or created, then the lead created.';
+    default:
+      return `${kind.replaceAll('_', ' ')}.`;
+  }
+}
