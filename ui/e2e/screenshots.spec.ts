@@ -33,8 +33,12 @@ test('the README pictures: overview (light and dark), dead letters (list and by 
     await row.click();
     await expect(page.getByTestId('dead-letter-panel').getByTestId('reason')).toContainText('HubSpot rejected property phone');
     await page.screenshot({ path: `${SHOTS}/dead-letters.png` });
-    await page.keyboard.press('Escape');
     await page.getByTestId('view-groups').click();
+    // With the lead still open beside it, the causes' actions stack instead of running off the table.
+    const actions = page.getByTestId('group-row').first().getByTestId('replay-group');
+    await expect(actions).toBeInViewport({ ratio: 1 });
+    await page.screenshot({ path: `${SHOTS}/dead-letter-groups-with-lead.png` });
+    await page.getByRole('button', { name: 'Close detail' }).click();
     await expect(page.getByTestId('group-row').first()).toBeVisible();
     await page.screenshot({ path: `${SHOTS}/dead-letter-groups.png` });
 
