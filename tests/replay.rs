@@ -15,7 +15,7 @@ use leadline::api::{self, ApiError, FixAndReplayRequest, FixRequest, ReplayReque
 use leadline::config::Config;
 use leadline::delivery::classify::ErrorClass;
 use leadline::demo::mock_crm::{Behaviour, MockCrm};
-use leadline::dlq::DeadLetterFilter;
+use leadline::dlq::{DeadLetterFilter, DeadLetterGroup};
 use leadline::replay::fix::{FieldFix, FieldOp};
 use leadline::replay::{ReplayOptions, ReplaySelection};
 use leadline::server::Server;
@@ -123,6 +123,24 @@ fn class(c: &str) -> ReplaySelection {
         ids: None,
         filter: Some(DeadLetterFilter { class: Some(c.parse().unwrap()), ..Default::default() }),
     }
+}
+
+/// A cause group as the Dead letters page selects it (its class, target and cause).
+fn cause_group(group: &DeadLetterGroup) -> ReplaySelection {
+    ReplaySelection {
+        ids: None,
+        filter: Some(DeadLetterFilter {
+            class: Some(group.class),
+            target: Some(group.target.clone()),
+            cause: Some(group.cause.clone()),
+            ..Default::default()
+        }),
+    }
+}
+
+/// German national phone numbers to E.164, the fix the strict mock CRM needs.
+fn phone_to_e164() -> FieldFix {
+    FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } }
 }
 
 /// Waits until `check` holds for a replay's progress. The replay runner announces every step it commits (items
@@ -374,7 +392,7 @@ async fn dead_letters_group_by_cause_get_fixed_before_replay_and_keep_their_orig
         ids: None,
         filter: Some(DeadLetterFilter { cause: Some(groups[0].cause.clone()), ..Default::default() }),
     };
-    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    let fix = phone_to_e164();
     let dry = FixRequest { selection: group.clone(), fix: fix.clone(), reason: String::new(), dry_run: true };
     let report = api::fix_dead_letters(app, &dry, "ops").await.unwrap();
     assert_eq!((report.changed, report.unchanged), (15, 0));
@@ -449,16 +467,8 @@ async fn fixing_a_cause_group_and_replaying_it_is_one_act() {
     let groups = api::dead_letter_groups(app, &DeadLetterFilter::default()).await.unwrap();
     assert_eq!(groups.len(), 1, "one cause: {groups:#?}");
     assert_eq!(groups[0].field.as_deref(), Some("phone"), "the group names the field the CRM blamed");
-    let group = ReplaySelection {
-        ids: None,
-        filter: Some(DeadLetterFilter {
-            class: Some(ErrorClass::PermanentData),
-            target: Some("crm".into()),
-            cause: Some(groups[0].cause.clone()),
-            ..Default::default()
-        }),
-    };
-    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    let group = cause_group(&groups[0]);
+    let fix = phone_to_e164();
     let preview = api::fix_and_replay_preview(app, &group, &fix, "ops").await.unwrap();
     assert_eq!((preview.fix.changed, preview.fix.unchanged), (6, 1));
     let replay = preview.replay.expect("a replay of the changed leads");
@@ -531,15 +541,8 @@ async fn a_cause_group_that_grows_after_its_preview_is_fixed_and_replayed_as_cou
     })
     .await;
     let groups = api::dead_letter_groups(app, &DeadLetterFilter::default()).await.unwrap();
-    let group = ReplaySelection {
-        ids: None,
-        filter: Some(DeadLetterFilter {
-            class: Some(ErrorClass::PermanentData),
-            cause: Some(groups[0].cause.clone()),
-            ..Default::default()
-        }),
-    };
-    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    let group = cause_group(&groups[0]);
+    let fix = phone_to_e164();
     let fix_preview = api::fix_and_replay_preview(app, &group, &fix, "ops").await.unwrap();
     let replay_preview = api::replay_preview(app, &group).await.unwrap();
     assert_eq!((fix_preview.fix.changed, replay_preview.eligible), (3, 3));

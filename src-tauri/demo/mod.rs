@@ -316,8 +316,7 @@ pub async fn seed_history(
 /// route in `config`, in the same bucket (so the delivery charts have the same past as the volume charts instead
 /// of an hour of arrivals with nothing sent). Each point's `source` is the target.
 pub fn delivered_points(events: &[EventCountPoint], config: &Config) -> Vec<EventCountPoint> {
-    let mut sums: std::collections::BTreeMap<(&str, i64, chrono::DateTime<chrono::Utc>), f64> =
-        std::collections::BTreeMap::new();
+    let mut sums: BTreeMap<(&str, i64, chrono::DateTime<chrono::Utc>), f64> = BTreeMap::new();
     for p in events {
         let route = config.sources.get(&p.source).map(|s| s.route.as_slice()).unwrap_or_default();
         for target in route {
