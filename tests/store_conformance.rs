@@ -345,6 +345,48 @@ async fn a_changed_lead_is_a_new_revision(store: Store) {
     assert_eq!(real(&store).await, kept(&store).await);
 }
 
+/// One batch read as one lead at a time, in its order (ingest commits concurrent webhooks together, SQLite in
+/// two statements for the whole batch): a lead, its changed content and its exact repeat in the same batch are
+/// stored, revised and taken as a duplicate; the same id from another source is another lead; each lead's steps
+/// are made (the first due, the next waiting) and a lead's own time is kept.
+async fn a_batch_is_read_as_one_lead_at_a_time(store: Store) {
+    let revise = OnChange::Revise(vec!["crm".to_string()].into());
+    let lead = |email: &str| NewEvent {
+        payload: serde_json::json!({"id": "b-1", "email": email}),
+        on_change: revise.clone(),
+        ..event("b-1", &["crm", "notify"])
+    };
+    let other_source = NewEvent { source: "meta".into(), ..event("b-1", &["crm"]) };
+    let recovered = NewEvent { lead_at: Some(t0() - Duration::hours(3)), ..event("b-2", &["crm"]) };
+    let outcome = store
+        .insert_events(&[
+            lead("ada@old.example"),
+            other_source,
+            lead("ada@new.example"),
+            lead("ada@new.example"),
+            recovered,
+        ])
+        .await
+        .unwrap();
+    let InsertOutcome::Inserted(id) = outcome[0] else { panic!("{outcome:?}") };
+    let InsertOutcome::Inserted(meta_id) = outcome[1] else { panic!("{outcome:?}") };
+    assert_ne!(id, meta_id, "the same id from another source is another lead");
+    assert_eq!(outcome[2], InsertOutcome::Revised { id, revision: 2, not_updated: vec![] });
+    assert_eq!(outcome[3], InsertOutcome::Duplicate(id));
+    let InsertOutcome::Inserted(_) = outcome[4] else { panic!("{outcome:?}") };
+    assert_eq!(store.count_events().await.unwrap(), 3);
+    let h = store.queue_health(at(1), &[]).await.unwrap();
+    assert_eq!((h.overall.pending, h.overall.waiting), (3, 1));
+    let jobs = claim(&store, "crm", 10, at(1)).await;
+    assert_eq!(jobs.len(), 3);
+    let first = jobs.iter().find(|j| j.event_id == id).unwrap();
+    assert_eq!((first.revision, first.payload["email"].as_str()), (2, Some("ada@new.example")));
+    assert_eq!(first.idempotency_key(), "webform:b-1:crm:rev-2");
+    let story = store.lead_story(jobs.iter().find(|j| j.source_ref == "b-2").unwrap().event_id).await.unwrap();
+    assert_eq!(story.map(|s| s.lead_at), Some(Some(t0() - Duration::hours(3))));
+    assert_eq!(real(&store).await, kept(&store).await);
+}
+
 /// The benchmark's bulk fill leaves the kept counts exact, on each backend (PostgreSQL counts them after the fill
 /// instead of row by row).
 async fn bench_fill_keeps_counts_exact(store: Store) {
@@ -909,6 +951,7 @@ conformance! {
     fetched_payload_replaces_the_lead,
     duplicate_event_stores_nothing,
     a_changed_lead_is_a_new_revision,
+    a_batch_is_read_as_one_lead_at_a_time,
     kept_counts_equal_real_counts,
     bench_fill_keeps_counts_exact,
     the_desks_reads_answer_alike,
