@@ -593,10 +593,11 @@ async fn dispatch_once(
         let (paced, free) = {
             let pacer = target.pacer.lock().expect("pacer lock");
             let paced = pacer.effective_rate().is_some();
-            // A paced target may have up to one more round of requests waiting for their slots. (Claiming a round
-            // ahead for every target at full concurrency was tried: leads claimed before a 429 came back were then
-            // sent inside the wait it announced.)
-            let allowed = if paced { 2 * target.config().concurrency } else { pacer.concurrency() };
+            // Up to one more round of requests than there are connections: a request waiting for a connection is
+            // sent the moment one frees, instead of after the next claim's commit (a paced target's round waits
+            // for its slots). Each is checked again just before it is sent (`SendTerms`): claimed ahead of a 429,
+            // a breaker opening or a pause, it goes back to the queue unsent.
+            let allowed = if paced { 2 * target.config().concurrency } else { 3 * pacer.concurrency() };
             (paced, allowed.saturating_sub(busy))
         };
         if target.is_paused() || free == 0 {
@@ -727,6 +728,7 @@ async fn dispatch_once(
             target.breaker.lock().expect("breaker lock").probe_unused();
         }
         claimed_total += jobs.len();
+        let terms = target.send_terms();
         // One task per request: a batch of up to `per_request` leads for a batch connector, else one lead.
         let mut slots = slots.into_iter();
         let mut jobs = jobs;
@@ -759,9 +761,12 @@ async fn dispatch_once(
                     target.breaker.lock().expect("breaker lock").probe_unused();
                 }
                 if !chunk.is_empty() {
-                    let (p, held) = wait_for_slot(&target, send_at, &handle.clock).await;
+                    let (p, unsent) = wait_for_slot(&target, send_at, terms, &handle.clock).await;
                     permit = Some(p);
-                    completions.extend(match held {
+                    if unsent.is_some() && probe {
+                        target.breaker.lock().expect("breaker lock").probe_unused();
+                    }
+                    completions.extend(match unsent {
                         Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
                         None if batch => execute_batch(&store, &handle, &target, chunk).await,
                         None => {
@@ -796,26 +801,67 @@ impl Drop for Outstanding<'_> {
 /// How far ahead a paced target's request slots are reserved (and its leads claimed) in one dispatch pass.
 const PACE_HORIZON: chrono::Duration = chrono::Duration::milliseconds(500);
 
-/// Waits until a request's reserved slot, then for one of the target's connections (its concurrency). If the
-/// target was put on hold meanwhile (a 429 with its date, a refused credential), the request is not sent: the
-/// second value says when the job may be tried again.
+/// Waits until a request's reserved slot, then for one of the target's connections (its concurrency). If what the
+/// request was claimed under no longer holds ([`SendTerms::still_hold`]: a hold after a 429 or a refused
+/// credential, a breaker that moved, a pause, a learned rate), the request is not sent: the second value says
+/// when its jobs may be tried again (they go back to the queue without using an attempt).
 async fn wait_for_slot(
     target: &TargetRuntime,
     send_at: DateTime<Utc>,
+    claimed: SendTerms,
     clock: &Clock,
 ) -> (Option<tokio::sync::OwnedSemaphorePermit>, Option<DateTime<Utc>>) {
     let wait = (send_at - clock.now()).to_std().unwrap_or_default();
-    let waited = !wait.is_zero();
-    if waited {
+    if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
     // The semaphore is never closed; should it be, the request goes ahead without a permit rather than be lost.
-    let (permit, waited) = match target.slots.clone().try_acquire_owned() {
-        Ok(permit) => (Some(permit), waited),
-        Err(_) => (target.slots.clone().acquire_owned().await.ok(), true),
+    let permit = match target.slots.clone().try_acquire_owned() {
+        Ok(permit) => Some(permit),
+        Err(_) => target.slots.clone().acquire_owned().await.ok(),
     };
-    let held = if waited { target.hold(clock.now()).map(|h| h.until) } else { None };
-    (permit, held)
+    let now = clock.now();
+    let pacer_hold = target.pacer.lock().expect("pacer lock").held_until(now);
+    let unsent = match target.hold(now).map(|h| h.until).max(pacer_hold) {
+        Some(until) => Some(until),
+        None if !claimed.still_hold(target.send_terms()) => Some(now),
+        None => None,
+    };
+    (permit, unsent)
+}
+
+/// What a target's requests are claimed under, read again just before each is sent: a request claimed ahead (it
+/// waited for its slot or a connection) goes out only if nothing that decides sending changed meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SendTerms {
+    paused: bool,
+    breaker: BreakerState,
+    /// Whether a rate (declared, learned or a daily cap) paces the target.
+    paced: bool,
+    /// How many requests may be in flight (halved by a 429).
+    concurrency: u32,
+}
+
+impl SendTerms {
+    /// Whether a request claimed under `self` may be sent under `now`: not paused, the breaker where it was (a
+    /// breaker that opened lets nothing through, and a probe goes alone), the same pacing, and no fewer
+    /// connections (a 429 halved them). More connections (a run of successes) change nothing.
+    fn still_hold(self, now: SendTerms) -> bool {
+        !now.paused && now.breaker == self.breaker && now.paced == self.paced && now.concurrency >= self.concurrency
+    }
+}
+
+impl TargetRuntime {
+    fn send_terms(&self) -> SendTerms {
+        let breaker = self.breaker.lock().expect("breaker lock").state();
+        let pacer = self.pacer.lock().expect("pacer lock");
+        SendTerms {
+            paused: self.is_paused(),
+            breaker,
+            paced: pacer.effective_rate().is_some(),
+            concurrency: pacer.concurrency(),
+        }
+    }
 }
 
 /// Splits claimed jobs into those to send and the completions of those too old for this time-sensitive step
@@ -1339,4 +1385,28 @@ fn hostname() -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLAIMED: SendTerms = SendTerms { paused: false, breaker: BreakerState::Closed, paced: false, concurrency: 8 };
+
+    #[test]
+    fn a_request_claimed_ahead_goes_out_only_under_the_terms_it_was_claimed_under() {
+        assert!(CLAIMED.still_hold(CLAIMED));
+        // A run of successes raised the connections: nothing that stops sending.
+        assert!(CLAIMED.still_hold(SendTerms { concurrency: 9, ..CLAIMED }));
+        // Each of these sends it back to the queue unsent.
+        assert!(!CLAIMED.still_hold(SendTerms { paused: true, ..CLAIMED }));
+        assert!(!CLAIMED.still_hold(SendTerms { breaker: BreakerState::Open, ..CLAIMED }));
+        assert!(!CLAIMED.still_hold(SendTerms { breaker: BreakerState::HalfOpen, ..CLAIMED }));
+        assert!(!CLAIMED.still_hold(SendTerms { paced: true, ..CLAIMED }));
+        assert!(!CLAIMED.still_hold(SendTerms { concurrency: 4, ..CLAIMED }));
+        // A probe (claimed half-open) goes while the breaker still waits for it.
+        let probe = SendTerms { breaker: BreakerState::HalfOpen, ..CLAIMED };
+        assert!(probe.still_hold(probe));
+        assert!(!probe.still_hold(SendTerms { breaker: BreakerState::Closed, ..probe }));
+    }
 }
