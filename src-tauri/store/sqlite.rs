@@ -37,7 +37,10 @@ impl Db {
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true)
             .pragma("temp_store", "memory")
-            .pragma("cache_size", "-65536");
+            .pragma("cache_size", "-65536")
+            // Rows cross from SQLite's thread to async code through a bounded channel: at sqlx's default of 50 a
+            // claim of a few hundred jobs made the thread stop and wake for every 50 rows.
+            .row_buffer_size(1024);
         if let Some(path) = url.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')) {
             let path = path.split('?').next().unwrap_or(path);
             if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
