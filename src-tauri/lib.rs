@@ -15,6 +15,12 @@
 //! [`demo`] fakes a world (mock CRMs, synthetic traffic) beside them. The features and shells are re-exported
 //! at the crate root (`leadline::delivery`, `leadline::api`…).
 
+/// mimalloc for every binary that links the library (the app, its tests, the benchmark): with glibc's allocator,
+/// `malloc`, `free` and their consolidation took about 15 % of the CPU a delivery costs (`perf` on the engine
+/// benchmark's drain), most of it from small short-lived buffers (HTTP requests, rows, JSON).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod clock;
 pub mod config;
 pub mod demo;
