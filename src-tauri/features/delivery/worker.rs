@@ -593,11 +593,11 @@ async fn dispatch_once(
         let (paced, free) = {
             let pacer = target.pacer.lock().expect("pacer lock");
             let paced = pacer.effective_rate().is_some();
-            // Up to one more round of requests than there are connections: a request waiting for a connection is
-            // sent the moment one frees, instead of after the next claim's commit (a paced target's round waits
-            // for its slots). Each is checked again just before it is sent (`SendTerms`): claimed ahead of a 429,
-            // a breaker opening or a pause, it goes back to the queue unsent.
-            let allowed = if paced { 2 * target.config().concurrency } else { 3 * pacer.concurrency() };
+            // Up to two rounds of requests more than there are connections (a paced target: one round, waiting
+            // for its slots): a request waiting for a connection is sent the moment one frees, instead of after
+            // the next claim's commit. Each is checked again just before it is sent (`SendTerms`): claimed ahead
+            // of a 429, a breaker opening or a pause, it goes back to the queue unsent.
+            let allowed = if paced { 2 * target.config().concurrency } else { ROUNDS_AHEAD * pacer.concurrency() };
             (paced, allowed.saturating_sub(busy))
         };
         if target.is_paused() || free == 0 {
@@ -797,6 +797,10 @@ impl Drop for Outstanding<'_> {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+/// How many rounds of an unpaced target's connections are claimed at most: one sending, two waiting (2 gave
+/// 10,000-10,300 deliveries/s in the engine benchmark, 3 gave 10,900-11,000; more only holds leads longer).
+const ROUNDS_AHEAD: u32 = 3;
 
 /// How far ahead a paced target's request slots are reserved (and its leads claimed) in one dispatch pass.
 const PACE_HORIZON: chrono::Duration = chrono::Duration::milliseconds(500);
