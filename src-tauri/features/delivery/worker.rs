@@ -798,8 +798,9 @@ impl Drop for Outstanding<'_> {
     }
 }
 
-/// How many rounds of an unpaced target's connections are claimed at most: one sending, two waiting (2 gave
-/// 10,000-10,300 deliveries/s in the engine benchmark, 3 gave 10,900-11,000; more only holds leads longer).
+/// How many rounds of an unpaced target's connections are claimed at most: one sending, two waiting. In the
+/// engine benchmark (one drain each, small / large history) 1 gave 8,540 / 7,939 deliveries/s, 2 gave 10,283 /
+/// 9,668 and 3 gave 10,916 / 9,568; more only holds leads longer before they are sent.
 const ROUNDS_AHEAD: u32 = 3;
 
 /// How far ahead a paced target's request slots are reserved (and its leads claimed) in one dispatch pass.
