@@ -596,8 +596,16 @@ async fn dispatch_once(
             // Up to two rounds of requests more than there are connections (a paced target: one round, waiting
             // for its slots): a request waiting for a connection is sent the moment one frees, instead of after
             // the next claim's commit. Each is checked again just before it is sent (`SendTerms`): claimed ahead
-            // of a 429, a breaker opening or a pause, it goes back to the queue unsent.
-            let allowed = if paced { 2 * target.config().concurrency } else { ROUNDS_AHEAD * pacer.concurrency() };
+            // of a 429, a breaker opening or a pause, it goes back to the queue unsent. A target whose 429s cut
+            // its connections gets no round ahead until they are all back: a held-back round would go out as one
+            // burst the moment its hold ends.
+            let allowed = if paced {
+                2 * target.config().concurrency
+            } else if pacer.concurrency() < target.config().concurrency {
+                pacer.concurrency()
+            } else {
+                ROUNDS_AHEAD * pacer.concurrency()
+            };
             (paced, allowed.saturating_sub(busy))
         };
         if target.is_paused() || free == 0 {
