@@ -209,6 +209,23 @@ backends! {
                 .context("cannot count events")?;
             Ok(n)
         }
+
+        /// The leads of a batch that were not new (their source and id were stored before, or earlier in the
+        /// batch), taken one at a time in the batch's order, once the new leads and their steps are in.
+        async fn settle_repeats(
+            tx: &mut Conn,
+            events: &[NewEvent],
+            outcomes: Vec<Option<InsertOutcome>>,
+        ) -> anyhow::Result<Vec<InsertOutcome>> {
+            let mut done = Vec::with_capacity(events.len());
+            for (event, outcome) in events.iter().zip(outcomes) {
+                done.push(match outcome {
+                    Some(inserted) => inserted,
+                    None => repeat_in(&mut *tx, event).await?,
+                });
+            }
+            Ok(done)
+        }
     }
     sqlite {
         /// Two statements for the whole batch (the leads, then their steps) instead of one per lead and per step: on
@@ -226,7 +243,7 @@ backends! {
                         ms(e.received_at),
                         e.payload.to_string(),
                         e.via.as_str(),
-                        e.lead_at.filter(|at| *at < e.received_at).map(ms)
+                        own_time(e)
                     ])
                 })
                 .collect();
@@ -242,32 +259,12 @@ backends! {
             .fetch_all(&mut *tx)
             .await
             .context("cannot insert inbound_event")?;
-            let mut new: std::collections::HashMap<(String, String), i64> =
-                inserted.into_iter().map(|(id, source, source_ref)| ((source, source_ref), id)).collect();
-            // Each lead's steps: the first due now, the others waiting for the one before.
-            let mut outcomes: Vec<Option<InsertOutcome>> = Vec::with_capacity(events.len());
-            let mut steps = Vec::new();
-            for event in events {
-                let Some(id) = new.remove(&(event.source.clone(), event.source_ref.clone())) else {
-                    outcomes.push(None);
-                    continue;
-                };
-                let now = ms(event.received_at);
-                for (index, target) in event.route.iter().enumerate() {
-                    let first = index == 0;
-                    steps.push(serde_json::json!([
-                        id,
-                        index,
-                        target,
-                        if first { "pending" } else { "waiting" },
-                        now,
-                        first.then_some(now),
-                        first.then_some(now)
-                    ]));
-                }
-                outcomes.push(Some(InsertOutcome::Inserted(id)));
-            }
+            let (outcomes, steps) = new_steps(events, inserted);
             if !steps.is_empty() {
+                let steps: Vec<serde_json::Value> = steps
+                    .iter()
+                    .map(|s| serde_json::json!([s.event_id, s.index, s.target, s.state(), s.now, s.due(), s.due()]))
+                    .collect();
                 sqlx::query(
                     "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
                      SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
@@ -278,63 +275,56 @@ backends! {
                 .await
                 .context("cannot insert delivery")?;
             }
-            let mut done = Vec::with_capacity(events.len());
-            for (event, outcome) in events.iter().zip(outcomes) {
-                done.push(match outcome {
-                    Some(inserted) => inserted,
-                    None => repeat_in(&mut tx, event).await?,
-                });
-            }
+            let done = settle_repeats(&mut tx, events, outcomes).await?;
             tx.commit().await.context("cannot commit events")?;
             Ok(done)
         }
     }
     postgres {
-        /// One statement per lead and per step (a round trip each to the server, inside one transaction).
+        /// As on SQLite: the whole batch's leads in one statement and their steps in another (arrays unnested in
+        /// the batch's order), so a group commit costs two round trips to the server, not two per lead.
         pub async fn insert_events(db: &Db, events: &[NewEvent]) -> anyhow::Result<Vec<InsertOutcome>> {
             let mut tx = db.begin_write().await?;
-            let mut outcomes = Vec::with_capacity(events.len());
-            for event in events {
-                let inserted: Option<(i64,)> = sqlx::query_as(
-                    "INSERT INTO inbound_event (source, source_ref, received_at, payload, via, lead_at)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (source, source_ref) DO NOTHING RETURNING id",
+            let inserted: Vec<(i64, String, String)> = sqlx::query_as(
+                "INSERT INTO inbound_event (source, source_ref, received_at, payload, via, lead_at)
+                 SELECT s, r, a, p, v, l
+                   FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[])
+                        WITH ORDINALITY AS u (s, r, a, p, v, l, n)
+                  ORDER BY n
+                 ON CONFLICT (source, source_ref) DO NOTHING
+                 RETURNING id, source, source_ref",
+            )
+            .bind(events.iter().map(|e| e.source.clone()).collect::<Vec<_>>())
+            .bind(events.iter().map(|e| e.source_ref.clone()).collect::<Vec<_>>())
+            .bind(events.iter().map(|e| ms(e.received_at)).collect::<Vec<_>>())
+            .bind(events.iter().map(|e| e.payload.to_string()).collect::<Vec<_>>())
+            .bind(events.iter().map(|e| e.via.as_str().to_string()).collect::<Vec<_>>())
+            .bind(events.iter().map(own_time).collect::<Vec<_>>())
+            .fetch_all(&mut *tx)
+            .await
+            .context("cannot insert inbound_event")?;
+            let (outcomes, steps) = new_steps(events, inserted);
+            if !steps.is_empty() {
+                sqlx::query(
+                    "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
+                     SELECT e, i, t, s, c, d, d
+                       FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+                            WITH ORDINALITY AS u (e, i, t, s, c, d, n)
+                      ORDER BY n",
                 )
-                .bind(&event.source)
-                .bind(&event.source_ref)
-                .bind(ms(event.received_at))
-                .bind(event.payload.to_string())
-                .bind(event.via.as_str())
-                .bind(event.lead_at.filter(|at| *at < event.received_at).map(ms))
-                .fetch_optional(&mut *tx)
+                .bind(steps.iter().map(|s| s.event_id).collect::<Vec<_>>())
+                .bind(steps.iter().map(|s| s.index).collect::<Vec<_>>())
+                .bind(steps.iter().map(|s| s.target.clone()).collect::<Vec<_>>())
+                .bind(steps.iter().map(|s| s.state().to_string()).collect::<Vec<_>>())
+                .bind(steps.iter().map(|s| s.now).collect::<Vec<_>>())
+                .bind(steps.iter().map(|s| s.due()).collect::<Vec<_>>())
+                .execute(&mut *tx)
                 .await
-                .context("cannot insert inbound_event")?;
-                let Some((id,)) = inserted else {
-                    outcomes.push(repeat_in(&mut tx, event).await?);
-                    continue;
-                };
-                let now = ms(event.received_at);
-                for (index, target) in event.route.iter().enumerate() {
-                    let first = index == 0;
-                    sqlx::query(
-                        "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    )
-                    .bind(id)
-                    .bind(index as i64)
-                    .bind(target)
-                    .bind(if first { "pending" } else { "waiting" })
-                    .bind(now)
-                    .bind(first.then_some(now))
-                    .bind(first.then_some(now))
-                    .execute(&mut *tx)
-                    .await
-                    .context("cannot insert delivery")?;
-                }
-                outcomes.push(InsertOutcome::Inserted(id));
+                .context("cannot insert delivery")?;
             }
+            let done = settle_repeats(&mut tx, events, outcomes).await?;
             tx.commit().await.context("cannot commit events")?;
-            Ok(outcomes)
+            Ok(done)
         }
     }
 }
@@ -343,6 +333,56 @@ backends! {
 type StepRow = (i64, String, String, Option<String>, Option<String>);
 
 /// A step of a revised lead as it stands.
+/// When a lead says it came into being, stored only when earlier than its reception (Unix milliseconds).
+fn own_time(event: &NewEvent) -> Option<i64> {
+    event.lead_at.filter(|at| *at < event.received_at).map(ms)
+}
+
+/// A step of a new lead, to insert: the first step of a route is due at once, the others wait for the one before.
+struct NewStep {
+    event_id: i64,
+    index: i64,
+    target: String,
+    now: i64,
+}
+
+impl NewStep {
+    fn state(&self) -> &'static str {
+        if self.index == 0 {
+            "pending"
+        } else {
+            "waiting"
+        }
+    }
+
+    /// When it is due (`pending_since` and `next_attempt_at`): now for a first step, not yet for the others.
+    fn due(&self) -> Option<i64> {
+        (self.index == 0).then_some(self.now)
+    }
+}
+
+/// Which leads of a batch are new, from what the insert returned (`(id, source, source_ref)`, in any order): each
+/// new lead's outcome and its steps. The first lead of a batch with a given source and id is the new one; the
+/// others are repeats (`None`, settled after the steps are in).
+fn new_steps(events: &[NewEvent], inserted: Vec<(i64, String, String)>) -> (Vec<Option<InsertOutcome>>, Vec<NewStep>) {
+    let mut new: std::collections::HashMap<(String, String), i64> =
+        inserted.into_iter().map(|(id, source, source_ref)| ((source, source_ref), id)).collect();
+    let mut outcomes = Vec::with_capacity(events.len());
+    let mut steps = Vec::new();
+    for event in events {
+        let Some(id) = new.remove(&(event.source.clone(), event.source_ref.clone())) else {
+            outcomes.push(None);
+            continue;
+        };
+        let now = ms(event.received_at);
+        for (index, target) in event.route.iter().enumerate() {
+            steps.push(NewStep { event_id: id, index: index as i64, target: target.clone(), now });
+        }
+        outcomes.push(Some(InsertOutcome::Inserted(id)));
+    }
+    (outcomes, steps)
+}
+
 #[derive(Debug, Clone, Copy)]
 struct StepNow<'a> {
     state: &'a str,
