@@ -210,30 +210,33 @@ backends! {
             Ok(n)
         }
 
-        /// The leads of a batch that were not new (their source and id were stored before, or earlier in the
-        /// batch), taken one at a time in the batch's order, once the new leads and their steps are in.
-        async fn settle_repeats(
-            tx: &mut Conn,
-            events: &[NewEvent],
-            outcomes: Vec<Option<InsertOutcome>>,
-        ) -> anyhow::Result<Vec<InsertOutcome>> {
+        /// Two statements for the whole batch (the leads, then their steps; each backend writes them its own way)
+        /// instead of one per lead and per step: each statement is a round trip — to SQLite's connection thread or
+        /// to the PostgreSQL server — and those were most of what a webhook cost. A lead whose source and id are
+        /// stored already (also earlier in this batch) is then taken as a repeat, in the batch's order, as one at a
+        /// time would.
+        pub async fn insert_events(db: &Db, events: &[NewEvent]) -> anyhow::Result<Vec<InsertOutcome>> {
+            let mut tx = db.begin_write().await?;
+            let inserted = insert_leads_in(&mut tx, events).await.context("cannot insert inbound_event")?;
+            let (outcomes, steps) = new_steps(events, inserted);
+            if !steps.is_empty() {
+                insert_steps_in(&mut tx, &steps).await.context("cannot insert delivery")?;
+            }
             let mut done = Vec::with_capacity(events.len());
             for (event, outcome) in events.iter().zip(outcomes) {
                 done.push(match outcome {
                     Some(inserted) => inserted,
-                    None => repeat_in(&mut *tx, event).await?,
+                    None => repeat_in(&mut tx, event).await?,
                 });
             }
+            tx.commit().await.context("cannot commit events")?;
             Ok(done)
         }
     }
     sqlite {
-        /// Two statements for the whole batch (the leads, then their steps) instead of one per lead and per step: on
-        /// SQLite each statement is a hand-off to the connection's thread and back, and those hand-offs were most of
-        /// what a webhook cost. A lead whose source and id are stored already (also earlier in this batch) is then
-        /// taken as a repeat, in the batch's order, as one at a time would.
-        pub async fn insert_events(db: &Db, events: &[NewEvent]) -> anyhow::Result<Vec<InsertOutcome>> {
-            let mut tx = db.begin_write().await?;
+        /// Inserts the leads that are new (`json_each` in the batch's order); returns `(id, source, source_ref)` of
+        /// each, in any order.
+        async fn insert_leads_in(tx: &mut Conn, events: &[NewEvent]) -> sqlx::Result<Vec<(i64, String, String)>> {
             let leads: Vec<serde_json::Value> = events
                 .iter()
                 .map(|e| {
@@ -248,7 +251,7 @@ backends! {
                 })
                 .collect();
             // `WHERE true`: SQLite's grammar needs it between a SELECT and an ON CONFLICT.
-            let inserted: Vec<(i64, String, String)> = sqlx::query_as(
+            sqlx::query_as(
                 "INSERT INTO inbound_event (source, source_ref, received_at, payload, via, lead_at)
                  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5
                    FROM json_each($1) WHERE true ORDER BY key
@@ -258,34 +261,29 @@ backends! {
             .bind(serde_json::Value::Array(leads).to_string())
             .fetch_all(&mut *tx)
             .await
-            .context("cannot insert inbound_event")?;
-            let (outcomes, steps) = new_steps(events, inserted);
-            if !steps.is_empty() {
-                let steps: Vec<serde_json::Value> = steps
-                    .iter()
-                    .map(|s| serde_json::json!([s.event_id, s.index, s.target, s.state(), s.now, s.due(), s.due()]))
-                    .collect();
-                sqlx::query(
-                    "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
-                     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
-                       FROM json_each($1) ORDER BY key",
-                )
-                .bind(serde_json::Value::Array(steps).to_string())
-                .execute(&mut *tx)
-                .await
-                .context("cannot insert delivery")?;
-            }
-            let done = settle_repeats(&mut tx, events, outcomes).await?;
-            tx.commit().await.context("cannot commit events")?;
-            Ok(done)
+        }
+
+        async fn insert_steps_in(tx: &mut Conn, steps: &[NewStep]) -> sqlx::Result<()> {
+            let steps: Vec<serde_json::Value> = steps
+                .iter()
+                .map(|s| serde_json::json!([s.event_id, s.index, s.target, s.state(), s.now, s.due(), s.due()]))
+                .collect();
+            sqlx::query(
+                "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
+                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
+                   FROM json_each($1) ORDER BY key",
+            )
+            .bind(serde_json::Value::Array(steps).to_string())
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
         }
     }
     postgres {
-        /// As on SQLite: the whole batch's leads in one statement and their steps in another (arrays unnested in
-        /// the batch's order), so a group commit costs two round trips to the server, not two per lead.
-        pub async fn insert_events(db: &Db, events: &[NewEvent]) -> anyhow::Result<Vec<InsertOutcome>> {
-            let mut tx = db.begin_write().await?;
-            let inserted: Vec<(i64, String, String)> = sqlx::query_as(
+        /// Inserts the leads that are new (arrays unnested in the batch's order); returns `(id, source,
+        /// source_ref)` of each, in any order.
+        async fn insert_leads_in(tx: &mut Conn, events: &[NewEvent]) -> sqlx::Result<Vec<(i64, String, String)>> {
+            sqlx::query_as(
                 "INSERT INTO inbound_event (source, source_ref, received_at, payload, via, lead_at)
                  SELECT s, r, a, p, v, l
                    FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[])
@@ -302,29 +300,25 @@ backends! {
             .bind(events.iter().map(own_time).collect::<Vec<_>>())
             .fetch_all(&mut *tx)
             .await
-            .context("cannot insert inbound_event")?;
-            let (outcomes, steps) = new_steps(events, inserted);
-            if !steps.is_empty() {
-                sqlx::query(
-                    "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
-                     SELECT e, i, t, s, c, d, d
-                       FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-                            WITH ORDINALITY AS u (e, i, t, s, c, d, n)
-                      ORDER BY n",
-                )
-                .bind(steps.iter().map(|s| s.event_id).collect::<Vec<_>>())
-                .bind(steps.iter().map(|s| s.index).collect::<Vec<_>>())
-                .bind(steps.iter().map(|s| s.target.clone()).collect::<Vec<_>>())
-                .bind(steps.iter().map(|s| s.state().to_string()).collect::<Vec<_>>())
-                .bind(steps.iter().map(|s| s.now).collect::<Vec<_>>())
-                .bind(steps.iter().map(|s| s.due()).collect::<Vec<_>>())
-                .execute(&mut *tx)
-                .await
-                .context("cannot insert delivery")?;
-            }
-            let done = settle_repeats(&mut tx, events, outcomes).await?;
-            tx.commit().await.context("cannot commit events")?;
-            Ok(done)
+        }
+
+        async fn insert_steps_in(tx: &mut Conn, steps: &[NewStep]) -> sqlx::Result<()> {
+            sqlx::query(
+                "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
+                 SELECT e, i, t, s, c, d, d
+                   FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+                        WITH ORDINALITY AS u (e, i, t, s, c, d, n)
+                  ORDER BY n",
+            )
+            .bind(steps.iter().map(|s| s.event_id).collect::<Vec<_>>())
+            .bind(steps.iter().map(|s| s.index).collect::<Vec<_>>())
+            .bind(steps.iter().map(|s| s.target.clone()).collect::<Vec<_>>())
+            .bind(steps.iter().map(|s| s.state().to_string()).collect::<Vec<_>>())
+            .bind(steps.iter().map(|s| s.now).collect::<Vec<_>>())
+            .bind(steps.iter().map(|s| s.due()).collect::<Vec<_>>())
+            .execute(&mut *tx)
+            .await?;
+            Ok(())
         }
     }
 }

@@ -829,10 +829,7 @@ async fn wait_for_slot(
         tokio::time::sleep(wait).await;
     }
     // The semaphore is never closed; should it be, the request goes ahead without a permit rather than be lost.
-    let permit = match target.slots.clone().try_acquire_owned() {
-        Ok(permit) => Some(permit),
-        Err(_) => target.slots.clone().acquire_owned().await.ok(),
-    };
+    let permit = target.slots.clone().acquire_owned().await.ok();
     let now = clock.now();
     let pacer_hold = target.pacer.lock().expect("pacer lock").held_until(now);
     let unsent = match target.hold(now).map(|h| h.until).max(pacer_hold) {
