@@ -633,6 +633,9 @@ async fn dispatch_once(
                 continue;
             }
         }
+        // What these requests are claimed under, read now (not after the claim's commit, when a breaker that opened
+        // meanwhile would pass for the claim's own state).
+        let terms = target.send_terms();
         let wanted = match admission {
             Admission::Deny => continue,
             Admission::Probe => 1,
@@ -736,7 +739,6 @@ async fn dispatch_once(
             target.breaker.lock().expect("breaker lock").probe_unused();
         }
         claimed_total += jobs.len();
-        let terms = target.send_terms();
         // One task per request: a batch of up to `per_request` leads for a batch connector, else one lead.
         let mut slots = slots.into_iter();
         let mut jobs = jobs;
