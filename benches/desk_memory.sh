@@ -95,7 +95,7 @@ case "$mode" in
     phase shown
     /usr/bin/python3 "$here/../tests/desktop/close_window.py" $(xdotool search --name '^Leadline$') > /dev/null
     sleep 2
-    grep -q 'window closed: hidden' "$dir/app.log" || { echo "the window did not go to the tray"; exit 1; }
+    grep -q 'window closed: released' "$dir/app.log" || { echo "the window did not go to the tray"; exit 1; }
     phase "hidden in the tray"
     ;;
   *) echo "usage: $0 serve|desktop|tray [binary] [seconds]"; exit 2 ;;

@@ -2,10 +2,10 @@
 # The always-on desk, in the real window (runs inside `xvfb-run` + `dbus-run-session`, started by run.sh):
 #   1. the tray icon registers with the session's tray (a fake StatusNotifierWatcher, as a panel provides) and
 #      says "all delivered" in green;
-#   2. closing the window (WM_DELETE_WINDOW, what a close button sends) hides it and delivery goes on: leads sent
-#      afterwards reach the CRM (its records are counted);
+#   2. closing the window (WM_DELETE_WINDOW, what a close button sends) releases it with its web page, and delivery
+#      goes on: leads sent afterwards reach the CRM (its records are counted);
 #   3. a dead letter turns the tray red, its menu line says "needs a person: 1 dead letter";
-#   3b. clicking the dead letter's notification opens the window on its cause group;
+#   3b. clicking the dead letter's notification makes the window anew, on its cause group;
 #   4. "Start at login" in the tray menu writes the XDG autostart entry (starting hidden) and removes it again, and
 #      so does the switch on the Settings page;
 #   5. "Quit Leadline…" while a delivery is in flight asks through the native dialog what is being sent, and the
@@ -89,17 +89,17 @@ green=$(icon_colour)
 grep -qE 'srgba?\(21,128,61[,)]' <<<"$green" || fail "the all-delivered icon is not green: $green"
 tray state | tee "$out/tray-1.txt"
 
-# 2. Closing the window hides it; the app and its delivery go on.
+# 2. Closing the window releases it (and its web page); the app and its delivery go on.
 send L-1 "Ada Lovelace"
 wait_for 20 crm_has 1 || fail "the first lead did not reach the CRM"
 # Asked as a window manager asks (its close button); asked again if the first request went unanswered (a window
 # still being realised may miss it), up to five times.
-hidden() { plain_log | grep -q 'window closed: hidden'; }
+hidden() { plain_log | grep -q 'window closed: released'; }
 for _ in 1 2 3 4 5; do
   /usr/bin/python3 "$here/close_window.py" $(xdotool search --name '^Leadline$') || fail "could not ask the window to close"
   wait_for 3 hidden && break
 done
-hidden || fail "the app did not hide its window"
+hidden || fail "the app did not release its window"
 kill -0 "$app" 2>/dev/null || fail "closing the window ended the app"
 for w in $(xdotool search --name '^Leadline$'); do
   ! xwininfo -id "$w" | grep -q IsViewable || fail "the window is still shown after closing it"
@@ -124,6 +124,9 @@ clicked=$(dbus-send --session --print-reply=literal --dest=org.freedesktop.Notif
 [ -n "$clicked" ] || fail "the new-cause notification cannot be clicked (it offers no default action)"
 wait_for 10 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'notification clicked: window opened place=.*dead_letters.*crm'" ||
   fail "clicking the notification did not open the window on the dead letters"
+# The window was closed (released), so it is made anew: its page takes the place once it listens.
+wait_for 20 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'the new window opens on its place place=.*dead_letters.*crm'" ||
+  fail "the new window did not ask for the place it was opened on"
 shown=no
 for _ in $(seq 40); do
   for w in $(xdotool search --name '^Leadline$'); do xwininfo -id "$w" | grep -q IsViewable && shown=yes; done

@@ -6,8 +6,9 @@
 //! UI says so in a banner. Commands here only adapt [`crate::shells::api`]; replay confirmation is a native dialog
 //! (`tauri-plugin-dialog`), alerts become desktop notifications (`tauri-plugin-notification`).
 //!
-//! Closing the window hides it: delivery goes on, and the tray icon ([`tray`]) shows the state and is the way to
-//! quit (which lets in-flight deliveries finish).
+//! Closing the window releases it with its web page (WebKit's web process ends; [`tray::open_window`] makes it
+//! anew): delivery goes on, and the tray icon ([`tray`]) shows the state and is the way to quit (which lets
+//! in-flight deliveries finish).
 
 mod desk;
 mod tray;
@@ -78,12 +79,13 @@ fn open_clicked_place(app: &tauri::AppHandle, performed: &tauri_plugin_notificat
         return;
     }
     let place = performed.notification().and_then(|n| n.extra().get("place").cloned());
-    tray::show_window(app);
     tracing::info!(place = %place.as_ref().map_or("none".into(), |p| p.to_string()), "notification clicked: window opened");
-    if let Some(place) = place {
-        let _ = app.emit("open-place", place);
-    }
+    tray::open_window(app, place);
 }
+
+/// Where a window made anew for a clicked notification opens: kept until its page asks ([`take_place`]).
+#[derive(Default)]
+pub(crate) struct PendingPlace(pub Mutex<Option<serde_json::Value>>);
 
 /// The native confirmation dialog.
 struct DialogConfirm(tauri::AppHandle);
@@ -197,6 +199,7 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
         .plugin(tauri_plugin_notification::init())
+        .manage(PendingPlace::default())
         .setup(move |app| {
             let handle = app.handle().clone();
             let tray = tray::Tray::build(app.handle())?;
@@ -217,11 +220,12 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
             app.manage(desk::DeskState { mode: Mutex::new(mode), config_dir, feed });
             let opener = app.handle().clone();
             app.notification().on_action(move |performed| open_clicked_place(&opener, performed))?;
+            // The window is made here, not by the configuration (`create: false`): started hidden, no page is
+            // loaded until someone opens it.
             if hidden && !asking {
-                if let Some(w) = app.get_webview_window("main") {
-                    let _ = w.hide();
-                }
-                tracing::info!("started hidden: Leadline is in the tray");
+                tracing::info!("started hidden: Leadline is in the tray, its window made when opened");
+            } else {
+                tray::show_window(app.handle());
             }
             // SIGTERM / Ctrl-C close the app the same way as its window: through the Exit event below.
             let exit = app.handle().clone();
@@ -232,11 +236,11 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
             Ok(())
         })
         .on_window_event(|window, event| {
-            // Closing the window hides it: the worker and the ingest server go on (quit from the tray).
-            if let tauri::WindowEvent::CloseRequested { api, .. } = event {
-                api.prevent_close();
-                let _ = window.hide();
-                tracing::info!("window closed: hidden, delivery goes on in the tray");
+            // Closing the window releases it and its page (WebKit's web process ends with it): the worker and the
+            // ingest server go on, the tray stays (quit from there), and opening makes the window anew. A desk
+            // that spends its day in the tray holds no web page (see `RunEvent::ExitRequested` below).
+            if let tauri::WindowEvent::CloseRequested { .. } = event {
+                tracing::info!("window closed: released, delivery goes on in the tray");
                 if !TOLD_ABOUT_TRAY.swap(true, std::sync::atomic::Ordering::SeqCst) {
                     let desk = window.app_handle().try_state::<desk::DeskState>().is_some_and(|d| d.is_team());
                     let body = if desk {
@@ -290,6 +294,7 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
             store_secret,
             autostart,
             set_autostart,
+            take_place,
             desk::desk_view,
             desk::choose_here,
             desk::connect_team,
@@ -300,6 +305,12 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         .build(tauri::generate_context!())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
     app.run(|handle, event| {
+        // The last window closing asks the app to exit (no code): Leadline stays in the tray instead. Quit and
+        // SIGTERM exit with a code and go through.
+        if let RunEvent::ExitRequested { code: None, api, .. } = &event {
+            api.prevent_exit();
+            return;
+        }
         if let RunEvent::Exit = event {
             // A clean shutdown: the worker finishes or releases in-flight jobs before the process ends.
             if let Some(desktop) = handle.try_state::<Desktop>() {
@@ -610,4 +621,14 @@ fn autostart(app: tauri::AppHandle) -> bool {
 #[tauri::command]
 fn set_autostart(app: tauri::AppHandle, enabled: bool) -> CommandResult<bool> {
     tray::set_autostart(&app, enabled).map_err(api::ApiError::Internal)
+}
+
+/// The place a clicked notification opened a new window on, once (the page asks when it starts listening).
+#[tauri::command]
+fn take_place(pending: tauri::State<'_, PendingPlace>) -> Option<serde_json::Value> {
+    let place = pending.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(p) = &place {
+        tracing::info!(place = %p, "the new window opens on its place");
+    }
+    place
 }

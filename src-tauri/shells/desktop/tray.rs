@@ -1,7 +1,7 @@
 //! The tray icon: Leadline's state at a glance while its window is closed, and the way to quit.
 //!
-//! Closing the window only hides it: the ingest server, the worker and the monitor go on, so leads keep flowing
-//! when someone tidies their desktop. The icon is a disc in the state's colour with a mark (green tick: all
+//! Closing the window releases it and its web page (the window is made again when opened): the ingest server, the
+//! worker and the monitor go on, so leads keep flowing when someone tidies their desktop. The icon is a disc in the state's colour with a mark (green tick: all
 //! delivered; amber dots: leads on their way; red exclamation: needs a person — see
 //! [`crate::features::monitor::glance`]); the menu's first line says the same with the counts. (Linux panels
 //! show no tooltips for tray icons — AppIndicator has none — so the counts are in the menu there; elsewhere the
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
-use tauri::{AppHandle, Manager};
+use tauri::{AppHandle, Emitter, Manager};
 use tauri_plugin_autostart::ManagerExt;
 
 use crate::features::monitor::glance::{self, Glance};
@@ -102,12 +102,36 @@ impl Tray {
     }
 }
 
-/// Brings the window back (from the tray, a second launch, a notification).
+/// Brings the window back (from the tray, a second launch, at start).
 pub fn show_window(app: &AppHandle) {
+    open_window(app, None);
+}
+
+/// Shows the window, made anew when it was closed (a closed window is released with its page); `place`, when
+/// given, is where it opens: sent to a page already there, kept for a new one until it asks (`take_place`).
+pub fn open_window(app: &AppHandle, place: Option<serde_json::Value>) {
     if let Some(w) = app.get_webview_window("main") {
         let _ = w.show();
         let _ = w.unminimize();
         let _ = w.set_focus();
+        if let Some(place) = place {
+            let _ = app.emit("open-place", place);
+        }
+        return;
+    }
+    if let Some(pending) = app.try_state::<super::PendingPlace>() {
+        *pending.0.lock().unwrap_or_else(|e| e.into_inner()) = place;
+    }
+    let Some(config) = app.config().app.windows.iter().find(|w| w.label == "main").cloned() else {
+        tracing::error!("the configuration declares no main window");
+        return;
+    };
+    match tauri::WebviewWindowBuilder::from_config(app, &config).and_then(|b| b.build()) {
+        Ok(w) => {
+            let _ = w.set_focus();
+            tracing::info!("window made: its page loads");
+        }
+        Err(e) => tracing::error!(error = %e, "cannot open the window"),
     }
 }
 

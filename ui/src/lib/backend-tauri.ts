@@ -187,7 +187,13 @@ export class TauriBackend implements Backend {
     return call<boolean>('set_autostart', { enabled });
   }
   onOpenPlace(open: (place: Place) => void): () => void {
-    return on<Place>('open-place', open);
+    // A window made anew for a clicked notification (a closed window is released, not hidden): its place waits in
+    // the app until this page listens, then is taken once.
+    return on<Place>('open-place', open, () => {
+      call<Place | null>('take_place')
+        .then((p) => p && open(p))
+        .catch(() => undefined);
+    });
   }
   settings() {
     return call<SettingsView>('settings');
