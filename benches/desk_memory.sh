@@ -3,7 +3,8 @@
 #   bash benches/desk_memory.sh serve   [binary] [seconds]   # `leadline serve --demo`, headless (the Rust side alone)
 #   bash benches/desk_memory.sh desktop [binary] [seconds]   # the desktop app under Xvfb, its whole process tree
 #   bash benches/desk_memory.sh tray    [binary] [seconds]   # idle desk (no traffic): window shown, then closed to
-#                                                             # the tray; RSS of the tree and CPU in each phase
+#                                                             # the tray; RSS of the tree and CPU in each phase; then
+#                                                             # opened from the tray and closed, `cycles=8` times
 # Defaults: target/release/leadline, 180 s. Samples VmRSS/VmHWM from /proc every 10 s and prints a table; extra
 # environment (LEADLINE_DB_CACHE_MIB=…, MALLOC_ARENA_MAX=…) is passed through to the app for comparisons.
 set -euo pipefail
@@ -97,6 +98,24 @@ case "$mode" in
     sleep 2
     grep -q 'window closed: released' "$dir/app.log" || { echo "the window did not go to the tray"; exit 1; }
     phase "hidden in the tray"
+    # Opened and closed again and again (from the tray menu, as a person does): the window is made anew each time.
+    # Its page's load time, and whether the `leadline` process keeps memory from the windows it made.
+    echo "== opened from the tray and closed, ${cycles:=8} times"
+    printf '%6s %16s %18s %14s\n' cycle "page asked (ms)" "leadline RSS MiB" "tree RSS MiB"
+    for c in $(seq "$cycles"); do
+      /usr/bin/python3 "$here/../tests/desktop/tray_client.py" "$dir/items" click "Open Leadline" > /dev/null
+      for _ in $(seq 120); do [ "$(grep -c "overview asked" "$dir/app.log")" -ge "$c" ] && break; sleep 0.25; done
+      ms=$(sed 's/\x1b\[[0-9;]*m//g' "$dir/app.log" | sed -n 's/.*overview asked \([0-9]*\) ms after.*/\1/p' | sed -n "${c}p")
+      sleep 3
+      closed=$(grep -c 'window closed: released' "$dir/app.log")
+      for _ in 1 2 3 4 5; do
+        /usr/bin/python3 "$here/../tests/desktop/close_window.py" $(xdotool search --name '^Leadline$') > /dev/null || true
+        for _ in $(seq 12); do [ "$(grep -c 'window closed: released' "$dir/app.log")" -gt "$closed" ] && break 2; sleep 0.25; done
+      done
+      sleep 3
+      sum=0; for p in $(tree "$app"); do sum=$((sum + $(kib "$p" VmRSS))); done
+      printf '%6d %16s %18.1f %14.1f\n' "$c" "${ms:-?}" "$(echo "$(kib "$app" VmRSS)/1024" | bc -l)" "$(echo "$sum/1024" | bc -l)"
+    done
     ;;
   *) echo "usage: $0 serve|desktop|tray [binary] [seconds]"; exit 2 ;;
 esac

@@ -358,6 +358,11 @@ async fn health(state: S<'_>) -> CommandResult<HealthView> {
         let ms = LAUNCHED.get().map_or(0, |t| t.elapsed().as_millis());
         tracing::info!(ms, "first overview request {ms} ms after launch");
     }
+    // How long a window made anew (after it was closed) takes to ask for its overview: what releasing it costs.
+    if let Some(made) = tray::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let ms = made.elapsed().as_millis();
+        tracing::info!(ms, "the window's overview asked {ms} ms after the window was made");
+    }
     health
 }
 

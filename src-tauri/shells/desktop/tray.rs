@@ -102,6 +102,9 @@ impl Tray {
     }
 }
 
+/// When the window was last made, until its page first asks for the overview (the time is logged then).
+pub static WINDOW_MADE: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+
 /// Brings the window back (from the tray, a second launch, at start).
 pub fn show_window(app: &AppHandle) {
     open_window(app, None);
@@ -126,6 +129,7 @@ pub fn open_window(app: &AppHandle, place: Option<serde_json::Value>) {
         tracing::error!("the configuration declares no main window");
         return;
     };
+    *WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
     match tauri::WebviewWindowBuilder::from_config(app, &config).and_then(|b| b.build()) {
         Ok(w) => {
             let _ = w.set_focus();
