@@ -67,9 +67,9 @@ case "$mode" in
     [ -n "${INSIDE_XVFB:-}" ] || exec env INSIDE_XVFB=1 xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$0" desktop "$bin" "$secs"
     dir=$(mktemp -d)
     trap 'kill "$app" 2>/dev/null || true; wait "$app" 2>/dev/null || true; rm -rf "$dir"' EXIT
-    NO_AT_BRIDGE=1 XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" "$bin" > "$dir/app.log" 2>&1 &
+    NO_AT_BRIDGE=1 XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" "$bin" --demo > "$dir/app.log" 2>&1 &
     app=$!
-    echo "desktop app under Xvfb ($bin), ${secs} s, pid $app"
+    echo "desktop app under Xvfb ($bin --demo: the demo runs here), ${secs} s, pid $app"
     for _ in $(seq 120); do xwininfo -root -tree 2>/dev/null | grep -q '"Leadline"' && break; sleep 0.5; done
     sample "$app"
     ;;
