@@ -1,9 +1,9 @@
 //! The tray icon: Leadline's state at a glance while its window is closed, and the way to quit.
 //!
-//! Closing the window releases it and its web page (the window is made again when opened): the ingest server, the
-//! worker and the monitor go on, so leads keep flowing when someone tidies their desktop. The icon is a disc in the state's colour with a mark (green tick: all
-//! delivered; amber dots: leads on their way; red exclamation: needs a person — see
-//! [`crate::features::monitor::glance`]); the menu's first line says the same with the counts. (Linux panels
+//! Closing the window releases it and its web page (the window is made again when opened): the ingest server,
+//! the worker and the monitor go on, so leads keep flowing when someone tidies their desktop. The icon is a disc
+//! in the state's colour with a mark (green tick: all delivered; amber dots: leads on their way; red
+//! exclamation: needs a person — see [`crate::features::monitor::glance`]); the menu's first line says the same with the counts. (Linux panels
 //! show no tooltips for tray icons — AppIndicator has none — so the counts are in the menu there; elsewhere the
 //! tooltip carries them too.) *Quit Leadline…* says what is being sent and what waits, and quitting lets the
 //! deliveries in flight finish (the shutdown in [`super::run`]'s exit handler). *Start at login* is the official
