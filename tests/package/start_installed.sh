@@ -30,7 +30,8 @@ trap cleanup EXIT
 win=""
 for _ in $(seq 120); do
   kill -0 "$app" 2>/dev/null || fail "the installed app exited before it opened a window"
-  win=$(xwininfo -root -tree 2>/dev/null | awk '/"Leadline"/ {print $1; exit}')
+  # The shown window, not GTK's unmapped 10x10 client leader, which carries the application's name too.
+  win=$(xdotool search --onlyvisible --name '^Leadline$' 2>/dev/null | head -1 || true)
   [ -n "$win" ] && break
   sleep 0.5
 done

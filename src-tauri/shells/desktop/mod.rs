@@ -83,9 +83,17 @@ fn open_clicked_place(app: &tauri::AppHandle, performed: &tauri_plugin_notificat
     tray::open_window(app, place);
 }
 
-/// Where a window made anew for a clicked notification opens: kept until its page asks ([`take_place`]).
+/// Where a clicked notification opens the window, handed to its page: sent as `open-place` to a page that listens,
+/// kept for a page that does not yet (a window just made, its page loading) until it asks ([`take_place`]).
 #[derive(Default)]
-pub(crate) struct PendingPlace(pub Mutex<Option<serde_json::Value>>);
+pub(crate) struct PendingPlace(pub Mutex<PlaceHandOff>);
+
+#[derive(Default)]
+pub(crate) struct PlaceHandOff {
+    pub place: Option<serde_json::Value>,
+    /// Whether the window's page listens for `open-place` (it says so by asking for its place).
+    pub page_listens: bool,
+}
 
 /// The native confirmation dialog.
 struct DialogConfirm(tauri::AppHandle);
@@ -631,7 +639,9 @@ fn set_autostart(app: tauri::AppHandle, enabled: bool) -> CommandResult<bool> {
 /// The place a clicked notification opened a new window on, once (the page asks when it starts listening).
 #[tauri::command]
 fn take_place(pending: tauri::State<'_, PendingPlace>) -> Option<serde_json::Value> {
-    let place = pending.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut hand_off = pending.0.lock().unwrap_or_else(|e| e.into_inner());
+    hand_off.page_listens = true;
+    let place = hand_off.place.take();
     if let Some(p) = &place {
         tracing::info!(place = %p, "the new window opens on its place");
     }

@@ -113,17 +113,28 @@ pub fn show_window(app: &AppHandle) {
 /// Shows the window, made anew when it was closed (a closed window is released with its page); `place`, when
 /// given, is where it opens: sent to a page already there, kept for a new one until it asks (`take_place`).
 pub fn open_window(app: &AppHandle, place: Option<serde_json::Value>) {
-    if let Some(w) = app.get_webview_window("main") {
+    let window = app.get_webview_window("main");
+    if let Some(w) = &window {
         let _ = w.show();
         let _ = w.unminimize();
         let _ = w.set_focus();
-        if let Some(place) = place {
-            let _ = app.emit("open-place", place);
-        }
-        return;
     }
     if let Some(pending) = app.try_state::<super::PendingPlace>() {
-        *pending.0.lock().unwrap_or_else(|e| e.into_inner()) = place;
+        let mut hand_off = pending.0.lock().unwrap_or_else(|e| e.into_inner());
+        if window.is_none() {
+            // A new page: it listens once loaded, and takes what was clicked for it (nothing older).
+            *hand_off = super::PlaceHandOff::default();
+        }
+        match place {
+            Some(place) if hand_off.page_listens => {
+                let _ = app.emit("open-place", place);
+            }
+            Some(place) => hand_off.place = Some(place),
+            None => {}
+        }
+    }
+    if window.is_some() {
+        return;
     }
     let Some(config) = app.config().app.windows.iter().find(|w| w.label == "main").cloned() else {
         tracing::error!("the configuration declares no main window");
