@@ -79,6 +79,10 @@ enum Command {
         #[arg(long, env = "LEADLINE_DATABASE_URL")]
         database: Option<String>,
     },
+    /// The desktop app's window, started by the app itself (it reaches Leadline through the running app).
+    #[cfg(feature = "desktop")]
+    #[command(hide = true)]
+    Window,
     /// Test a target's connection: one harmless authenticated request, and what is wrong in plain words.
     TestConnection {
         #[arg(long, env = "LEADLINE_CONFIG")]
@@ -136,6 +140,11 @@ fn main() -> std::process::ExitCode {
                 .build()
                 .context("cannot start the async runtime")
                 .and_then(|rt| rt.block_on(serve(config, demo, listen, database, demo_rate)))
+        }
+        #[cfg(feature = "desktop")]
+        Some(Command::Window) => {
+            lighter_webview();
+            leadline::desktop::run_window()
         }
         #[cfg(feature = "desktop")]
         None => {

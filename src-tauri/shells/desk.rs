@@ -68,6 +68,18 @@ pub fn read_choice(config_dir: &Path) -> anyhow::Result<Option<Choice>> {
     Ok(Some(choice))
 }
 
+/// Whether the desktop app runs Leadline here on this start (the engine process is started for it), as its full
+/// decision would say (`shells/desktop/desk.rs`, `decide`), without reading the keyring: an explicit configuration
+/// or `--demo`, the first start's choice, else a `leadline.toml` in the config folder.
+pub fn runs_here(config_dir: &Path, explicit_here: bool) -> bool {
+    explicit_here
+        || match read_choice(config_dir) {
+            Ok(Some(Choice::Here)) => true,
+            Ok(Some(Choice::Team { .. })) | Err(_) => false,
+            Ok(None) => config_dir.join("leadline.toml").exists(),
+        }
+}
+
 /// Remembers the choice (the server's address only: the token goes to the keyring).
 pub fn write_choice(config_dir: &Path, choice: &Choice) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(config_dir).with_context(|| format!("cannot create {}", config_dir.display()))?;

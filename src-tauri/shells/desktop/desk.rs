@@ -53,10 +53,6 @@ impl DeskState {
         }
     }
 
-    pub fn is_team(&self) -> bool {
-        matches!(&*self.mode.lock().unwrap_or_else(|e| e.into_inner()), Mode::Team(_))
-    }
-
     fn link(&self) -> CommandResult<DeskLink> {
         match &*self.mode.lock().unwrap_or_else(|e| e.into_inner()) {
             Mode::Team(link) => Ok(link.clone()),
@@ -149,17 +145,16 @@ pub fn desk_view(state: tauri::State<'_, DeskState>) -> DeskView {
     view
 }
 
-/// "Run here (just me)": remembered, and Leadline starts here now (the worker, the ingest server, the database).
+/// "Run here (just me)": remembered, and the app starts again, now running Leadline here (the worker, the ingest
+/// server, the database) in its engine process, with its window.
 #[tauri::command]
 pub async fn choose_here(handle: tauri::AppHandle, state: tauri::State<'_, DeskState>) -> CommandResult<DeskView> {
     if !matches!(&*state.mode.lock().unwrap_or_else(|e| e.into_inner()), Mode::Choose { .. }) {
         return Err(ApiError::Conflict("this app has already chosen how it runs".into()));
     }
     desk::write_choice(&state.config_dir, &Choice::Here)?;
-    super::start_here(&handle, None, false).await?;
-    *state.mode.lock().unwrap_or_else(|e| e.into_inner()) = Mode::Here;
-    tracing::info!("first start: runs here");
-    Ok(state.view())
+    tracing::info!("first start: runs here; the app starts again to run Leadline");
+    handle.restart()
 }
 
 /// "Connect to a team server": the address and the token are checked against the server first (nothing is kept

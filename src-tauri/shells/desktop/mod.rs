@@ -1,55 +1,41 @@
-//! The desktop shell (feature `desktop`): a Tauri 2 window over the same [`crate::shells::api`] the HTTP server uses.
+//! The desktop shell (feature `desktop`): Leadline running on this computer with a tray icon, and its window.
 //!
-//! `leadline` with no arguments opens the window; the ingest server, the worker and the monitor run inside
-//! the app on the embedded SQLite database in the app's data folder. Configuration comes from `--config` /
-//! `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with none, the app runs the demo and the
-//! UI says so in a banner. Commands here only adapt [`crate::shells::api`]; replay confirmation is a native dialog
-//! (`tauri-plugin-dialog`), alerts become desktop notifications (`tauri-plugin-notification`).
+//! `leadline` with no arguments runs Leadline here — the ingest server, the worker and the monitor on the embedded
+//! SQLite database in the app's data folder — in the *engine process* ([`host`]): the tray icon, desktop
+//! notifications and native confirmations, no web view. The window is a process of its own (`leadline window`,
+//! [`run_window`]): a Tauri 2 web view started when someone opens it and ended when they close it, reaching the
+//! engine through [`bridge`]. Its page invokes the same commands ([`commands`]) in either case.
 //!
-//! Closing the window releases it with its web page (WebKit's web process ends; [`tray::open_window`] makes it
-//! anew): delivery goes on, and the tray icon ([`tray`]) shows the state and is the way to quit (which lets
-//! in-flight deliveries finish).
+//! Configuration comes from `--config` / `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with
+//! none, the first start asks how to run (here, or as a desk of a team server) — that question, and a desk of a
+//! team server, run in one Tauri process ([`run_in_one_process`]): a desk runs no engine to keep apart, and "run
+//! here", once chosen, runs there until the next start, which is the engine process's.
 
+mod bridge;
+mod commands;
 mod desk;
+mod host;
 mod tray;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::Context as _;
+use serde_json::Value;
+use tauri::ipc::{Invoke, InvokeBody, InvokeError};
 use tauri::{Emitter, Manager, RunEvent};
 use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
 use tauri_plugin_notification::NotificationExt;
 
-use crate::config::Config;
-use crate::demo;
-use crate::features::dlq::DeadLetterFilter;
-use crate::features::monitor::alerts::Alert;
-use crate::features::monitor::metrics::MetricSeries;
 use crate::features::monitor::Notifier;
-use crate::features::replay::{ReplayPreview, ReplayProgress, ReplayReceipt, ReplaySelection};
-use crate::shells::api::{
-    self, App, Confirm, DeadLetterList, DeadLetterView, HealthView, ScriptedConfirm, Session, TargetView,
-};
-use crate::shells::server::{Server, StartOptions};
+use crate::shells::api::{self, Confirm, ScriptedConfirm};
+
+pub use host::IDENTIFIER;
 
 type CommandResult<T> = Result<T, api::ApiError>;
 
-/// When the process started, to report how long the first overview took.
-static LAUNCHED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-static FIRST_HEALTH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 /// Whether this run already said that closing the window leaves Leadline running (said once per run).
 static TOLD_ABOUT_TRAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// What the commands reach through Tauri's managed state.
-struct Desktop {
-    app: App,
-    server: Mutex<Option<Server>>,
-    confirm: Arc<dyn Confirm>,
-    /// Who acts, for the audit: the OS user.
-    actor: String,
-}
 
 /// Alerts as desktop notifications: one per incident (an alert is announced only when it opens).
 struct DesktopNotifier(tauri::AppHandle);
@@ -117,11 +103,6 @@ impl Confirm for DialogConfirm {
     }
 }
 
-fn os_user() -> String {
-    let name = std::env::var("USER").or_else(|_| std::env::var("USERNAME")).unwrap_or_else(|_| "unknown".into());
-    format!("desktop user `{name}`")
-}
-
 /// The confirmation the desktop asks for: the native dialog (tests script it with `LEADLINE_CONFIRM`, since
 /// native dialogs cannot be clicked by WebDriver).
 fn confirmer(handle: &tauri::AppHandle) -> Arc<dyn Confirm> {
@@ -132,72 +113,27 @@ fn confirmer(handle: &tauri::AppHandle) -> Arc<dyn Confirm> {
     }
 }
 
-/// Runs Leadline here (the worker, the ingest server, the database) and hands it to the commands and the tray.
-async fn start_here(handle: &tauri::AppHandle, config_path: Option<PathBuf>, demo: bool) -> anyhow::Result<()> {
-    let desktop = start(handle.clone(), config_path, demo).await?;
-    let live = desktop.app.live.subscribe();
-    let core = desktop.app.clone();
-    handle.manage(desktop);
-    let tray = handle.state::<Arc<tray::Tray>>().inner().clone();
-    tauri::async_runtime::spawn(follow_in_tray(core, live, tray));
-    Ok(())
-}
-
-async fn start(handle: tauri::AppHandle, config_path: Option<PathBuf>, demo: bool) -> anyhow::Result<Desktop> {
-    let data_dir = handle.path().app_data_dir().context("no app data folder")?;
-    let config_dir = handle.path().app_config_dir().context("no app config folder")?;
-    let path =
-        if demo { None } else { config_path.or_else(|| Some(config_dir.join("leadline.toml")).filter(|p| p.exists())) };
-    let (config, demo_crm) = match path {
-        Some(p) => {
-            let mut c = Config::load(&p)?;
-            if c.database.url.is_none() {
-                c.database.url = Some(format!("sqlite://{}", data_dir.join("leadline.db").display()));
-            }
-            (c, None)
-        }
-        None => {
-            let (crm, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
-            demo::enter_schedule(&crm);
-            tracing::info!(%addr, "demo CRM listening");
-            let db = format!("sqlite://{}", data_dir.join("leadline-demo.db").display());
-            (demo::demo_config(addr, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
-        }
-    };
-    let notifier = Arc::new(DesktopNotifier(handle.clone()));
-    // The demo started at a point of its schedule has been "listening" since its timeline began (see
-    // `StartOptions::listened_before`); a real configuration listens from its start.
-    let listened_before = if demo_crm.is_some() { demo::clock_offset() } else { Duration::ZERO };
-    let options = StartOptions { demo: demo_crm.is_some(), notifier, listened_before, ..Default::default() };
-    let server = Server::start_with(config, options).await?;
-    if let Some(crm) = demo_crm {
-        demo::seed_history(&server.app.store, &server.app.config, server.app.clock.now(), 60.0).await?;
-        tokio::spawn(demo::run_schedule(crm.clone()));
-        tokio::spawn(demo::run_traffic(server.addr, 60.0, demo::PARTNER_SILENT_AT, crm));
-    }
-    // Live events to the window.
-    let mut live = server.app.live.subscribe();
-    let emitter = handle.clone();
-    tokio::spawn(async move {
-        loop {
-            match live.recv().await {
-                Ok(e) => {
-                    let _ = emitter.emit("live", &e);
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(_) => break,
-            }
-        }
-    });
-    let confirm = confirmer(&handle);
-    Ok(Desktop { app: server.app.clone(), server: Mutex::new(Some(server)), confirm, actor: os_user() })
-}
-
-/// Opens the window (or only the tray icon when `hidden`). `config` is `--config` (or `LEADLINE_CONFIG`); with it
-/// or with `demo`, Leadline runs here; otherwise the first start's choice decides ([`desk::decide`]): run here,
-/// or be a desk of a team server.
+/// `leadline` without a command: Leadline here in the engine process ([`host::run`]) when it runs here (`--config`,
+/// `--demo`, the first start's choice, or a `leadline.toml` in the config folder), else one Tauri process that
+/// asks how to run or is a desk of a team server ([`run_in_one_process`]).
 pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<()> {
-    LAUNCHED.get_or_init(std::time::Instant::now);
+    let config_dir = dirs::config_dir().context("no platform config folder")?.join(IDENTIFIER);
+    if crate::shells::desk::runs_here(&config_dir, config.is_some() || demo) {
+        host::run(config, hidden, demo)
+    } else {
+        run_in_one_process(hidden)
+    }
+}
+
+/// The app's Tauri configuration and assets (one copy, for both ways the window runs).
+fn context() -> tauri::Context<tauri::Wry> {
+    tauri::generate_context!()
+}
+
+/// One Tauri process with the tray and the window: the first start's question ("run here" restarts the app, which
+/// then runs in the engine process), or a desk of a team server (no engine here: every call goes to the server).
+fn run_in_one_process(hidden: bool) -> anyhow::Result<()> {
+    commands::LAUNCHED.get_or_init(std::time::Instant::now);
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| tray::show_window(app)))
         .plugin(tauri_plugin_autostart::init(
@@ -213,11 +149,10 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
             let tray = tray::Tray::build(app.handle())?;
             app.manage(tray.clone());
             let config_dir = handle.path().app_config_dir()?;
-            let mode = desk::decide(&config_dir, config.is_some() || demo);
+            let mode = desk::decide(&config_dir, false);
             let feed = desk::Feed::default();
             match &mode {
-                desk::Mode::Here => tauri::async_runtime::block_on(start_here(&handle, config.clone(), demo))
-                    .map_err(|e| -> Box<dyn std::error::Error> { format!("{e:#}").into() })?,
+                desk::Mode::Here => tracing::warn!("runs here: the engine process should have been started"),
                 desk::Mode::Team(link) => desk::follow(&handle, link.clone(), tray.clone(), feed.clone()),
                 desk::Mode::Choose { problem, .. } => {
                     tracing::info!(problem = problem.as_deref().unwrap_or("first start"), "asking how to run");
@@ -244,62 +179,20 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
             Ok(())
         })
         .on_window_event(|window, event| {
-            // Closing the window releases it and its page (WebKit's web process ends with it): the worker and the
-            // ingest server go on, the tray stays (quit from there), and opening makes the window anew. A desk
-            // that spends its day in the tray holds no web page (see `RunEvent::ExitRequested` below).
+            // Closing the window releases it and its page (WebKit's web process ends with it): the desk goes on
+            // following its server in the tray (quit from there), and opening makes the window anew.
             if let tauri::WindowEvent::CloseRequested { .. } = event {
-                tracing::info!("window closed: released, delivery goes on in the tray");
+                tracing::info!("window closed: released, the desk goes on in the tray");
                 if !TOLD_ABOUT_TRAY.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    let desk = window.app_handle().try_state::<desk::DeskState>().is_some_and(|d| d.is_team());
-                    let body = if desk {
+                    DesktopNotifier(window.app_handle().clone()).notify(
+                        "Leadline is still running",
                         "The team server goes on delivering, and this desk still raises its alerts while the \
-                         window is closed. Open it or quit from Leadline's icon in the tray."
-                    } else {
-                        "Leads keep being delivered while the window is closed. Open it or quit from \
-                         Leadline's icon in the tray."
-                    };
-                    DesktopNotifier(window.app_handle().clone()).notify("Leadline is still running", body);
+                         window is closed. Open it or quit from Leadline's icon in the tray.",
+                    );
                 }
             }
         })
         .invoke_handler(tauri::generate_handler![
-            session,
-            health,
-            metrics,
-            sources,
-            reconcile_now,
-            figures,
-            dead_letters,
-            dead_letter,
-            reveal_dead_letter,
-            find_leads,
-            lead_story,
-            reveal_lead,
-            replay_preview,
-            replay,
-            replay_progress,
-            replays,
-            replay_report,
-            control_replay,
-            dead_letter_groups,
-            resolve_dead_letters,
-            fix_dead_letters,
-            fix_and_replay_preview,
-            fix_and_replay,
-            export_dead_letters,
-            export_replay_report,
-            edit_dead_letter,
-            alerts,
-            acknowledge_alert,
-            alert_channels,
-            targets,
-            set_target_paused,
-            target_preview,
-            check_target,
-            reload_secrets,
-            settings,
-            save_settings,
-            store_secret,
             autostart,
             set_autostart,
             take_place,
@@ -310,195 +203,115 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
             desk::desk_export,
             desk::leave_team,
         ])
-        .build(tauri::generate_context!())
+        .build(context())
         .map_err(|e| anyhow::anyhow!("the desktop app could not start: {e}"))?;
-    app.run(|handle, event| {
+    app.run(|_, event| {
         // The last window closing asks the app to exit (no code): Leadline stays in the tray instead. Quit and
         // SIGTERM exit with a code and go through.
         if let RunEvent::ExitRequested { code: None, api, .. } = &event {
             api.prevent_exit();
-            return;
-        }
-        if let RunEvent::Exit = event {
-            // A clean shutdown: the worker finishes or releases in-flight jobs before the process ends.
-            if let Some(desktop) = handle.try_state::<Desktop>() {
-                let server = desktop.server.lock().ok().and_then(|mut s| s.take());
-                if let Some(server) = server {
-                    if let Err(e) = tauri::async_runtime::block_on(server.shutdown()) {
-                        tracing::error!(error = %format!("{e:#}"), "unclean shutdown");
-                    }
-                }
-            }
         }
     });
     Ok(())
 }
 
-/// Keeps the tray icon on the state of the queue: once now, then at every health update of the live feed.
-async fn follow_in_tray(
-    app: App,
-    mut live: tokio::sync::broadcast::Receiver<crate::runtime::LiveEvent>,
-    tray: Arc<tray::Tray>,
-) {
-    if let Ok(h) = api::health(&app).await {
-        tray.show(&h);
+/// `leadline window`: the window of Leadline running here, in a process of its own, started by the engine process
+/// ([`host`]) with the bridge's address and secret in its environment. Its standard input brings the places to
+/// show (`{"place": …}` per line: the first opens the window); it ends when the window is closed, or when its input
+/// ends (the engine quit).
+pub fn run_window() -> anyhow::Result<()> {
+    let client = bridge::Client::from_env()?;
+    let config_dir = dirs::config_dir().context("no platform config folder")?.join(IDENTIFIER);
+    let generated = window_handler(tauri::generate_handler![take_place, desk::desk_view]);
+    let app = tauri::Builder::default()
+        .plugin(tauri_plugin_window_state::Builder::default().build())
+        .plugin(tauri_plugin_dialog::init())
+        .manage(PendingPlace::default())
+        .manage(desk::DeskState { mode: Mutex::new(desk::Mode::Here), config_dir, feed: desk::Feed::default() })
+        .manage(client.clone())
+        .setup(move |app| {
+            // The places to show, from the engine; the end of the input is the engine quitting.
+            let handle = app.handle().clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::stdin().lock().lines() {
+                    let Ok(line) = line else { break };
+                    let place =
+                        serde_json::from_str::<Value>(&line).ok().and_then(|mut v| v.get_mut("place").map(Value::take));
+                    tray::open_window(&handle, place.filter(|p| !p.is_null()));
+                }
+                handle.exit(0);
+            });
+            // The live feed, passed to the page as the `live` events it listens for.
+            let emitter = app.handle().clone();
+            tauri::async_runtime::spawn(async move {
+                if let Err(e) = client
+                    .follow_live(|event| {
+                        let _ = emitter.emit("live", event);
+                    })
+                    .await
+                {
+                    tracing::warn!(error = %format!("{e:#}"), "the window lost the engine's live feed");
+                }
+            });
+            Ok(())
+        })
+        .on_window_event(|_, event| {
+            if let tauri::WindowEvent::CloseRequested { .. } = event {
+                tracing::info!("window closed: released, delivery goes on in the tray");
+            }
+        })
+        .invoke_handler(move |invoke| match engine_command(invoke.message.command()) {
+            Some(route) => {
+                forward(invoke, route);
+                true
+            }
+            None => generated(invoke),
+        })
+        .build(context())
+        .map_err(|e| anyhow::anyhow!("the window could not start: {e}"))?;
+    app.run(|_, _| {});
+    Ok(())
+}
+
+/// Names the generated handler's type (the window's own commands), so that [`run_window`] can fall back to it.
+fn window_handler<F: Fn(Invoke<tauri::Wry>) -> bool>(handler: F) -> F {
+    handler
+}
+
+/// Where a command of the window goes: `Some((engine's command, whether its answer is a CSV to save))` for what the
+/// engine answers, `None` for the window's own commands (its place, how it runs).
+fn engine_command(name: &str) -> Option<(&'static str, bool)> {
+    match name {
+        "export_dead_letters" => Some((commands::CSV_DEAD_LETTERS, true)),
+        "export_replay_report" => Some((commands::CSV_REPLAY_REPORT, true)),
+        "autostart" => Some(("autostart", false)),
+        "set_autostart" => Some(("set_autostart", false)),
+        n => commands::NAMES.iter().find(|known| **known == n).map(|known| (*known, false)),
     }
-    loop {
-        match live.recv().await {
-            Ok(crate::runtime::LiveEvent::Health(h)) => tray.show(&h),
-            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(_) => break,
+}
+
+/// Sends a command to the engine over the bridge and answers the page with what came back; an export's CSV is
+/// saved here, where the person chooses.
+fn forward(invoke: Invoke<tauri::Wry>, (engine, save): (&'static str, bool)) {
+    let args = match invoke.message.payload() {
+        InvokeBody::Json(v) => v.clone(),
+        InvokeBody::Raw(_) => Value::Null,
+    };
+    let handle = invoke.message.webview().app_handle().clone();
+    invoke.resolver.respond_async(async move {
+        let client = handle.state::<bridge::Client>().inner().clone();
+        let answer = client.invoke(engine, args).await.map_err(InvokeError)?;
+        if !save {
+            return Ok(answer);
         }
-    }
-}
-
-type S<'a> = tauri::State<'a, Desktop>;
-
-#[tauri::command]
-fn session(state: S<'_>) -> Session {
-    api::session(&state.app, &state.actor)
-}
-
-#[tauri::command]
-async fn health(state: S<'_>) -> CommandResult<HealthView> {
-    let health = api::health(&state.app).await;
-    if FIRST_HEALTH.swap(false, std::sync::atomic::Ordering::SeqCst) {
-        let ms = LAUNCHED.get().map_or(0, |t| t.elapsed().as_millis());
-        tracing::info!(ms, "first overview request {ms} ms after launch");
-    }
-    // How long a window made anew (after it was closed) takes to ask for its overview: what releasing it costs.
-    if let Some(made) = tray::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        let ms = made.elapsed().as_millis();
-        tracing::info!(ms, "the window's overview asked {ms} ms after the window was made");
-    }
-    health
-}
-
-#[tauri::command]
-async fn metrics(state: S<'_>, range: String) -> CommandResult<MetricSeries> {
-    api::metrics(&state.app, &range).await
-}
-
-#[tauri::command]
-async fn sources(state: S<'_>) -> CommandResult<Vec<api::SourceView>> {
-    api::sources(&state.app).await
-}
-
-#[tauri::command]
-async fn reconcile_now(state: S<'_>, source: String) -> CommandResult<crate::features::reconcile::ReconciliationRun> {
-    api::reconcile_now(&state.app, &source).await
-}
-
-#[tauri::command]
-async fn figures(state: S<'_>, range: String) -> CommandResult<crate::features::figures::DeliveryFigures> {
-    api::figures(&state.app, &range).await
-}
-
-#[tauri::command]
-async fn dead_letters(state: S<'_>, filter: DeadLetterFilter) -> CommandResult<DeadLetterList> {
-    api::dead_letters(&state.app, &filter).await
-}
-
-#[tauri::command]
-async fn dead_letter(state: S<'_>, id: i64) -> CommandResult<DeadLetterView> {
-    api::dead_letter(&state.app, id).await
-}
-
-#[tauri::command]
-async fn replay_preview(state: S<'_>, selection: ReplaySelection) -> CommandResult<ReplayPreview> {
-    api::replay_preview(&state.app, &selection).await
-}
-
-/// Replays after a native confirmation dialog that states how many leads go to which target.
-#[tauri::command]
-async fn replay(
-    state: S<'_>,
-    selection: ReplaySelection,
-    reason: String,
-    options: Option<crate::features::replay::ReplayOptions>,
-) -> CommandResult<ReplayReceipt> {
-    let options = options.unwrap_or_default();
-    api::replay_confirmed(&state.app, &selection, &reason, &options, &state.actor, state.confirm.clone()).await
-}
-
-#[tauri::command]
-async fn replays(state: S<'_>) -> CommandResult<Vec<ReplayProgress>> {
-    api::replays(&state.app).await
-}
-
-#[tauri::command]
-async fn replay_report(
-    state: S<'_>,
-    id: i64,
-    outcome: Option<String>,
-) -> CommandResult<Vec<crate::features::replay::ReplayReportItem>> {
-    api::replay_report(&state.app, id, outcome.as_deref()).await
-}
-
-#[tauri::command]
-async fn control_replay(state: S<'_>, id: i64, action: String) -> CommandResult<ReplayProgress> {
-    api::control_replay(&state.app, id, &action, &state.actor).await
-}
-
-#[tauri::command]
-async fn dead_letter_groups(
-    state: S<'_>,
-    filter: DeadLetterFilter,
-) -> CommandResult<Vec<crate::features::dlq::DeadLetterGroup>> {
-    api::dead_letter_groups(&state.app, &filter).await
-}
-
-/// Discarding or marking fixed is confirmed in a native dialog, like a replay.
-#[tauri::command]
-async fn resolve_dead_letters(state: S<'_>, request: api::ResolveRequest) -> CommandResult<i64> {
-    let n = request.expected.map(|n| n.to_string()).unwrap_or_else(|| "the selected".into());
-    let what =
-        if request.resolution == crate::store::Resolution::Discarded { "Discard" } else { "Mark as fixed by hand" };
-    api::ask(
-        state.confirm.clone(),
-        "Resolve dead letters",
-        format!("{what}: {n} dead letters? They leave the list and are not sent. Note: {}", request.note.trim()),
-    )
-    .await?;
-    api::resolve_dead_letters(&state.app, &request, &state.actor).await
-}
-
-/// Applying a field fix is confirmed in a native dialog; a dry run is not.
-#[tauri::command]
-async fn fix_dead_letters(
-    state: S<'_>,
-    request: api::FixRequest,
-) -> CommandResult<crate::features::replay::fix::FixReport> {
-    if !request.dry_run {
-        let preview =
-            api::fix_dead_letters(&state.app, &api::FixRequest { dry_run: true, ..request.clone() }, &state.actor)
-                .await?;
-        api::ask(
-            state.confirm.clone(),
-            "Fix lead data",
-            format!(
-                "Change `{}` in {} leads? The original data is kept in each lead's history.",
-                request.fix.field, preview.changed
-            ),
-        )
-        .await?;
-    }
-    api::fix_dead_letters(&state.app, &request, &state.actor).await
-}
-
-#[tauri::command]
-async fn fix_and_replay_preview(
-    state: S<'_>,
-    selection: ReplaySelection,
-    fix: crate::features::replay::fix::FieldFix,
-) -> CommandResult<api::FixAndReplayPreview> {
-    api::fix_and_replay_preview(&state.app, &selection, &fix, &state.actor).await
-}
-
-/// Fixing and replaying is one act, confirmed once in a native dialog that states both.
-#[tauri::command]
-async fn fix_and_replay(state: S<'_>, request: api::FixAndReplayRequest) -> CommandResult<api::FixAndReplayReceipt> {
-    api::fix_and_replay_confirmed(&state.app, &request, &state.actor, state.confirm.clone()).await
+        let csv: commands::Csv = serde_json::from_value(answer)
+            .map_err(|e| InvokeError(serde_json::json!({"code": "internal", "message": e.to_string()})))?;
+        let saved = save_csv(handle, csv.name, csv.body)
+            .await
+            .map_err(|e| InvokeError(serde_json::to_value(e).unwrap_or_default()))?;
+        Ok(saved.map(Value::String).unwrap_or(Value::Null))
+    });
 }
 
 /// Asks where to save `what` (a native save dialog) and writes `body` there; `None` when the person cancelled.
@@ -512,116 +325,6 @@ async fn save_csv(handle: tauri::AppHandle, name: String, body: String) -> Comma
     std::fs::write(&path, body)
         .map_err(|e| api::ApiError::BadRequest(format!("cannot write {}: {e}", path.display())))?;
     Ok(Some(path.display().to_string()))
-}
-
-/// Saves the dead letters of the filter as CSV where the person chooses.
-#[tauri::command]
-async fn export_dead_letters(
-    handle: tauri::AppHandle,
-    state: S<'_>,
-    filter: DeadLetterFilter,
-) -> CommandResult<Option<String>> {
-    let body = api::export::dead_letters(&state.app, &filter).await?;
-    save_csv(handle, api::export::file_name("dead-letters", state.app.clock.now()), body).await
-}
-
-/// Saves a replay's report as CSV where the person chooses.
-#[tauri::command]
-async fn export_replay_report(handle: tauri::AppHandle, state: S<'_>, id: i64) -> CommandResult<Option<String>> {
-    let body = api::export::replay_report(&state.app, id).await?;
-    save_csv(handle, api::export::file_name(&format!("replay-{id}"), state.app.clock.now()), body).await
-}
-
-#[tauri::command]
-async fn edit_dead_letter(state: S<'_>, id: i64, request: api::EditRequest) -> CommandResult<DeadLetterView> {
-    api::edit_dead_letter(&state.app, id, &request, &state.actor).await
-}
-
-#[tauri::command]
-async fn reveal_dead_letter(state: S<'_>, id: i64, request: api::RevealRequest) -> CommandResult<DeadLetterView> {
-    api::reveal_dead_letter(&state.app, id, &request, &state.actor).await
-}
-
-#[tauri::command]
-async fn find_leads(state: S<'_>, q: String) -> CommandResult<api::LeadSearch> {
-    api::find_leads(&state.app, &api::LeadQuery { q }).await
-}
-
-#[tauri::command]
-async fn lead_story(state: S<'_>, id: i64) -> CommandResult<api::LeadStory> {
-    api::lead_story(&state.app, id).await
-}
-
-#[tauri::command]
-async fn reveal_lead(state: S<'_>, id: i64, request: api::RevealRequest) -> CommandResult<api::LeadStory> {
-    api::reveal_lead(&state.app, id, &request, &state.actor).await
-}
-
-#[tauri::command]
-async fn replay_progress(state: S<'_>, id: i64) -> CommandResult<ReplayProgress> {
-    api::replay_progress(&state.app, id).await
-}
-
-#[tauri::command]
-async fn alerts(state: S<'_>) -> CommandResult<Vec<Alert>> {
-    api::alerts(&state.app).await
-}
-
-#[tauri::command]
-async fn alert_channels(state: S<'_>) -> CommandResult<Vec<crate::features::monitor::channels::ChannelView>> {
-    api::alert_channels(&state.app).await
-}
-
-#[tauri::command]
-async fn acknowledge_alert(state: S<'_>, id: i64) -> CommandResult<Alert> {
-    api::acknowledge_alert(&state.app, id, &state.actor).await
-}
-
-#[tauri::command]
-async fn targets(state: S<'_>) -> CommandResult<Vec<TargetView>> {
-    api::targets(&state.app).await
-}
-
-#[tauri::command]
-async fn target_preview(
-    state: S<'_>,
-    name: String,
-    lead: String,
-) -> CommandResult<crate::features::targets::RequestPreview> {
-    api::target_preview(&state.app, &name, &lead).await
-}
-
-#[tauri::command]
-async fn reload_secrets(state: S<'_>) -> CommandResult<Vec<api::SecretReload>> {
-    api::reload_secrets(&state.app, &state.actor).await
-}
-
-#[tauri::command]
-async fn check_target(state: S<'_>, name: String) -> CommandResult<crate::features::targets::ConnectionCheck> {
-    api::check_target(&state.app, &name).await
-}
-
-#[tauri::command]
-async fn set_target_paused(state: S<'_>, name: String, paused: bool) -> CommandResult<TargetView> {
-    api::set_target_paused(&state.app, &name, paused, &state.actor).await
-}
-
-// Settings (the settings page): the configuration in force, a save written back into the file and put in force
-// without a restart, secrets kept in the OS keyring. The same `api::settings` functions as the HTTP routes.
-
-#[tauri::command]
-async fn settings(state: S<'_>) -> CommandResult<crate::features::settings::SettingsView> {
-    api::settings(&state.app).await
-}
-
-#[tauri::command]
-async fn save_settings(state: S<'_>, edit: api::SettingsEdit) -> CommandResult<crate::features::settings::SaveOutcome> {
-    api::save_settings(&state.app, &edit, &state.actor).await
-}
-
-#[tauri::command]
-async fn store_secret(state: S<'_>, entry: api::SecretEntry) -> CommandResult<api::SecretStored> {
-    api::store_secret(&state.app, &entry, &state.actor).await
 }
 
 // This computer (the settings page's first section, desktop only): whether Leadline starts at login.

@@ -1,13 +1,12 @@
-//! The tray icon: Leadline's state at a glance while its window is closed, and the way to quit.
+//! The tray icon and the window of the one-process app (the first start's question, a desk of a team server), and
+//! the window's making in either process.
 //!
-//! Closing the window releases it and its web page (the window is made again when opened): the ingest server,
-//! the worker and the monitor go on, so leads keep flowing when someone tidies their desktop. The icon is a disc
-//! in the state's colour with a mark (green tick: all delivered; amber dots: leads on their way; red
-//! exclamation: needs a person — see [`crate::features::monitor::glance`]); the menu's first line says the same with the counts. (Linux panels
-//! show no tooltips for tray icons — AppIndicator has none — so the counts are in the menu there; elsewhere the
-//! tooltip carries them too.) *Quit Leadline…* says what is being sent and what waits, and quitting lets the
-//! deliveries in flight finish (the shutdown in [`super::run`]'s exit handler). *Start at login* is the official
-//! autostart plugin, off until someone turns it on; at login the app starts hidden in the tray.
+//! The desk's tray shows the team server's state at a glance while the window is closed: a disc in the state's
+//! colour with a mark (green tick: all delivered; amber dots: leads on their way; red exclamation: needs a person —
+//! see [`crate::features::monitor::glance`]); the menu's first line says the same with the counts (Linux panels
+//! show no tooltips for AppIndicator icons). Leadline running here has the same tray in its engine process
+//! ([`super::host`]). Closing the window releases it and its web page; [`open_window`] makes it anew. *Start at
+//! login* is the official autostart plugin, off until someone turns it on; at login the app starts hidden.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +18,6 @@ use tauri_plugin_autostart::ManagerExt;
 
 use crate::features::monitor::glance::{self, Glance};
 use crate::features::monitor::health::HealthView;
-use crate::shells::api::{self, Confirm};
 
 /// Pixels per side of the drawn icon (panels scale it down; 64 stays sharp on high-density screens).
 const ICON_SIZE: u32 = 64;
@@ -102,9 +100,6 @@ impl Tray {
     }
 }
 
-/// When the window was last made, until its page first asks for the overview (the time is logged then).
-pub static WINDOW_MADE: Mutex<Option<std::time::Instant>> = Mutex::new(None);
-
 /// Brings the window back (from the tray, a second launch, at start).
 pub fn show_window(app: &AppHandle) {
     open_window(app, None);
@@ -140,7 +135,7 @@ pub fn open_window(app: &AppHandle, place: Option<serde_json::Value>) {
         tracing::error!("the configuration declares no main window");
         return;
     };
-    *WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+    *super::commands::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
     match tauri::WebviewWindowBuilder::from_config(app, &config).and_then(|b| b.build()) {
         Ok(w) => {
             let _ = w.set_focus();
@@ -175,27 +170,8 @@ pub fn set_autostart(app: &AppHandle, on: bool) -> Result<bool, String> {
     Ok(now)
 }
 
-/// *Quit Leadline…*: asks (what is in flight, what waits), then exits; the exit handler lets in-flight
-/// deliveries finish before the process ends.
+/// *Quit Leadline…*: a desk of a team server (or the first start's question) runs no deliveries here, so it ends
+/// at once; Leadline running here quits from the engine process's tray ([`super::host`]), which asks first.
 fn quit(app: AppHandle) {
-    tauri::async_runtime::spawn(async move {
-        let Some(desktop) = app.try_state::<super::Desktop>() else {
-            app.exit(0);
-            return;
-        };
-        let core = desktop.app.clone();
-        let confirm: Arc<dyn Confirm> = desktop.confirm.clone();
-        let grace = core.config.worker.shutdown_grace_seconds;
-        let question = match api::health(&core).await {
-            Ok(h) => glance::quit_question(&h, grace),
-            Err(e) => format!("Leadline cannot read its queue ({e}). Quit anyway? Deliveries in flight finish first."),
-        };
-        let yes = tauri::async_runtime::spawn_blocking(move || confirm.confirm("Quit Leadline", &question))
-            .await
-            .unwrap_or(false);
-        if yes {
-            tracing::info!("quitting from the tray: deliveries in flight finish first");
-            app.exit(0);
-        }
-    });
+    app.exit(0);
 }

@@ -1,0 +1,490 @@
+//! The desktop app's engine process: Leadline running here (the ingest server, the worker, the monitor, the
+//! database), its tray icon, its notifications and its native confirmations — and no web view. The window is a
+//! process of its own (`leadline window`, [`super::run_window`]), started when someone opens it and gone when they
+//! close it; it reaches the engine through [`super::bridge`].
+//!
+//! Why two processes: WebKitGTK's UI side (its libraries, a GL context, the page's IPC) stays in whatever process
+//! once showed a web view, about 130 MiB of a desk's memory. A desk spends most of its day in the tray; with the
+//! window apart, the process that stays is the engine alone (see the README's memory figures).
+//!
+//! Threads: GTK (the tray, dialogs) on the main thread, which runs GTK's main loop; the engine on a tokio runtime.
+//! Work for GTK is handed to the main loop ([`on_main`]); a confirmation asked from the engine waits for its answer.
+
+use std::cell::RefCell;
+use std::io::{BufRead, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use gtk::prelude::*;
+use serde_json::{json, Value};
+use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
+use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
+
+use super::bridge::{self, Door, EngineSide};
+use super::commands::{self, Context};
+use crate::config::Config;
+use crate::demo;
+use crate::features::monitor::glance::{self, Glance, GlanceLevel};
+use crate::features::monitor::health::HealthView;
+use crate::features::monitor::Notifier;
+use crate::shells::api::{self, Confirm, ScriptedConfirm};
+use crate::shells::server::{Server, StartOptions};
+
+/// The app's identifier (`tauri.conf.json`): its data and configuration folders are named after it, the same ones
+/// the window's process (Tauri) uses.
+pub const IDENTIFIER: &str = "dev.leadline.desk";
+/// Pixels per side of the drawn tray icon (panels scale it down; 64 stays sharp on high-density screens).
+const ICON_SIZE: u32 = 64;
+
+/// What the engine process shares between its threads.
+struct Host {
+    rt: tokio::runtime::Handle,
+    app: crate::runtime::App,
+    confirm: Arc<dyn Confirm>,
+    door: Door,
+    /// The window's process while it runs: its standard input, where the places it should show are written.
+    window: Mutex<Option<std::process::ChildStdin>>,
+    autostart: Option<auto_launch::AutoLaunch>,
+    quitting: AtomicBool,
+    /// Whether this run already said that closing the window leaves Leadline running (said once per run).
+    told_about_tray: AtomicBool,
+    /// `GDK_GL` as this process was given it, for the window's process (this one turns GL off for itself).
+    gdk_gl: Option<std::ffi::OsString>,
+}
+
+static HOST: OnceLock<Host> = OnceLock::new();
+
+/// The tray's GTK objects: they live on the main thread only.
+struct TrayUi {
+    icon: TrayIcon,
+    status: MenuItem,
+    autostart: CheckMenuItem,
+    shown: Option<Glance>,
+}
+
+thread_local! {
+    static TRAY: RefCell<Option<TrayUi>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the main thread, in GTK's main loop.
+fn on_main(f: impl FnOnce() + Send + 'static) {
+    gtk::glib::MainContext::default().invoke(f);
+}
+
+/// Runs Leadline here with its tray, and opens the window unless `hidden`. Returns when someone quits (from the
+/// tray, or SIGTERM / Ctrl-C), after the worker has finished or released the deliveries in flight.
+pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<()> {
+    commands::LAUNCHED.get_or_init(std::time::Instant::now);
+    let data_dir = dirs::data_dir().context("no platform data folder")?.join(IDENTIFIER);
+    let config_dir = dirs::config_dir().context("no platform config folder")?.join(IDENTIFIER);
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    // One Leadline per user: a second start asks the running one to open its window, and ends.
+    let socket_path = doorbell(&data_dir);
+    if let Ok(mut running) = UnixStream::connect(&socket_path) {
+        writeln!(running, "open").context("cannot reach the running Leadline")?;
+        tracing::info!("Leadline already runs: its window opens");
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&socket_path);
+    // A socket's path has a length limit (108 bytes): a data folder deep enough to pass it runs without the guard.
+    let doorbell = UnixListener::bind(&socket_path)
+        .map_err(|e| tracing::warn!(error = %e, path = %socket_path.display(), "a second start cannot find this one"))
+        .ok();
+
+    // The tray process draws no GL: without this, GTK probes GLX at start and a software driver maps 43 MiB of
+    // LLVM. Set before GTK or any thread starts; the window's process gets the variable as it was given.
+    let gdk_gl = std::env::var_os("GDK_GL");
+    std::env::set_var("GDK_GL", "disable");
+    gtk::init().context("cannot start GTK (no display?)")?;
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let server = rt.block_on(start_engine(&data_dir, &config_dir, config, demo, Arc::new(DeskNotifier)))?;
+    let app = server.app.clone();
+    let confirm = confirmer();
+    let autostart = auto_launch::AutoLaunchBuilder::new()
+        .set_app_name("Leadline")
+        .set_app_path(&std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default())
+        .set_args(&[super::tray::HIDDEN_ARG])
+        .build()
+        .map_err(|e| tracing::warn!(error = %e, "start at login is not available"))
+        .ok();
+    let cx = Context { app: app.clone(), confirm: confirm.clone(), actor: commands::os_user() };
+    let door = rt.block_on(bridge::open(cx, Arc::new(Engine)))?;
+    let host = Host {
+        rt: rt.handle().clone(),
+        app: app.clone(),
+        confirm,
+        door,
+        window: Mutex::new(None),
+        autostart,
+        quitting: AtomicBool::new(false),
+        told_about_tray: AtomicBool::new(false),
+        gdk_gl,
+    };
+    if HOST.set(host).is_err() {
+        anyhow::bail!("the engine process started twice");
+    }
+    build_tray()?;
+    rt.spawn(follow_in_tray(app.clone()));
+    std::thread::spawn(move || {
+        for visitor in doorbell.iter().flat_map(|d| d.incoming()).flatten() {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(visitor).read_line(&mut line);
+            tracing::info!("Leadline was started again: its window opens");
+            open_window(None);
+        }
+    });
+    // SIGTERM / Ctrl-C end the app like Quit, without asking.
+    rt.spawn(async {
+        crate::shells::server::shutdown_signal().await;
+        on_main(gtk::main_quit);
+    });
+    if hidden {
+        tracing::info!("started hidden: Leadline is in the tray, its window made when opened");
+    } else {
+        open_window(None);
+    }
+    gtk::main();
+
+    // Quitting: the window goes (its process ends when its input closes), then the worker finishes or releases
+    // what is in flight.
+    if let Some(host) = HOST.get() {
+        host.quitting.store(true, Ordering::SeqCst);
+        host.window.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+    TRAY.with(|t| t.borrow_mut().take());
+    let stopped = rt.block_on(server.shutdown());
+    let _ = std::fs::remove_file(&socket_path);
+    if let Err(e) = &stopped {
+        tracing::error!(error = %format!("{e:#}"), "unclean shutdown");
+    }
+    stopped
+}
+
+/// The confirmation the desktop asks for: a native dialog (tests script it with `LEADLINE_CONFIRM`).
+fn confirmer() -> Arc<dyn Confirm> {
+    match std::env::var("LEADLINE_CONFIRM").as_deref() {
+        Ok("yes") => Arc::new(ScriptedConfirm::always(true)),
+        Ok("no") => Arc::new(ScriptedConfirm::always(false)),
+        _ => Arc::new(DialogConfirm),
+    }
+}
+
+/// The native confirmation dialog (GTK), shown by the main thread; the asking thread waits for the answer.
+struct DialogConfirm;
+
+impl Confirm for DialogConfirm {
+    fn confirm(&self, title: &str, message: &str) -> bool {
+        // Logged, so the desktop tests can check the wording of the dialog they answer.
+        tracing::info!(title, text = message, "asking for confirmation");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (t, m) = (title.to_string(), message.to_string());
+        on_main(move || {
+            let _ = tx.send(ask(&t, &m));
+        });
+        let yes = rx.recv().unwrap_or(false);
+        tracing::info!(title, yes, "confirmation answered");
+        yes
+    }
+}
+
+/// A modal warning with the title's verb ("Replay", "Resolve", "Quit") on the confirming button, left of Cancel.
+fn ask(title: &str, message: &str) -> bool {
+    let dialog = gtk::MessageDialog::new(
+        None::<&gtk::Window>,
+        gtk::DialogFlags::MODAL,
+        gtk::MessageType::Warning,
+        gtk::ButtonsType::None,
+        title,
+    );
+    dialog.set_title(title);
+    dialog.set_secondary_text(Some(message));
+    let verb = title.split_whitespace().next().unwrap_or("OK");
+    dialog.add_button(verb, gtk::ResponseType::Ok);
+    dialog.add_button("Cancel", gtk::ResponseType::Cancel);
+    dialog.set_keep_above(true);
+    dialog.set_position(gtk::WindowPosition::Center);
+    let answer = dialog.run();
+    // SAFETY: the dialog is ours, made above on this (GTK's) thread, and used no more after this.
+    unsafe { dialog.destroy() };
+    answer == gtk::ResponseType::Ok
+}
+
+/// Alerts as desktop notifications (the notification service over D-Bus); one with a place opens the window there
+/// when clicked.
+struct DeskNotifier;
+
+impl Notifier for DeskNotifier {
+    fn notify(&self, title: &str, body: &str) {
+        notify(title, body, None);
+    }
+
+    fn notify_at(&self, title: &str, body: &str, place: &crate::model::Place) {
+        notify(title, body, serde_json::to_value(place).ok());
+    }
+}
+
+fn notify(title: &str, body: &str, place: Option<Value>) {
+    let (title, body) = (title.to_string(), body.to_string());
+    // The D-Bus calls block, and waiting for a click blocks until the notification goes: a thread of its own.
+    std::thread::spawn(move || {
+        let mut n = notify_rust::Notification::new();
+        n.appname("Leadline").summary(&title).body(&body);
+        if place.is_some() {
+            // The specification's `default` action: a click on the notification itself.
+            n.action("default", "");
+        }
+        match n.show() {
+            Ok(shown) => {
+                if let Some(place) = place {
+                    shown.wait_for_action(|action| {
+                        if action == "default" {
+                            tracing::info!(place = %place, "notification clicked: window opened");
+                            open_window(Some(place));
+                        }
+                    });
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot show a desktop notification"),
+        }
+    });
+}
+
+/// Opens the window (its process, started when none runs) on `place` if given.
+fn open_window(place: Option<Value>) {
+    let Some(host) = HOST.get() else { return };
+    if host.quitting.load(Ordering::SeqCst) {
+        return;
+    }
+    let line = json!({ "place": place }).to_string();
+    let mut window = host.window.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(input) = window.as_mut() {
+        if writeln!(input, "{line}").is_ok() {
+            return;
+        }
+    }
+    match start_window(host, &line) {
+        Ok(input) => *window = Some(input),
+        Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot open the window"),
+    }
+}
+
+/// Starts the window's process and tells it where to open; a thread waits for it to end (the window closed).
+fn start_window(host: &Host, first: &str) -> anyhow::Result<std::process::ChildStdin> {
+    let exe = std::env::current_exe().context("cannot find Leadline's own program")?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("window")
+        .env(bridge::ENV_URL, &host.door.url)
+        .env(bridge::ENV_SECRET, &host.door.secret)
+        .stdin(std::process::Stdio::piped());
+    match &host.gdk_gl {
+        Some(v) => command.env("GDK_GL", v),
+        None => command.env_remove("GDK_GL"),
+    };
+    *commands::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+    let mut child = command.spawn().context("cannot start the window's process")?;
+    let mut input = child.stdin.take().context("the window's process has no input")?;
+    writeln!(input, "{first}")?;
+    let pid = child.id();
+    tracing::info!(pid, "window made: its process starts");
+    std::thread::spawn(move || {
+        let status = child.wait();
+        let Some(host) = HOST.get() else { return };
+        tracing::info!(pid, status = ?status.ok().and_then(|s| s.code()), "the window's process ended");
+        if host.quitting.load(Ordering::SeqCst) {
+            return;
+        }
+        // The window that ended is the one held (a newer one would have replaced it only after this one ended).
+        host.window.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if !host.told_about_tray.swap(true, Ordering::SeqCst) {
+            notify(
+                "Leadline is still running",
+                "Leads keep being delivered while the window is closed. Open it or quit from Leadline's icon in \
+                 the tray.",
+                None,
+            );
+        }
+    });
+    Ok(input)
+}
+
+/// Start at login, as the bridge's `autostart` commands and the tray's check mark see it.
+struct Engine;
+
+impl EngineSide for Engine {
+    fn autostart(&self) -> bool {
+        autostart_enabled()
+    }
+
+    fn set_autostart(&self, on: bool) -> Result<bool, String> {
+        set_autostart(on)
+    }
+}
+
+fn autostart_enabled() -> bool {
+    HOST.get().and_then(|h| h.autostart.as_ref()).is_some_and(|a| a.is_enabled().unwrap_or(false))
+}
+
+/// Turns start at login on or off (the tray's item, the settings page's switch); the check mark follows.
+fn set_autostart(on: bool) -> Result<bool, String> {
+    let launcher = HOST
+        .get()
+        .and_then(|h| h.autostart.as_ref())
+        .ok_or_else(|| "start at login is not available on this computer".to_string())?;
+    let result = if on { launcher.enable() } else { launcher.disable() };
+    result.map_err(|e| format!("cannot change start at login: {e}"))?;
+    let now = launcher.is_enabled().unwrap_or(false);
+    tracing::info!(enabled = now, "start at login changed");
+    on_main(move || TRAY.with(|t| t.borrow().as_ref().map(|t| t.autostart.set_checked(now))).unwrap_or_default());
+    Ok(now)
+}
+
+/// The tray icon: a disc in the state's colour with a mark, the counts in the menu's first line (Linux panels show
+/// no tooltips for AppIndicator icons), *Open Leadline*, *Start at login*, *Quit Leadline…*.
+fn build_tray() -> anyhow::Result<()> {
+    let status = MenuItem::with_id("status", "Leadline — starting…", false, None);
+    let open = MenuItem::with_id("open", "Open Leadline", true, None);
+    let autostart = CheckMenuItem::with_id("autostart", "Start at login", true, autostart_enabled(), None);
+    let quit_item = MenuItem::with_id("quit", "Quit Leadline…", true, None);
+    let menu = Menu::new();
+    menu.append_items(&[
+        &status,
+        &PredefinedMenuItem::separator(),
+        &open,
+        &autostart,
+        &PredefinedMenuItem::separator(),
+        &quit_item,
+    ])?;
+    let rgba = glance::icon_rgba(GlanceLevel::Waiting, ICON_SIZE);
+    let icon = TrayIconBuilder::new()
+        .with_id("leadline")
+        .with_icon(Icon::from_rgba(rgba, ICON_SIZE, ICON_SIZE)?)
+        .with_tooltip("Leadline — starting…")
+        .with_menu(Box::new(menu))
+        .build()?;
+    MenuEvent::set_event_handler(Some(|event: MenuEvent| match event.id.as_ref() {
+        "open" => open_window(None),
+        "autostart" => {
+            if let Err(e) = set_autostart(!autostart_enabled()) {
+                tracing::warn!(error = %e, "cannot change start at login");
+            }
+        }
+        "quit" => quit(),
+        _ => {}
+    }));
+    TRAY.with(|t| *t.borrow_mut() = Some(TrayUi { icon, status, autostart, shown: None }));
+    Ok(())
+}
+
+/// Shows a state in the tray (only what changed: a panel redraws the icon on every change). Main thread.
+fn show_glance(g: Glance) {
+    TRAY.with(|t| {
+        let mut tray = t.borrow_mut();
+        let Some(tray) = tray.as_mut() else { return };
+        if tray.shown.as_ref() == Some(&g) {
+            return;
+        }
+        if tray.shown.as_ref().map(|s| s.level) != Some(g.level) {
+            let icon = Icon::from_rgba(glance::icon_rgba(g.level, ICON_SIZE), ICON_SIZE, ICON_SIZE);
+            if let Err(e) =
+                icon.map_err(|e| e.to_string()).and_then(|i| tray.icon.set_icon(Some(i)).map_err(|e| e.to_string()))
+            {
+                tracing::warn!(error = %e, "cannot change the tray icon");
+            }
+        }
+        let _ = tray.icon.set_tooltip(Some(g.tooltip()));
+        tray.status.set_text(format!("Leadline — {}", g.headline));
+        tracing::info!(state = g.level.as_str(), headline = %g.headline, "tray shows");
+        tray.shown = Some(g);
+    });
+}
+
+fn show_health(health: &HealthView) {
+    let g = glance::glance(health);
+    on_main(move || show_glance(g));
+}
+
+/// Keeps the tray icon on the state of the queue: once now, then at every health update of the live feed.
+async fn follow_in_tray(app: crate::runtime::App) {
+    let mut live = app.live.subscribe();
+    if let Ok(h) = api::health(&app).await {
+        show_health(&h);
+    }
+    loop {
+        match live.recv().await {
+            Ok(crate::runtime::LiveEvent::Health(h)) => show_health(&h),
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => break,
+        }
+    }
+}
+
+/// *Quit Leadline…*: asks (what is in flight, what waits), then ends GTK's main loop; [`run`] then lets in-flight
+/// deliveries finish before the process ends.
+fn quit() {
+    let Some(host) = HOST.get() else { return };
+    let (app, confirm) = (host.app.clone(), host.confirm.clone());
+    host.rt.spawn(async move {
+        let grace = app.config.worker.shutdown_grace_seconds;
+        let question = match api::health(&app).await {
+            Ok(h) => glance::quit_question(&h, grace),
+            Err(e) => format!("Leadline cannot read its queue ({e}). Quit anyway? Deliveries in flight finish first."),
+        };
+        let yes =
+            tokio::task::spawn_blocking(move || confirm.confirm("Quit Leadline", &question)).await.unwrap_or(false);
+        if yes {
+            tracing::info!("quitting from the tray: deliveries in flight finish first");
+            on_main(gtk::main_quit);
+        }
+    });
+}
+
+/// Where a running Leadline listens for a second start (which asks it to open its window, and ends).
+fn doorbell(data_dir: &Path) -> PathBuf {
+    data_dir.join("desk.sock")
+}
+
+/// Starts Leadline here: the configuration (`config_path`, else `leadline.toml` in `config_dir`, else the demo with
+/// its mock CRM), the ingest server, the worker and the monitor, the database in `data_dir` unless configured.
+pub async fn start_engine(
+    data_dir: &Path,
+    config_dir: &Path,
+    config_path: Option<PathBuf>,
+    demo: bool,
+    notifier: Arc<dyn Notifier>,
+) -> anyhow::Result<Server> {
+    let path =
+        if demo { None } else { config_path.or_else(|| Some(config_dir.join("leadline.toml")).filter(|p| p.exists())) };
+    let (config, demo_crm) = match path {
+        Some(p) => {
+            let mut c = Config::load(&p)?;
+            if c.database.url.is_none() {
+                c.database.url = Some(format!("sqlite://{}", data_dir.join("leadline.db").display()));
+            }
+            (c, None)
+        }
+        None => {
+            let (crm, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
+            demo::enter_schedule(&crm);
+            tracing::info!(%addr, "demo CRM listening");
+            let db = format!("sqlite://{}", data_dir.join("leadline-demo.db").display());
+            (demo::demo_config(addr, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
+        }
+    };
+    // The demo started at a point of its schedule has been "listening" since its timeline began (see
+    // `StartOptions::listened_before`); a real configuration listens from its start.
+    let listened_before = if demo_crm.is_some() { demo::clock_offset() } else { Duration::ZERO };
+    let options = StartOptions { demo: demo_crm.is_some(), notifier, listened_before, ..Default::default() };
+    let server = Server::start_with(config, options).await?;
+    if let Some(crm) = demo_crm {
+        demo::seed_history(&server.app.store, &server.app.config, server.app.clock.now(), 60.0).await?;
+        tokio::spawn(demo::run_schedule(crm.clone()));
+        tokio::spawn(demo::run_traffic(server.addr, 60.0, demo::PARTNER_SILENT_AT, crm));
+    }
+    Ok(server)
+}
