@@ -194,7 +194,7 @@ fn names_in(text: &str, start: &str, end: &str, pattern: &str) -> std::collectio
 }
 
 /// The window may call exactly the commands the UI calls: the command list the build turns into permissions, the
-/// desktop's handler, the window's capability (`allow-<command>`, nothing else but its events) and the UI's
+/// desktop's handlers (the window's own, and those it sends on to the engine), the window's capability (`allow-<command>`, nothing else but its events) and the UI's
 /// `call('…')` sites agree.
 #[test]
 fn the_window_is_granted_exactly_the_commands_the_ui_calls() {
@@ -203,6 +203,8 @@ fn the_window_is_granted_exactly_the_commands_the_ui_calls() {
     let desktop = read("src-tauri/shells/desktop/mod.rs");
     let mut handled = names_in(&desktop, "generate_handler![", "]", "\n            NAME,");
     handled.extend(names_in(&desktop, "generate_handler![", "]", "\n            desk::NAME,"));
+    // The rest the window sends on to the engine process (`shells/window/commands.rs`, `route`).
+    handled.extend(listed.iter().filter(|c| leadline::shells::window::commands::route(c).is_some()).cloned());
     let calls: String = ["ui/src/lib/backend-tauri.ts", "ui/src/lib/backend-desk.ts"]
         .iter()
         .flat_map(|f| read(f).lines().filter(|l| l.contains("call<")).map(str::to_string).collect::<Vec<_>>())

@@ -7,3 +7,4 @@ pub mod desk;
 #[cfg(feature = "desktop")]
 pub mod desktop;
 pub mod server;
+pub mod window;

@@ -1,7 +1,7 @@
 //! The desktop app's engine process: Leadline running here (the ingest server, the worker, the monitor, the
 //! database), its tray icon, its notifications and its native confirmations — and no web view. The window is a
 //! process of its own (`leadline window`, [`super::run_window`]), started when someone opens it and gone when they
-//! close it; it reaches the engine through [`super::bridge`].
+//! close it; it reaches the engine through [`crate::shells::window::bridge`].
 //!
 //! Why two processes: WebKitGTK's UI side (its libraries, a GL context, the page's IPC) stays in whatever process
 //! once showed a web view, about 130 MiB of a desk's memory. A desk spends most of its day in the tray; with the
@@ -24,8 +24,6 @@ use serde_json::{json, Value};
 use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
-use super::bridge::{self, Door, EngineSide};
-use super::commands::{self, Context};
 use crate::config::Config;
 use crate::demo;
 use crate::features::monitor::glance::{self, Glance, GlanceLevel};
@@ -33,6 +31,8 @@ use crate::features::monitor::health::HealthView;
 use crate::features::monitor::Notifier;
 use crate::shells::api::{self, Confirm, ScriptedConfirm};
 use crate::shells::server::{Server, StartOptions};
+use crate::shells::window::bridge::{self, Door, EngineSide};
+use crate::shells::window::commands::{self, Context};
 
 /// The app's identifier (`tauri.conf.json`): its data and configuration folders are named after it, the same ones
 /// the window's process (Tauri) uses.

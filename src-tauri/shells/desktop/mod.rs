@@ -4,15 +4,13 @@
 //! SQLite database in the app's data folder — in the *engine process* ([`host`]): the tray icon, desktop
 //! notifications and native confirmations, no web view. The window is a process of its own (`leadline window`,
 //! [`run_window`]): a Tauri 2 web view started when someone opens it and ended when they close it, reaching the
-//! engine through [`bridge`]. Its page invokes the same commands ([`commands`]) in either case.
+//! engine through [`crate::shells::window::bridge`]. Its page invokes the same commands ([`crate::shells::window::commands`]) in either case.
 //!
 //! Configuration comes from `--config` / `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with
 //! none, the first start asks how to run (here, or as a desk of a team server) — that question, and a desk of a
 //! team server, run in one Tauri process ([`run_in_one_process`]): a desk runs no engine to keep apart, and "run
 //! here", once chosen, runs there until the next start, which is the engine process's.
 
-mod bridge;
-mod commands;
 mod desk;
 mod host;
 mod tray;
@@ -29,6 +27,7 @@ use tauri_plugin_notification::NotificationExt;
 
 use crate::features::monitor::Notifier;
 use crate::shells::api::{self, Confirm, ScriptedConfirm};
+use crate::shells::window::{bridge, commands};
 
 pub use host::IDENTIFIER;
 
@@ -261,7 +260,7 @@ pub fn run_window() -> anyhow::Result<()> {
                 tracing::info!("window closed: released, delivery goes on in the tray");
             }
         })
-        .invoke_handler(move |invoke| match engine_command(invoke.message.command()) {
+        .invoke_handler(move |invoke| match commands::route(invoke.message.command()) {
             Some(route) => {
                 forward(invoke, route);
                 true
@@ -277,18 +276,6 @@ pub fn run_window() -> anyhow::Result<()> {
 /// Names the generated handler's type (the window's own commands), so that [`run_window`] can fall back to it.
 fn window_handler<F: Fn(Invoke<tauri::Wry>) -> bool>(handler: F) -> F {
     handler
-}
-
-/// Where a command of the window goes: `Some((engine's command, whether its answer is a CSV to save))` for what the
-/// engine answers, `None` for the window's own commands (its place, how it runs).
-fn engine_command(name: &str) -> Option<(&'static str, bool)> {
-    match name {
-        "export_dead_letters" => Some((commands::CSV_DEAD_LETTERS, true)),
-        "export_replay_report" => Some((commands::CSV_REPLAY_REPORT, true)),
-        "autostart" => Some(("autostart", false)),
-        "set_autostart" => Some(("set_autostart", false)),
-        n => commands::NAMES.iter().find(|known| **known == n).map(|known| (*known, false)),
-    }
 }
 
 /// Sends a command to the engine over the bridge and answers the page with what came back; an export's CSV is

@@ -5,7 +5,7 @@
 //! colour with a mark (green tick: all delivered; amber dots: leads on their way; red exclamation: needs a person —
 //! see [`crate::features::monitor::glance`]); the menu's first line says the same with the counts (Linux panels
 //! show no tooltips for AppIndicator icons). Leadline running here has the same tray in its engine process
-//! ([`super::host`]). Closing the window releases it and its web page; [`open_window`] makes it anew. *Start at
+//! ([`crate::shells::desktop`]'s engine process). Closing the window releases it and its web page; [`open_window`] makes it anew. *Start at
 //! login* is the official autostart plugin, off until someone turns it on; at login the app starts hidden.
 
 use std::sync::{Arc, Mutex};
@@ -135,7 +135,8 @@ pub fn open_window(app: &AppHandle, place: Option<serde_json::Value>) {
         tracing::error!("the configuration declares no main window");
         return;
     };
-    *super::commands::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+    *crate::shells::window::commands::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(std::time::Instant::now());
     match tauri::WebviewWindowBuilder::from_config(app, &config).and_then(|b| b.build()) {
         Ok(w) => {
             let _ = w.set_focus();
@@ -171,7 +172,7 @@ pub fn set_autostart(app: &AppHandle, on: bool) -> Result<bool, String> {
 }
 
 /// *Quit Leadline…*: a desk of a team server (or the first start's question) runs no deliveries here, so it ends
-/// at once; Leadline running here quits from the engine process's tray ([`super::host`]), which asks first.
+/// at once; Leadline running here quits from the engine process's tray ([`crate::shells::desktop`]'s engine process), which asks first.
 fn quit(app: AppHandle) {
     app.exit(0);
 }

@@ -2,8 +2,8 @@
 //! adapter of [`crate::shells::api`], with the native confirmation where the browser's page confirms for itself.
 //!
 //! One dispatcher serves both ways the window reaches Leadline: in the process that runs it (the first start, when
-//! "run here" was just chosen) and, from the window's own process, over the engine's bridge ([`super::bridge`]).
-//! It holds no Tauri types: the engine process ([`super::host`]) never starts Tauri. Arguments come as the JSON
+//! "run here" was just chosen) and, from the window's own process, over the engine's bridge ([`crate::shells::window::bridge`]).
+//! It holds no Tauri types: the engine process ([`crate::shells::desktop`]'s engine process) never starts Tauri. Arguments come as the JSON
 //! object the page sent (`invoke('replay', {selection, reason, options})`); answers go back as JSON, errors as the
 //! [`ApiError`]'s `{code, message}`.
 
@@ -73,6 +73,24 @@ pub const NAMES: &[&str] = &[
     CSV_DEAD_LETTERS,
     CSV_REPLAY_REPORT,
 ];
+
+/// The commands the window's page invokes that the window answers itself: where a clicked notification opened it
+/// (`take_place`), how this app runs and the first start's choice or a team desk's calls (`shells/desktop/desk.rs`).
+pub const WINDOW_OWN: &[&str] =
+    &["take_place", "desk_view", "choose_here", "connect_team", "desk_call", "desk_export", "leave_team"];
+
+/// Where a command of the window goes when Leadline runs in the engine process: `Some((the engine's command, whether
+/// its answer is a CSV the window saves))`, or `None` for the window's own commands ([`WINDOW_OWN`]). Start at login
+/// is the engine's (its tray shows it); an export is the CSV's body from the engine, saved by the window.
+pub fn route(name: &str) -> Option<(&'static str, bool)> {
+    match name {
+        "export_dead_letters" => Some((CSV_DEAD_LETTERS, true)),
+        "export_replay_report" => Some((CSV_REPLAY_REPORT, true)),
+        "autostart" => Some(("autostart", false)),
+        "set_autostart" => Some(("set_autostart", false)),
+        n => NAMES.iter().find(|known| **known == n).map(|known| (*known, false)),
+    }
+}
 
 /// The body of a dead-letter export (the window saves it where the person chooses): `{name, body}`.
 pub const CSV_DEAD_LETTERS: &str = "csv_dead_letters";

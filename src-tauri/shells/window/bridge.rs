@@ -1,5 +1,5 @@
 //! The engine's door for its window: the window runs in a process of its own (`leadline window`, started by the
-//! engine process, [`super::host`]), and reaches the engine here, on a loopback port with a secret made for this
+//! engine process, [`crate::shells::desktop`]'s engine process), and reaches the engine here, on a loopback port with a secret made for this
 //! run (handed to the window's process in its environment, never on a command line).
 //!
 //! - `POST /invoke/{command}` with the page's arguments: the command answered by [`commands::dispatch`] (native
@@ -19,8 +19,8 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
-use super::commands::{self, Context};
 use crate::shells::api::ApiError;
+use crate::shells::window::commands::{self, Context};
 
 /// Where the window's process finds the bridge and the secret it shows (environment variables).
 pub const ENV_URL: &str = "LEADLINE_BRIDGE_URL";
@@ -123,13 +123,18 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of the bridge at `door`.
+    pub fn new(door: Door) -> anyhow::Result<Client> {
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        Ok(Client { http, door })
+    }
+
     /// The bridge the engine process named in this process's environment.
     pub fn from_env() -> anyhow::Result<Client> {
         let url = std::env::var(ENV_URL)
             .map_err(|_| anyhow::anyhow!("{ENV_URL} is not set: `leadline window` is started by Leadline itself"))?;
         let secret = std::env::var(ENV_SECRET).map_err(|_| anyhow::anyhow!("{ENV_SECRET} is not set"))?;
-        let http = reqwest::Client::builder().no_proxy().build()?;
-        Ok(Client { http, door: Door { url, secret } })
+        Client::new(Door { url, secret })
     }
 
     /// One command; `Err` carries the error as the page reads it (`{code, message}`).
