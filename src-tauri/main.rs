@@ -79,10 +79,6 @@ enum Command {
         #[arg(long, env = "LEADLINE_DATABASE_URL")]
         database: Option<String>,
     },
-    /// The desktop app's window, started by the app itself (it reaches Leadline through the running app).
-    #[cfg(feature = "desktop")]
-    #[command(hide = true)]
-    Window,
     /// Test a target's connection: one harmless authenticated request, and what is wrong in plain words.
     TestConnection {
         #[arg(long, env = "LEADLINE_CONFIG")]
@@ -142,15 +138,7 @@ fn main() -> std::process::ExitCode {
                 .and_then(|rt| rt.block_on(serve(config, demo, listen, database, demo_rate)))
         }
         #[cfg(feature = "desktop")]
-        Some(Command::Window) => {
-            lighter_webview();
-            leadline::desktop::run_window()
-        }
-        #[cfg(feature = "desktop")]
-        None => {
-            lighter_webview();
-            leadline::desktop::run(cli.config, cli.hidden, cli.demo)
-        }
+        None => leadline::desktop::host::start(cli.config, cli.hidden, cli.demo),
         #[cfg(not(feature = "desktop"))]
         None => {
             let _ = (cli.config, cli.hidden, cli.demo);
@@ -164,19 +152,6 @@ fn main() -> std::process::ExitCode {
             eprintln!("leadline: {e:#}");
             std::process::ExitCode::FAILURE
         }
-    }
-}
-
-/// On Linux the window is WebKitGTK, whose accelerated compositing keeps a GPU (or, without one, Mesa's llvmpipe)
-/// rendering context in the web process. A desk of tables and small charts does not need it, and without it the
-/// window's processes hold about 150 MiB less (measured under Xvfb, `benches/desk_memory.sh desktop`: 600 → 450
-/// MiB summed over the process tree). Set here, before GTK or any thread starts; a user who sets the variable
-/// (`WEBKIT_DISABLE_COMPOSITING_MODE=0` turns compositing back on) keeps their choice.
-#[cfg(feature = "desktop")]
-fn lighter_webview() {
-    #[cfg(target_os = "linux")]
-    if std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_none() {
-        std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
     }
 }
 

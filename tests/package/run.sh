@@ -28,7 +28,12 @@ echo "== bundle the .deb from $bin (Tauri CLI $("$tauri" --version | awk '{print
 # build again). --no-binary-patching: otherwise the bundler rewrites the built binary in place to record the bundle
 # type for Tauri's updater, which Leadline does not use; the package then holds the very binary the other tests
 # ran (and a rewrite would fail while that binary runs).
-flags=(--bundles deb --no-binary-patching --ci)
+# The window's program goes beside `leadline` (tauri.conf.json names the default release build's; this build's is
+# named here).
+window="$(cd "$(dirname "$bin")" && pwd)/leadline-window"
+[ -x "$window" ] || fail "no $window beside $bin"
+flags=(--bundles deb --no-binary-patching --ci
+  --config "{\"bundle\": {\"linux\": {\"deb\": {\"files\": {\"/usr/bin/leadline-window\": \"$window\"}}}}}")
 [ "$profile" = debug ] && flags+=(--debug)
 rm -rf "$target/$profile/bundle/deb"
 started=$(date +%s)
@@ -95,6 +100,7 @@ fi
 echo "== what landed"
 installed_bin="$root/usr/bin/leadline"
 [ -x "$installed_bin" ] || fail "no executable /usr/bin/leadline in the package"
+[ -x "$root/usr/bin/leadline-window" ] || fail "no executable /usr/bin/leadline-window (the window) in the package"
 # The package's own files only (installed-files.txt), not whatever else the machine has in those folders.
 entries=$(grep -c '^/usr/share/applications/[^/]*\.desktop$' "$out/installed-files.txt" || true)
 [ "$entries" -eq 1 ] || fail "expected one desktop entry in /usr/share/applications, the package has $entries"

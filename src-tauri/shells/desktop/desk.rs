@@ -145,16 +145,21 @@ pub fn desk_view(state: tauri::State<'_, DeskState>) -> DeskView {
     view
 }
 
-/// "Run here (just me)": remembered, and the app starts again, now running Leadline here (the worker, the ingest
-/// server, the database) in its engine process, with its window.
+/// "Run here (just me)": remembered, and `leadline` starts, now running Leadline here (the worker, the ingest
+/// server, the database) in its engine process with a window of its own; this process ends.
 #[tauri::command]
 pub async fn choose_here(handle: tauri::AppHandle, state: tauri::State<'_, DeskState>) -> CommandResult<DeskView> {
     if !matches!(&*state.mode.lock().unwrap_or_else(|e| e.into_inner()), Mode::Choose { .. }) {
         return Err(ApiError::Conflict("this app has already chosen how it runs".into()));
     }
     desk::write_choice(&state.config_dir, &Choice::Here)?;
-    tracing::info!("first start: runs here; the app starts again to run Leadline");
-    handle.restart()
+    tracing::info!("first start: runs here; Leadline starts");
+    let leadline = super::host::sibling("leadline").map_err(|e| ApiError::Internal(format!("{e:#}")))?;
+    std::process::Command::new(leadline)
+        .spawn()
+        .map_err(|e| ApiError::Internal(format!("cannot start Leadline: {e}")))?;
+    handle.exit(0);
+    Ok(state.view())
 }
 
 /// "Connect to a team server": the address and the token are checked against the server first (nothing is kept

@@ -1,7 +1,8 @@
 //! The desktop app's engine process: Leadline running here (the ingest server, the worker, the monitor, the
 //! database), its tray icon, its notifications and its native confirmations — and no web view. The window is a
-//! process of its own (`leadline window`, [`super::run_window`]), started when someone opens it and gone when they
-//! close it; it reaches the engine through [`crate::shells::window::bridge`].
+//! program of its own (`leadline-window`, [`super::run_window`]), started when someone opens it and gone when they
+//! close it; it reaches the engine through [`crate::shells::window::bridge`]. Nothing here calls Tauri, so the
+//! `leadline` program does not link WebKitGTK.
 //!
 //! Why two processes: WebKitGTK's UI side (its libraries, a GL context, the page's IPC) stays in whatever process
 //! once showed a web view, about 130 MiB of a desk's memory. A desk spends most of its day in the tray; with the
@@ -73,6 +74,34 @@ thread_local! {
 /// Runs `f` on the main thread, in GTK's main loop.
 fn on_main(f: impl FnOnce() + Send + 'static) {
     gtk::glib::MainContext::default().invoke(f);
+}
+
+/// `leadline` without a command: Leadline here in this process ([`run`]) when it runs here (`--config`, `--demo`,
+/// the first start's choice, or a `leadline.toml` in the config folder); otherwise the first start's question or a
+/// team desk, which are the window's program alone (`leadline-window --one-process`), put in this process's place.
+pub fn start(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<()> {
+    let config_dir = dirs::config_dir().context("no platform config folder")?.join(IDENTIFIER);
+    if crate::shells::desk::runs_here(&config_dir, config.is_some() || demo) {
+        return run(config, hidden, demo);
+    }
+    use std::os::unix::process::CommandExt;
+    let mut window = std::process::Command::new(sibling(WINDOW_PROGRAM)?);
+    window.arg("--one-process");
+    if hidden {
+        window.arg(super::tray::HIDDEN_ARG);
+    }
+    Err(anyhow::Error::new(window.exec()).context("cannot start leadline-window"))
+}
+
+/// The window's program, installed beside `leadline`.
+pub const WINDOW_PROGRAM: &str = "leadline-window";
+
+/// A program installed beside this one.
+pub fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find Leadline's own program")?;
+    let path = exe.with_file_name(name);
+    anyhow::ensure!(path.exists(), "{} is missing: it is installed beside {}", path.display(), exe.display());
+    Ok(path)
 }
 
 /// Runs Leadline here with its tray, and opens the window unless `hidden`. Returns when someone quits (from the
@@ -275,10 +304,8 @@ fn open_window(place: Option<Value>) {
 
 /// Starts the window's process and tells it where to open; a thread waits for it to end (the window closed).
 fn start_window(host: &Host, first: &str) -> anyhow::Result<std::process::ChildStdin> {
-    let exe = std::env::current_exe().context("cannot find Leadline's own program")?;
-    let mut command = std::process::Command::new(exe);
+    let mut command = std::process::Command::new(sibling(WINDOW_PROGRAM)?);
     command
-        .arg("window")
         .env(bridge::ENV_URL, &host.door.url)
         .env(bridge::ENV_SECRET, &host.door.secret)
         .stdin(std::process::Stdio::piped());

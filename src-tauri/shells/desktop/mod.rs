@@ -1,21 +1,23 @@
-//! The desktop shell (feature `desktop`): Leadline running on this computer with a tray icon, and its window.
+//! The desktop shell (feature `desktop`): Leadline running on this computer with a tray icon, and its window — two
+//! programs.
 //!
-//! `leadline` with no arguments runs Leadline here — the ingest server, the worker and the monitor on the embedded
-//! SQLite database in the app's data folder — in the *engine process* ([`host`]): the tray icon, desktop
-//! notifications and native confirmations, no web view. The window is a process of its own (`leadline window`,
-//! [`run_window`]): a Tauri 2 web view started when someone opens it and ended when they close it, reaching the
-//! engine through [`crate::shells::window::bridge`]. Its page invokes the same commands ([`crate::shells::window::commands`]) in either case.
+//! - `leadline` with no arguments runs Leadline here — the ingest server, the worker and the monitor on the
+//!   embedded SQLite database in the app's data folder — in the *engine process* ([`host`]): the tray icon,
+//!   desktop notifications, native confirmations and start at login, and no web view: `leadline` does not even
+//!   link WebKitGTK, whose libraries alone would hold about 27 MiB of a process that stays all day in the tray.
+//! - `leadline-window` is the window ([`run_window`]): a Tauri 2 web view, started by the engine when someone
+//!   opens it and ended when they close it, reaching the engine through [`crate::shells::window::bridge`]. Its
+//!   page invokes the commands [`crate::shells::window::commands`] answers.
 //!
 //! Configuration comes from `--config` / `LEADLINE_CONFIG`, else `leadline.toml` in the app's config folder; with
-//! none, the first start asks how to run (here, or as a desk of a team server) — that question, and a desk of a
-//! team server, run in one Tauri process ([`run_in_one_process`]): a desk runs no engine to keep apart, and "run
-//! here", once chosen, runs there until the next start, which is the engine process's.
+//! none, the first start asks how to run (here, or as a desk of a team server). The question and a desk of a team
+//! server are one Tauri process (`leadline-window --one-process`, [`run_in_one_process`]): a desk runs no engine
+//! to keep apart from its window, and "run here", once chosen, starts `leadline` again, now as the engine.
 
 mod desk;
-mod host;
+pub mod host;
 mod tray;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
@@ -112,18 +114,6 @@ fn confirmer(handle: &tauri::AppHandle) -> Arc<dyn Confirm> {
     }
 }
 
-/// `leadline` without a command: Leadline here in the engine process ([`host::run`]) when it runs here (`--config`,
-/// `--demo`, the first start's choice, or a `leadline.toml` in the config folder), else one Tauri process that
-/// asks how to run or is a desk of a team server ([`run_in_one_process`]).
-pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<()> {
-    let config_dir = dirs::config_dir().context("no platform config folder")?.join(IDENTIFIER);
-    if crate::shells::desk::runs_here(&config_dir, config.is_some() || demo) {
-        host::run(config, hidden, demo)
-    } else {
-        run_in_one_process(hidden)
-    }
-}
-
 /// The app's Tauri configuration and assets (one copy, for both ways the window runs).
 fn context() -> tauri::Context<tauri::Wry> {
     tauri::generate_context!()
@@ -131,7 +121,7 @@ fn context() -> tauri::Context<tauri::Wry> {
 
 /// One Tauri process with the tray and the window: the first start's question ("run here" restarts the app, which
 /// then runs in the engine process), or a desk of a team server (no engine here: every call goes to the server).
-fn run_in_one_process(hidden: bool) -> anyhow::Result<()> {
+pub fn run_in_one_process(hidden: bool) -> anyhow::Result<()> {
     commands::LAUNCHED.get_or_init(std::time::Instant::now);
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| tray::show_window(app)))
