@@ -170,6 +170,7 @@ fn the_folders_are_the_layers() {
         "runtime",
         "shells",
         "store",
+        "window_main.rs",
     ];
     assert_eq!(top, expected, "a newcomer reads the architecture in src-tauri's folder names");
 }

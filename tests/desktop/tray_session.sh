@@ -7,7 +7,7 @@
 #   3. a dead letter turns the tray red, its menu line says "needs a person: 1 dead letter";
 #   3b. clicking the dead letter's notification makes the window anew, on its cause group;
 #   4. "Start at login" in the tray menu writes the XDG autostart entry (starting hidden) and removes it again, and
-#      so does the switch on the Settings page;
+#      so does the switch on the Settings page; a second start hands over to the running Leadline and ends;
 #   5. "Quit Leadline…" while a delivery is in flight asks through the native dialog what is being sent, and the
 #      app waits for that delivery before it exits: the CRM holds the lead and the step is stored as delivered.
 # The app runs a real configuration (one generic source, one `http` target: tests/desktop/mock_crm.py).
@@ -156,6 +156,15 @@ wait_for 10 tray_says '^menu Start at login \[x\]' || fail "the tray menu did no
 import -window root "$out/settings-autostart.png"
 xdotool mousemove 230 152 click 1
 wait_for 10 test ! -e "$entry" || fail "the Settings page's switch did not remove the entry"
+
+# 4b. Leadline started again (from the menu, a terminal) while it runs: the second start hands over to the running
+#     one, which opens its window, and ends — one engine per user, never two on one database.
+RUST_LOG=info timeout 15 "$bin" --config "$out/leadline.toml" > "$out/second-start.log" 2>&1 ||
+  fail "a second start did not hand over and end (exit $?): $(cat "$out/second-start.log")"
+grep -q 'Leadline already runs' "$out/second-start.log" || fail "the second start did not hand over: $(cat "$out/second-start.log")"
+wait_for 10 bash -c "sed 's/\x1b\[[0-9;]*m//g' '$log' | grep -q 'Leadline was started again: its window opens'" ||
+  fail "the running Leadline did not hear the second start"
+[ "$(plain_log | grep -c 'leadline listening')" -eq 1 ] || fail "a second engine started"
 
 # 5. Quit while a delivery is in flight: the dialog says so; the app waits for it, then exits.
 send L-8 "slow lead"
