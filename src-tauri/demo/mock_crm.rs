@@ -142,6 +142,14 @@ struct Inner {
     graph: GraphBehaviour,
     /// When each Graph request arrived, and its path (for tests: nothing inside an announced back-off).
     graph_log: Vec<(chrono::DateTime<chrono::Utc>, String)>,
+    /// Records forgotten by [`MockCrm::forget_old`] (the demo's long runs): record ids go on counting.
+    forgotten: usize,
+}
+
+/// Drops all but the newest `keep` entries of a log.
+pub(crate) fn keep_newest<T>(log: &mut Vec<T>, keep: usize) {
+    let excess = log.len().saturating_sub(keep);
+    log.drain(..excess);
 }
 
 /// What the mock remembers of an `Idempotency-Key`: the body's fingerprint, the stored answer (status and body,
@@ -220,7 +228,7 @@ impl MockCrm {
     pub fn stats(&self) -> Stats {
         let inner = self.inner.lock().expect("mock lock");
         Stats {
-            records: inner.records.len(),
+            records: inner.records.len() + inner.forgotten,
             duplicated_external_ids: inner.by_external.values().filter(|v| v.len() > 1).count(),
             rewritten_records: inner.records.iter().filter(|r| r.writes > 1).count(),
             notifications: inner.notifications.len(),
@@ -243,6 +251,36 @@ impl MockCrm {
         let inner = self.inner.lock().expect("mock lock");
         let i = *inner.by_external.get(external_id)?.first()?;
         Some(inner.records[i].lead.clone())
+    }
+
+    /// For the demo, which runs for days inside the app: forgets all but the newest `keep` records, received keys,
+    /// listed leads and Graph requests, and the idempotency keys whose processing ended more than `keys_for` ago
+    /// (a real CRM keeps a key for a day, then forgets it too). Without it the mock, which lives in the app's process,
+    /// would grow with every demo lead. Tests never call it: what they count stays whole.
+    pub fn forget_old(&self, keep: usize, keys_for: Duration) {
+        let mut guard = self.inner.lock().expect("mock lock");
+        let inner = &mut *guard;
+        let excess = inner.records.len().saturating_sub(keep);
+        if excess > 0 {
+            inner.records.drain(..excess);
+            inner.forgotten += excess;
+            let mut by_external: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, r) in inner.records.iter().enumerate() {
+                by_external.entry(r.external_id.clone()).or_default().push(i);
+            }
+            inner.by_external = by_external;
+        }
+        keep_newest(&mut inner.keys_seen, keep);
+        keep_newest(&mut inner.listed, keep);
+        keep_newest(&mut inner.graph_log, keep);
+        let now = Instant::now();
+        inner.idempotency.retain(|_, (_, _, ready)| now.saturating_duration_since(*ready) < keys_for);
+        if inner.notifications.len() > keep {
+            inner.notifications.clear();
+        }
+        if inner.tasks.len() > keep {
+            inner.tasks.clear();
+        }
     }
 
     /// The `Idempotency-Key` of every create of `external_id`, in the order they arrived.
@@ -351,7 +389,7 @@ impl MockCrm {
                 return (false, inner.records[i].id.clone());
             }
         }
-        let id = format!("crm-{}", inner.records.len() + 1);
+        let id = format!("crm-{}", inner.records.len() + inner.forgotten + 1);
         let index = inner.records.len();
         inner.records.push(Record {
             id: id.clone(),
@@ -692,4 +730,27 @@ async fn source_leads(
     let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
     let next = more.then(|| format!("http://{host}/source/{name}/leads?since={since}&after={}", after + PAGE));
     Json(json!({"items": leads.into_iter().map(|l| l.2).collect::<Vec<_>>(), "next": next})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_long_demo_forgets_old_records_and_keys_but_counts_on() {
+        let (crm, _) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        for n in 0..10 {
+            crm.write(&format!("e{n}"), &json!({"n": n}), false);
+        }
+        crm.inner.lock().unwrap().idempotency.insert("old".into(), ("f".into(), None, Instant::now()));
+        crm.forget_old(4, Duration::ZERO);
+        assert_eq!(crm.stats().records, 10, "the count goes on: records created, not kept");
+        assert!(crm.lead_for("e5").is_none(), "an old record is forgotten");
+        assert_eq!(crm.lead_for("e9"), Some(json!({"n": 9})), "a new one is kept, and found by its external id");
+        assert!(crm.inner.lock().unwrap().idempotency.is_empty(), "a key past its retention is forgotten");
+        // A write to a kept record updates it; a new one gets the next id, never one already given.
+        assert_eq!(crm.write("e9", &json!({"n": 99}), false), (false, "crm-10".to_string()));
+        assert_eq!(crm.write("e10", &json!({"n": 10}), false), (true, "crm-11".to_string()));
+        assert_eq!(crm.lead_for("e9"), Some(json!({"n": 99})));
+    }
 }

@@ -111,6 +111,8 @@ struct Inner {
     log: Vec<(DateTime<Utc>, u16)>,
     /// Properties that exist, and whether their values are unique.
     properties: HashMap<String, bool>,
+    /// Contacts forgotten by [`MockHubspot::forget_old`]: record ids go on counting.
+    forgotten: usize,
 }
 
 impl Default for Inner {
@@ -136,6 +138,7 @@ impl Default for Inner {
             announced: Vec::new(),
             log: Vec::new(),
             properties,
+            forgotten: 0,
         }
     }
 }
@@ -174,6 +177,24 @@ impl MockHubspot {
 
     pub fn behaviour(&self) -> HubspotBehaviour {
         self.inner.lock().expect("mock lock").behaviour.clone()
+    }
+
+    /// For the demo, which runs for days inside the app: forgets all but the newest `keep` contacts and the request
+    /// logs beyond `keep` entries, so the mock does not grow with every demo lead. Tests never call it.
+    pub fn forget_old(&self, keep: usize) {
+        let mut guard = self.inner.lock().expect("mock lock");
+        let inner = &mut *guard;
+        let excess = inner.contacts.len().saturating_sub(keep);
+        if excess > 0 {
+            inner.contacts.drain(..excess);
+            inner.forgotten += excess;
+            inner.by_unique.retain(|_, i| *i >= excess);
+            for i in inner.by_unique.values_mut() {
+                *i -= excess;
+            }
+        }
+        super::mock_crm::keep_newest(&mut inner.log, keep);
+        super::mock_crm::keep_newest(&mut inner.announced, keep);
     }
 
     pub fn stats(&self) -> HubspotStats {
@@ -463,7 +484,7 @@ fn upsert_locked(inner: &mut Inner, headers: &HeaderMap, body: &str, now: DateTi
             }
             None => {
                 let i = inner.contacts.len();
-                let record_id = (i as u64 + 1001).to_string();
+                let record_id = ((i + inner.forgotten) as u64 + 1001).to_string();
                 properties.insert("hs_object_id".into(), Value::String(record_id.clone()));
                 properties.insert("createdate".into(), Value::String(now.to_rfc3339()));
                 inner.contacts.push(Contact { id: record_id, properties, writes: 1 });

@@ -249,11 +249,15 @@ pub fn enter_schedule(crm: &MockCrm) {
 
 /// Switches the mock HubSpot's behaviour along [`behaviour_at`], forever; the other mock endpoints (SMS, tasks)
 /// only have background noise.
+/// Records (and contacts, logs) the demo's mock CRM keeps; older ones are forgotten once a minute.
+pub const DEMO_CRM_KEEPS: usize = 2_000;
+
 pub async fn run_schedule(crm: MockCrm) {
     let (offset, start) = (clock_offset(), tokio::time::Instant::now());
     let mut last = "";
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     enter_schedule(&crm);
+    let mut seconds = 0u64;
     loop {
         tick.tick().await;
         let (phase, behaviour) = behaviour_at(offset + start.elapsed());
@@ -262,6 +266,13 @@ pub async fn run_schedule(crm: MockCrm) {
             last = phase;
         }
         crm.hubspot().set(behaviour);
+        // The mock CRM lives in the app's process: once a minute it forgets what the demo no longer shows (the
+        // newest 2,000 records are kept, idempotency keys for an hour), so a demo left running does not grow.
+        seconds += 1;
+        if seconds % 60 == 0 {
+            crm.forget_old(DEMO_CRM_KEEPS, Duration::from_secs(3600));
+            crm.hubspot().forget_old(DEMO_CRM_KEEPS);
+        }
     }
 }
 
