@@ -250,7 +250,7 @@ pub fn enter_schedule(crm: &MockCrm) {
 /// Switches the mock HubSpot's behaviour along [`behaviour_at`], forever; the other mock endpoints (SMS, tasks)
 /// only have background noise.
 /// Records (and contacts, logs) the demo's mock CRM keeps; older ones are forgotten once a minute.
-pub const DEMO_CRM_KEEPS: usize = 2_000;
+pub const DEMO_CRM_KEEPS: usize = 200;
 
 pub async fn run_schedule(crm: MockCrm) {
     let (offset, start) = (clock_offset(), tokio::time::Instant::now());
@@ -267,10 +267,11 @@ pub async fn run_schedule(crm: MockCrm) {
         }
         crm.hubspot().set(behaviour);
         // The mock CRM lives in the app's process: once a minute it forgets what the demo no longer shows (the
-        // newest 2,000 records are kept, idempotency keys for an hour), so a demo left running does not grow.
+        // newest 200 records are kept, idempotency keys for ten minutes — the demo's retries come within
+        // seconds), so a demo left running does not grow.
         seconds += 1;
         if seconds % 60 == 0 {
-            crm.forget_old(DEMO_CRM_KEEPS, Duration::from_secs(3600));
+            crm.forget_old(DEMO_CRM_KEEPS, Duration::from_secs(600));
             crm.hubspot().forget_old(DEMO_CRM_KEEPS);
         }
     }
