@@ -147,7 +147,7 @@ struct Inner {
 }
 
 /// Drops all but the newest `keep` entries of a log.
-pub(crate) fn keep_newest<T>(log: &mut Vec<T>, keep: usize) {
+fn keep_newest<T>(log: &mut Vec<T>, keep: usize) {
     let excess = log.len().saturating_sub(keep);
     log.drain(..excess);
 }

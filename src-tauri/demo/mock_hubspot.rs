@@ -193,8 +193,10 @@ impl MockHubspot {
                 *i -= excess;
             }
         }
-        super::mock_crm::keep_newest(&mut inner.log, keep);
-        super::mock_crm::keep_newest(&mut inner.announced, keep);
+        let old_log = inner.log.len().saturating_sub(keep);
+        inner.log.drain(..old_log);
+        let old_announced = inner.announced.len().saturating_sub(keep);
+        inner.announced.drain(..old_announced);
     }
 
     pub fn stats(&self) -> HubspotStats {
