@@ -4,6 +4,7 @@
 //! - Started by `leadline` (the bridge's address and secret in its environment): the window of Leadline running
 //!   here; it ends when the window is closed.
 //! - `--one-process [--hidden]`: the first start's question, or a desk of a team server, in this one process.
+//! - `--ask TITLE MESSAGE`: the engine's confirmation dialog; the exit status is the answer (0 yes, 1 no).
 //! - Anything else (started by hand, or by a login item written by a team desk): `leadline` is started in its
 //!   place with the same arguments, and decides.
 
@@ -24,6 +25,17 @@ fn main() -> std::process::ExitCode {
     // of the program the entry starts), not this program's name.
     gtk::glib::set_prgname(Some("leadline"));
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(desktop::ASK_ARG) {
+        let (title, message) = (args.get(1).map_or("Leadline", String::as_str), args.get(2).map_or("", String::as_str));
+        return match desktop::ask(title, message) {
+            Ok(true) => std::process::ExitCode::SUCCESS,
+            Ok(false) => std::process::ExitCode::from(1),
+            Err(e) => {
+                eprintln!("leadline-window: {e:#}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     let result = if std::env::var_os(leadline::shells::window::bridge::ENV_URL).is_some() {
         desktop::run_window()
     } else if args.first().map(String::as_str) == Some("--one-process") {

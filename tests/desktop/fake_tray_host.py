@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A fake system tray for the desktop tray test: it owns org.kde.StatusNotifierWatcher on the (private) session
-bus, as a desktop panel does, so the app's tray icon (libayatana-appindicator, StatusNotifierItem) registers with
+bus, as a desktop panel does, so the app's tray icon (a StatusNotifierItem) registers with
 it instead of having nowhere to go. Each registered item is appended to a file as `bus-name object-path`; the
 test then reads the item and its menu the way a panel does (tray_client.py)."""
 import sys

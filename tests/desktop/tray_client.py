@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Reads and clicks the app's tray icon the way a desktop panel does, over D-Bus: the StatusNotifierItem's
-properties (its icon) and its menu (com.canonical.dbusmenu).
+properties (its icon, by name or as pixels) and its menu (com.canonical.dbusmenu).
 
     tray_client.py ITEMS_FILE state          -> prints `icon <path>` then one `menu <label>` line per item
     tray_client.py ITEMS_FILE click LABEL    -> clicks the first menu item whose label starts with LABEL
 """
 import signal
+import subprocess
 import sys
 import time
 
@@ -44,8 +45,27 @@ def entries():
     return out
 
 
+def icon_file():
+    """The icon as a panel draws it: a themed name or file (`IconName`), else the largest of the ARGB32 pixmaps
+    (`IconPixmap`, network byte order), written out as a PNG beside the items file."""
+    name = str(props.Get("org.kde.StatusNotifierItem", "IconName"))
+    if name:
+        return name
+    pixmaps = props.Get("org.kde.StatusNotifierItem", "IconPixmap")
+    if not pixmaps:
+        return ""
+    width, height, data = max(pixmaps, key=lambda p: int(p[0]) * int(p[1]))
+    argb = bytes(int(b) for b in data)
+    rgba = b"".join(argb[i + 1 : i + 4] + argb[i : i + 1] for i in range(0, len(argb), 4))
+    raw, png = f"{items_file}.icon.rgba", f"{items_file}.icon.png"
+    with open(raw, "wb") as f:
+        f.write(rgba)
+    subprocess.run(["convert", "-size", f"{int(width)}x{int(height)}", "-depth", "8", f"rgba:{raw}", png], check=True)
+    return png
+
+
 if command == "state":
-    print("icon", props.Get("org.kde.StatusNotifierItem", "IconName"))
+    print("icon", icon_file())
     for _id, label, toggle in entries():
         print("menu", label + (f" [{'x' if toggle == 1 else ' '}]" if toggle >= 0 else ""))
 elif command == "click":

@@ -8,10 +8,14 @@
 //! once showed a web view, about 130 MiB of a desk's memory. A desk spends most of its day in the tray; with the
 //! window apart, the process that stays is the engine alone (see the README's memory figures).
 //!
-//! Threads: GTK (the tray, dialogs) on the main thread, which runs GTK's main loop; the engine on a tokio runtime.
-//! Work for GTK is handed to the main loop ([`on_main`]); a confirmation asked from the engine waits for its answer.
+//! No GTK either: the tray icon is a StatusNotifierItem spoken over D-Bus (`ksni`, the protocol the panels of KDE,
+//! XFCE, Cinnamon, Budgie and GNOME's AppIndicator extension read), notifications go over D-Bus (`notify-rust`),
+//! and a confirmation is a short-lived `leadline-window --ask` process showing a GTK dialog. GTK, its fonts, its
+//! theme and its X connection cost the engine about 12 MiB when it drew its own tray menu (`benches/desk_memory.sh`).
+//!
+//! Threads: the engine, the tray's D-Bus service and the bridge on one tokio runtime; the main thread waits for
+//! Quit ([`Host::quit`]); a confirmation asked from the engine waits (on a blocking thread) for its answer.
 
-use std::cell::RefCell;
 use std::io::{BufRead, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -20,15 +24,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use gtk::prelude::*;
 use serde_json::{json, Value};
-use tray_icon::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem};
-use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
 use crate::config::Config;
 use crate::demo;
 use crate::features::monitor::glance::{self, Glance, GlanceLevel};
-use crate::features::monitor::health::HealthView;
 use crate::features::monitor::Notifier;
 use crate::shells::api::{self, Confirm, ScriptedConfirm};
 use crate::shells::server::{Server, StartOptions};
@@ -53,28 +53,13 @@ struct Host {
     quitting: AtomicBool,
     /// Whether this run already said that closing the window leaves Leadline running (said once per run).
     told_about_tray: AtomicBool,
-    /// `GDK_GL` as this process was given it, for the window's process (this one turns GL off for itself).
-    gdk_gl: Option<std::ffi::OsString>,
+    /// Told when Leadline should end (Quit in the tray, SIGTERM / Ctrl-C); the main thread waits for it.
+    quit: tokio::sync::Notify,
 }
 
 static HOST: OnceLock<Host> = OnceLock::new();
-
-/// The tray's GTK objects: they live on the main thread only.
-struct TrayUi {
-    icon: TrayIcon,
-    status: MenuItem,
-    autostart: CheckMenuItem,
-    shown: Option<Glance>,
-}
-
-thread_local! {
-    static TRAY: RefCell<Option<TrayUi>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` on the main thread, in GTK's main loop.
-fn on_main(f: impl FnOnce() + Send + 'static) {
-    gtk::glib::MainContext::default().invoke(f);
-}
+/// The tray icon's D-Bus service, once it runs.
+static TRAY: OnceLock<ksni::Handle<DeskTray>> = OnceLock::new();
 
 /// `leadline` without a command: Leadline here in this process ([`run`]) when it runs here (`--config`, `--demo`,
 /// the first start's choice, or a `leadline.toml` in the config folder); otherwise the first start's question or a
@@ -124,11 +109,6 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         .map_err(|e| tracing::warn!(error = %e, path = %socket_path.display(), "a second start cannot find this one"))
         .ok();
 
-    // The tray process draws no GL: without this, GTK probes GLX at start and a software driver maps 43 MiB of
-    // LLVM. Set before GTK or any thread starts; the window's process gets the variable as it was given.
-    let gdk_gl = std::env::var_os("GDK_GL");
-    std::env::set_var("GDK_GL", "disable");
-    gtk::init().context("cannot start GTK (no display?)")?;
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let server = rt.block_on(start_engine(&data_dir, &config_dir, config, demo, Arc::new(DeskNotifier)))?;
@@ -152,12 +132,12 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         autostart,
         quitting: AtomicBool::new(false),
         told_about_tray: AtomicBool::new(false),
-        gdk_gl,
+        quit: tokio::sync::Notify::new(),
     };
     if HOST.set(host).is_err() {
         anyhow::bail!("the engine process started twice");
     }
-    build_tray()?;
+    rt.block_on(start_tray());
     rt.spawn(follow_in_tray(app.clone()));
     std::thread::spawn(move || {
         for visitor in doorbell.iter().flat_map(|d| d.incoming()).flatten() {
@@ -170,14 +150,16 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
     // SIGTERM / Ctrl-C end the app like Quit, without asking.
     rt.spawn(async {
         crate::shells::server::shutdown_signal().await;
-        on_main(gtk::main_quit);
+        end_main();
     });
     if hidden {
         tracing::info!("started hidden: Leadline is in the tray, its window made when opened");
     } else {
         open_window(None);
     }
-    gtk::main();
+    if let Some(host) = HOST.get() {
+        rt.block_on(host.quit.notified());
+    }
 
     // Quitting: the window goes (its process ends when its input closes), then the worker finishes or releases
     // what is in flight.
@@ -185,7 +167,9 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         host.quitting.store(true, Ordering::SeqCst);
         host.window.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
-    TRAY.with(|t| t.borrow_mut().take());
+    if let Some(tray) = TRAY.get() {
+        rt.block_on(tray.shutdown());
+    }
     let stopped = rt.block_on(server.shutdown());
     let _ = std::fs::remove_file(&socket_path);
     if let Err(e) = &stopped {
@@ -203,44 +187,33 @@ fn confirmer() -> Arc<dyn Confirm> {
     }
 }
 
-/// The native confirmation dialog (GTK), shown by the main thread; the asking thread waits for the answer.
+/// The native confirmation dialog: a GTK dialog shown by the window's program (`leadline-window --ask`), a
+/// process of its own that ends with the answer, so that this one never loads GTK; the asking thread waits.
 struct DialogConfirm;
 
 impl Confirm for DialogConfirm {
     fn confirm(&self, title: &str, message: &str) -> bool {
         // Logged, so the desktop tests can check the wording of the dialog they answer.
         tracing::info!(title, text = message, "asking for confirmation");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (t, m) = (title.to_string(), message.to_string());
-        on_main(move || {
-            let _ = tx.send(ask(&t, &m));
+        let answer = sibling(WINDOW_PROGRAM).and_then(|program| {
+            let status = std::process::Command::new(program)
+                .args([super::ASK_ARG, title, message])
+                .stdin(std::process::Stdio::null())
+                .status()
+                .context("cannot show the confirmation dialog")?;
+            match status.code() {
+                Some(0) => Ok(true),
+                Some(1) => Ok(false),
+                _ => anyhow::bail!("the confirmation dialog failed ({status})"),
+            }
         });
-        let yes = rx.recv().unwrap_or(false);
+        let yes = answer.unwrap_or_else(|e| {
+            tracing::error!(error = %format!("{e:#}"), title, "no confirmation could be asked: taken as Cancel");
+            false
+        });
         tracing::info!(title, yes, "confirmation answered");
         yes
     }
-}
-
-/// A modal warning with the title's verb ("Replay", "Resolve", "Quit") on the confirming button, left of Cancel.
-fn ask(title: &str, message: &str) -> bool {
-    let dialog = gtk::MessageDialog::new(
-        None::<&gtk::Window>,
-        gtk::DialogFlags::MODAL,
-        gtk::MessageType::Warning,
-        gtk::ButtonsType::None,
-        title,
-    );
-    dialog.set_title(title);
-    dialog.set_secondary_text(Some(message));
-    let verb = title.split_whitespace().next().unwrap_or("OK");
-    dialog.add_button(verb, gtk::ResponseType::Ok);
-    dialog.add_button("Cancel", gtk::ResponseType::Cancel);
-    dialog.set_keep_above(true);
-    dialog.set_position(gtk::WindowPosition::Center);
-    let answer = dialog.run();
-    // SAFETY: the dialog is ours, made above on this (GTK's) thread, and used no more after this.
-    unsafe { dialog.destroy() };
-    answer == gtk::ResponseType::Ok
 }
 
 /// Alerts as desktop notifications (the notification service over D-Bus); one with a place opens the window there
@@ -309,10 +282,6 @@ fn start_window(host: &Host, first: &str) -> anyhow::Result<std::process::ChildS
         .env(bridge::ENV_URL, &host.door.url)
         .env(bridge::ENV_SECRET, &host.door.secret)
         .stdin(std::process::Stdio::piped());
-    match &host.gdk_gl {
-        Some(v) => command.env("GDK_GL", v),
-        None => command.env_remove("GDK_GL"),
-    };
     *commands::WINDOW_MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
     let mut child = command.spawn().context("cannot start the window's process")?;
     let mut input = child.stdin.take().context("the window's process has no input")?;
@@ -367,92 +336,156 @@ fn set_autostart(on: bool) -> Result<bool, String> {
     result.map_err(|e| format!("cannot change start at login: {e}"))?;
     let now = launcher.is_enabled().unwrap_or(false);
     tracing::info!(enabled = now, "start at login changed");
-    on_main(move || TRAY.with(|t| t.borrow().as_ref().map(|t| t.autostart.set_checked(now))).unwrap_or_default());
+    if let (Some(host), Some(tray)) = (HOST.get(), TRAY.get()) {
+        host.rt.spawn(async move { tray.update(|t| t.autostart = now).await });
+    }
     Ok(now)
 }
 
-/// The tray icon: a disc in the state's colour with a mark, the counts in the menu's first line (Linux panels show
-/// no tooltips for AppIndicator icons), *Open Leadline*, *Start at login*, *Quit Leadline…*.
-fn build_tray() -> anyhow::Result<()> {
-    let status = MenuItem::with_id("status", "Leadline — starting…", false, None);
-    let open = MenuItem::with_id("open", "Open Leadline", true, None);
-    let autostart = CheckMenuItem::with_id("autostart", "Start at login", true, autostart_enabled(), None);
-    let quit_item = MenuItem::with_id("quit", "Quit Leadline…", true, None);
-    let menu = Menu::new();
-    menu.append_items(&[
-        &status,
-        &PredefinedMenuItem::separator(),
-        &open,
-        &autostart,
-        &PredefinedMenuItem::separator(),
-        &quit_item,
-    ])?;
-    let rgba = glance::icon_rgba(GlanceLevel::Waiting, ICON_SIZE);
-    let icon = TrayIconBuilder::new()
-        .with_id("leadline")
-        .with_icon(Icon::from_rgba(rgba, ICON_SIZE, ICON_SIZE)?)
-        .with_tooltip("Leadline — starting…")
-        .with_menu(Box::new(menu))
-        .build()?;
-    MenuEvent::set_event_handler(Some(|event: MenuEvent| match event.id.as_ref() {
-        "open" => open_window(None),
-        "autostart" => {
-            if let Err(e) = set_autostart(!autostart_enabled()) {
-                tracing::warn!(error = %e, "cannot change start at login");
-            }
-        }
-        "quit" => quit(),
-        _ => {}
-    }));
-    TRAY.with(|t| *t.borrow_mut() = Some(TrayUi { icon, status, autostart, shown: None }));
-    Ok(())
+/// The tray icon: a disc in the state's colour with a mark, the counts in the menu's first line (panels show no
+/// tooltips for AppIndicator-style icons), *Open Leadline*, *Start at login*, *Quit Leadline…*. A left click opens
+/// the window. `ksni` serves it on D-Bus and sends a panel what changed after every update.
+struct DeskTray {
+    shown: Option<Glance>,
+    autostart: bool,
 }
 
-/// Shows a state in the tray (only what changed: a panel redraws the icon on every change). Main thread.
-fn show_glance(g: Glance) {
-    TRAY.with(|t| {
-        let mut tray = t.borrow_mut();
-        let Some(tray) = tray.as_mut() else { return };
-        if tray.shown.as_ref() == Some(&g) {
+impl DeskTray {
+    fn level(&self) -> GlanceLevel {
+        self.shown.as_ref().map_or(GlanceLevel::Waiting, |g| g.level)
+    }
+}
+
+/// Menu actions run on the runtime's blocking threads: the tray's D-Bus service must not wait for them.
+fn in_background(f: impl FnOnce() + Send + 'static) {
+    if let Some(host) = HOST.get() {
+        host.rt.spawn_blocking(f);
+    }
+}
+
+impl ksni::Tray for DeskTray {
+    fn id(&self) -> String {
+        "leadline".into()
+    }
+
+    fn title(&self) -> String {
+        "Leadline".into()
+    }
+
+    fn activate(&mut self, _x: i32, _y: i32) {
+        in_background(|| open_window(None));
+    }
+
+    fn icon_pixmap(&self) -> Vec<ksni::Icon> {
+        vec![argb_icon(self.level())]
+    }
+
+    fn tool_tip(&self) -> ksni::ToolTip {
+        let text = self.shown.as_ref().map_or_else(|| "Leadline — starting…".to_string(), Glance::tooltip);
+        ksni::ToolTip { title: text, ..Default::default() }
+    }
+
+    fn menu(&self) -> Vec<ksni::MenuItem<Self>> {
+        use ksni::menu::{CheckmarkItem, StandardItem};
+        let status = match &self.shown {
+            Some(g) => format!("Leadline — {}", g.headline),
+            None => "Leadline — starting…".to_string(),
+        };
+        vec![
+            StandardItem { label: status, enabled: false, ..Default::default() }.into(),
+            ksni::MenuItem::Separator,
+            StandardItem {
+                label: "Open Leadline".into(),
+                activate: Box::new(|_: &mut Self| in_background(|| open_window(None))),
+                ..Default::default()
+            }
+            .into(),
+            CheckmarkItem {
+                label: "Start at login".into(),
+                checked: self.autostart,
+                activate: Box::new(|t: &mut Self| {
+                    let on = !t.autostart;
+                    in_background(move || {
+                        if let Err(e) = set_autostart(on) {
+                            tracing::warn!(error = %e, "cannot change start at login");
+                        }
+                    })
+                }),
+                ..Default::default()
+            }
+            .into(),
+            ksni::MenuItem::Separator,
+            StandardItem {
+                label: "Quit Leadline…".into(),
+                activate: Box::new(|_: &mut Self| quit()),
+                ..Default::default()
+            }
+            .into(),
+        ]
+    }
+
+    fn watcher_offline(&self, reason: ksni::OfflineReason) -> bool {
+        tracing::warn!(?reason, "no system tray to show Leadline's icon in (it appears when one starts)");
+        true
+    }
+
+    fn watcher_online(&self) {
+        tracing::info!("a system tray appeared: Leadline's icon is in it");
+    }
+}
+
+/// The drawn icon in the StatusNotifierItem's pixmap format: ARGB32, network byte order.
+fn argb_icon(level: GlanceLevel) -> ksni::Icon {
+    let mut data = glance::icon_rgba(level, ICON_SIZE);
+    for px in data.chunks_exact_mut(4) {
+        px.rotate_right(1);
+    }
+    ksni::Icon { width: ICON_SIZE as i32, height: ICON_SIZE as i32, data }
+}
+
+/// Starts the tray icon's D-Bus service. Without a system tray (none yet at login, or none at all) Leadline runs
+/// on, and the icon registers when a tray appears.
+async fn start_tray() {
+    use ksni::TrayMethods as _;
+    let tray = DeskTray { shown: None, autostart: autostart_enabled() };
+    match tray.assume_sni_available(true).spawn().await {
+        Ok(handle) => {
+            let _ = TRAY.set(handle);
+        }
+        Err(e) => tracing::warn!(error = %e, "no tray icon: the session's D-Bus cannot be reached"),
+    }
+}
+
+/// Shows a state in the tray (only what changed: a panel redraws the icon on every change).
+async fn show_glance(g: Glance) {
+    let Some(tray) = TRAY.get() else { return };
+    tray.update(|t| {
+        if t.shown.as_ref() == Some(&g) {
             return;
         }
-        if tray.shown.as_ref().map(|s| s.level) != Some(g.level) {
-            let icon = Icon::from_rgba(glance::icon_rgba(g.level, ICON_SIZE), ICON_SIZE, ICON_SIZE);
-            if let Err(e) =
-                icon.map_err(|e| e.to_string()).and_then(|i| tray.icon.set_icon(Some(i)).map_err(|e| e.to_string()))
-            {
-                tracing::warn!(error = %e, "cannot change the tray icon");
-            }
-        }
-        let _ = tray.icon.set_tooltip(Some(g.tooltip()));
-        tray.status.set_text(format!("Leadline — {}", g.headline));
         tracing::info!(state = g.level.as_str(), headline = %g.headline, "tray shows");
-        tray.shown = Some(g);
-    });
-}
-
-fn show_health(health: &HealthView) {
-    let g = glance::glance(health);
-    on_main(move || show_glance(g));
+        t.shown = Some(g);
+    })
+    .await;
 }
 
 /// Keeps the tray icon on the state of the queue: once now, then at every health update of the live feed.
 async fn follow_in_tray(app: crate::runtime::App) {
     let mut live = app.live.subscribe();
     if let Ok(h) = api::health(&app).await {
-        show_health(&h);
+        show_glance(glance::glance(&h)).await;
     }
     loop {
         match live.recv().await {
-            Ok(crate::runtime::LiveEvent::Health(h)) => show_health(&h),
+            Ok(crate::runtime::LiveEvent::Health(h)) => show_glance(glance::glance(&h)).await,
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
             Err(_) => break,
         }
     }
 }
 
-/// *Quit Leadline…*: asks (what is in flight, what waits), then ends GTK's main loop; [`run`] then lets in-flight
-/// deliveries finish before the process ends.
+/// *Quit Leadline…*: asks (what is in flight, what waits), then lets the main thread go on; [`run`] then lets
+/// in-flight deliveries finish before the process ends.
 fn quit() {
     let Some(host) = HOST.get() else { return };
     let (app, confirm) = (host.app.clone(), host.confirm.clone());
@@ -466,9 +499,16 @@ fn quit() {
             tokio::task::spawn_blocking(move || confirm.confirm("Quit Leadline", &question)).await.unwrap_or(false);
         if yes {
             tracing::info!("quitting from the tray: deliveries in flight finish first");
-            on_main(gtk::main_quit);
+            end_main();
         }
     });
+}
+
+/// Lets the main thread, waiting in [`run`], go on to the shutdown.
+fn end_main() {
+    if let Some(host) = HOST.get() {
+        host.quit.notify_one();
+    }
 }
 
 /// Where a running Leadline listens for a second start (which asks it to open its window, and ends).

@@ -35,6 +35,35 @@ pub use host::IDENTIFIER;
 
 type CommandResult<T> = Result<T, api::ApiError>;
 
+/// `leadline-window --ask TITLE MESSAGE`: the engine's confirmation dialog ([`ask`]); the program's exit status
+/// is the answer (0 for yes, 1 for no).
+pub const ASK_ARG: &str = "--ask";
+
+/// A modal warning with the title's verb ("Replay", "Resolve", "Quit") on the confirming button, left of Cancel,
+/// centred and kept above. Shown for the engine process, which has no GTK of its own ([`host`]).
+pub fn ask(title: &str, message: &str) -> anyhow::Result<bool> {
+    use gtk::prelude::*;
+    gtk::init().context("cannot start GTK (no display?)")?;
+    let dialog = gtk::MessageDialog::new(
+        None::<&gtk::Window>,
+        gtk::DialogFlags::MODAL,
+        gtk::MessageType::Warning,
+        gtk::ButtonsType::None,
+        title,
+    );
+    dialog.set_title(title);
+    dialog.set_secondary_text(Some(message));
+    let verb = title.split_whitespace().next().unwrap_or("OK");
+    dialog.add_button(verb, gtk::ResponseType::Ok);
+    dialog.add_button("Cancel", gtk::ResponseType::Cancel);
+    dialog.set_keep_above(true);
+    dialog.set_position(gtk::WindowPosition::Center);
+    let answer = dialog.run();
+    // SAFETY: the dialog is ours, made above on this thread, and used no more after this.
+    unsafe { dialog.destroy() };
+    Ok(answer == gtk::ResponseType::Ok)
+}
+
 /// Whether this run already said that closing the window leaves Leadline running (said once per run).
 static TOLD_ABOUT_TRAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
