@@ -191,6 +191,55 @@ async fn an_expired_token_holds_the_target_and_a_reload_of_secrets_sends_the_wai
     app.server.shutdown().await.unwrap();
 }
 
+/// A reload of secrets while a request with the old token is on its way: the refusal that comes back answers the
+/// token that was replaced, so it neither holds the target for the cooldown (a minute here) nor raises the
+/// credentials alert — the lead goes again at once with the new token.
+#[tokio::test]
+async fn a_refusal_of_the_token_a_reload_replaced_holds_nothing() {
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    // Each answer, the refusal too, takes 1.5 s: time for the reload while the first request is on its way.
+    crm.set_behaviour(Behaviour {
+        require_bearer: Some("renewed-token".into()),
+        latency_ms: 1_500,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.env");
+    std::fs::write(&secrets, "TEST_CRM_TOKEN=expired-token\n").unwrap();
+    let target = idempotent_crm(crm_addr)
+        .replace("cooldown_ms = 300", "cooldown_ms = 60000")
+        .replace("timeout_ms = 500", "timeout_ms = 5000")
+        + "auth = { bearer_env = \"TEST_CRM_TOKEN\" }\n";
+    let mut config = parse_config(&config_text(crm_addr, &dir.path().join("leadline.db"), &target));
+    config.secrets_file = Some(secrets.clone());
+    let server = leadline::server::Server::start(config).await.unwrap();
+    let app = TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir };
+    let a = &app.server.app;
+
+    assert_eq!(app.post_plain(&json!({"id": "ON-THE-WAY"})).await, StatusCode::ACCEPTED);
+    wait_for("the request with the old token", Duration::from_secs(10), || async { app.crm.stats().requests >= 1 })
+        .await;
+    std::fs::write(&secrets, "TEST_CRM_TOKEN=renewed-token\n").unwrap();
+    let report = leadline::api::reload_secrets(a, "test").await.unwrap();
+    let crm_line = report.iter().find(|r| r.target == "crm").unwrap();
+    assert_eq!(crm_line.message, "credentials read again", "the refusal had not come back yet: {crm_line:?}");
+
+    // Without the check the lead would wait out the minute's hold.
+    let h = app.wait_settled(Duration::from_secs(15)).await.overall;
+    assert_eq!((h.delivered, h.dead_open), (1, 0), "{h:?}");
+    assert_eq!(app.crm.distinct_leads(), 1);
+    let attempts = a.store.all_attempts().await.unwrap();
+    assert_eq!(attempts.len(), 2, "the refused request and the one with the new token: {attempts:?}");
+    assert!(attempts.iter().any(|t| t.reason.contains("sent before the secrets were read again")), "{attempts:?}");
+    let counted: i64 = a.store.deliveries().await.unwrap().iter().map(|d| d.attempts).sum();
+    assert_eq!(counted, 1, "the refusal of the replaced token used no attempt");
+    let alerts = leadline::api::alerts(a).await.unwrap();
+    assert!(!alerts.iter().any(|al| al.kind.as_str() == "credentials"), "no credentials alert: {alerts:?}");
+    let view = leadline::api::targets(a).await.unwrap().into_iter().find(|t| t.name == "crm").unwrap();
+    assert!(view.hold.is_none(), "the target is not held: {:?}", view.hold);
+    app.server.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn retry_after_is_honoured_and_a_rate_limit_is_not_a_wasted_attempt() {
     let app = spawn().await;

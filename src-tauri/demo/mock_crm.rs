@@ -466,6 +466,8 @@ async fn create(State(crm): State<MockCrm>, headers: HeaderMap, Json(envelope): 
         let sent = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         if sent != Some(token.as_str()) {
             crm.inner.lock().expect("mock lock").requests += 1;
+            // A refusal takes the network's time too (tests race a reload of secrets against it).
+            tokio::time::sleep(Duration::from_millis(crm.behaviour().latency_ms)).await;
             return error_response(401, None);
         }
     }

@@ -124,6 +124,9 @@ pub struct TargetRuntime {
     hold: Mutex<Option<Hold>>,
     /// The credential this target last refused, until a request with it succeeds again.
     refused_credential: Mutex<Option<String>>,
+    /// When the credentials were last read again (a reload of secrets): a refusal of a request sent before then
+    /// answered the credential that was replaced, and holds nothing.
+    credentials_read_at: Mutex<Option<DateTime<Utc>>>,
     /// The target's request budget: the declared rate, what its headers say, and how many requests may be in
     /// flight (lowered on 429s).
     pacer: Mutex<Pacer>,
@@ -148,6 +151,7 @@ impl TargetRuntime {
             paused: AtomicBool::new(false),
             hold: Mutex::new(None),
             refused_credential: Mutex::new(None),
+            credentials_read_at: Mutex::new(None),
             pacer: Mutex::new(Pacer::new(config.rate, config.concurrency)),
             pace_cursor: Mutex::new(None),
             outstanding: AtomicU32::new(0),
@@ -174,6 +178,7 @@ impl TargetRuntime {
             p.attach_store(store.clone());
         }
         *self.connector.write().expect("connector lock") = Arc::new(connector);
+        *self.credentials_read_at.lock().expect("credentials lock") = Some(self.clock.now());
         let refusing = self.refused_credential().is_some();
         let mut hold = self.hold.lock().expect("hold lock");
         if matches!(hold.as_ref(), Some(Hold { reason: HoldReason::Credentials { .. }, .. })) {
@@ -217,6 +222,14 @@ impl TargetRuntime {
     }
 
     /// The credential this target refused and that has not worked since.
+    /// Whether a request started at `started_at` may have gone out with credentials a reload of secrets has
+    /// replaced since. A report's start is read before its connector, so a request started after the reload
+    /// surely carried the new credentials; one started before may have carried either (at worst, a refusal of the
+    /// new one is sent once more before it holds the target).
+    fn sent_with_replaced_credentials(&self, started_at: DateTime<Utc>) -> bool {
+        self.credentials_read_at.lock().expect("credentials lock").is_some_and(|read_at| started_at < read_at)
+    }
+
     pub fn refused_credential(&self) -> Option<String> {
         self.refused_credential.lock().expect("credential lock").clone()
     }
@@ -1056,6 +1069,25 @@ async fn decide(
     if let Some(until) = team_hold.filter(|u| handle.team && target.hold_to_tell(*u)) {
         if let Err(e) = store.share_hold(&job.target, until, None).await {
             tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
+        }
+    }
+    if let (Some(_), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
+        if target.sent_with_replaced_credentials(report.started_at) {
+            // The refusal answers the credential a reload of secrets replaced while the request was on its way:
+            // no hold, no alert — the lead goes again at once, with what was read.
+            return Completion::of(
+                job,
+                JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
+                Some(AttemptRecord {
+                    started_at: report.started_at,
+                    duration_ms: report.duration_ms,
+                    http_status: report.http_status,
+                    class: Some(ErrorClass::PermanentConfig),
+                    reason: format!("{} — sent before the secrets were read again; sent again with them", f.reason),
+                    response_excerpt: report.excerpt,
+                }),
+                now,
+            );
         }
     }
     if let (Some(credential), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
