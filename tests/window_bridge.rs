@@ -12,23 +12,42 @@ use leadline::shells::window::bridge::{self, Client, EngineSide};
 use leadline::shells::window::commands::{self, Context};
 use serde_json::{json, Value};
 
-/// Start at login, as a test engine keeps it (the real one writes the XDG autostart entry).
+/// The engine's own answers as a test engine keeps them (the real one writes the XDG autostart entry, follows the
+/// session's tray and asks natively before it quits): here no tray, and a quit said yes to is counted.
 #[derive(Default)]
-struct Autostart(std::sync::Mutex<bool>);
+struct TestEngine {
+    autostart: std::sync::Mutex<bool>,
+    quits: std::sync::atomic::AtomicUsize,
+}
 
-impl EngineSide for Autostart {
+impl EngineSide for TestEngine {
     fn autostart(&self) -> bool {
-        *self.0.lock().unwrap()
+        *self.autostart.lock().unwrap()
     }
     fn set_autostart(&self, on: bool) -> Result<bool, String> {
-        *self.0.lock().unwrap() = on;
+        *self.autostart.lock().unwrap() = on;
         Ok(on)
+    }
+    fn tray_shown(&self) -> bool {
+        false
+    }
+    fn quit(&self) -> futures_util::future::BoxFuture<'static, bool> {
+        self.quits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { true })
     }
 }
 
 async fn bridged(app: &common::TestApp, confirm: Arc<ScriptedConfirm>) -> (Client, bridge::Door) {
+    bridged_with(app, confirm, Arc::new(TestEngine::default())).await
+}
+
+async fn bridged_with(
+    app: &common::TestApp,
+    confirm: Arc<ScriptedConfirm>,
+    engine: Arc<TestEngine>,
+) -> (Client, bridge::Door) {
     let cx = Context { app: app.server.app.clone(), confirm, actor: "desktop user `test`".into() };
-    let door = bridge::open(cx, Arc::new(Autostart::default())).await.unwrap();
+    let door = bridge::open(cx, engine).await.unwrap();
     (Client::new(door.clone()).unwrap(), door)
 }
 
@@ -67,7 +86,8 @@ fn every_command_the_window_invokes_is_answered_by_the_engine_or_the_window() {
 #[tokio::test]
 async fn commands_answer_through_the_bridge_as_the_page_reads_them() {
     let app = common::spawn().await;
-    let (client, _) = bridged(&app, Arc::new(ScriptedConfirm::always(true))).await;
+    let engine = Arc::new(TestEngine::default());
+    let (client, _) = bridged_with(&app, Arc::new(ScriptedConfirm::always(true)), engine.clone()).await;
 
     let health = client.invoke("health", json!({})).await.unwrap();
     assert_eq!(health["verdict"]["level"], "all_well", "health: {health}");
@@ -91,6 +111,11 @@ async fn commands_answer_through_the_bridge_as_the_page_reads_them() {
     assert_eq!(client.invoke("autostart", json!({})).await.unwrap(), json!(false));
     assert_eq!(client.invoke("set_autostart", json!({ "enabled": true })).await.unwrap(), json!(true));
     assert_eq!(client.invoke("autostart", json!({})).await.unwrap(), json!(true));
+    // So are whether a tray shows the icon and quitting (asked by the engine, answered with what was said).
+    assert_eq!(client.invoke("tray_shown", json!({})).await.unwrap(), json!(false));
+    assert_eq!(engine.quits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(client.invoke("quit_app", json!({})).await.unwrap(), json!(true));
+    assert_eq!(engine.quits.load(std::sync::atomic::Ordering::SeqCst), 1, "the engine was asked to quit once");
 
     // An export comes back as its file name and CSV, for the window to save.
     let csv = client.invoke(commands::CSV_DEAD_LETTERS, json!({ "filter": {} })).await.unwrap();

@@ -124,7 +124,7 @@ pub fn quit_question(health: &HealthView, grace_seconds: u64) -> String {
     }
     lines.push(
         "While Leadline is closed it delivers nothing and receives no webhooks on this computer. To keep it \
-         running, close the window instead: Leadline goes on in the tray."
+         running, close the window instead: Leadline goes on without it."
             .into(),
     );
     lines.join("\n\n")

@@ -60,6 +60,10 @@ struct Host {
 static HOST: OnceLock<Host> = OnceLock::new();
 /// The tray icon's D-Bus service, once it runs.
 static TRAY: OnceLock<ksni::Handle<DeskTray>> = OnceLock::new();
+/// Whether a system tray shows Leadline's icon: a StatusNotifierWatcher took it (and none went away since). Stock
+/// GNOME has none without its AppIndicator extension; there the window and its notification say how to reopen and
+/// how to quit Leadline without one.
+static TRAY_SHOWN: AtomicBool = AtomicBool::new(false);
 
 /// `leadline` without a command: Leadline here in this process ([`run`]) when it runs here (`--config`, `--demo`,
 /// the first start's choice, or a `leadline.toml` in the config folder); otherwise the first start's question or a
@@ -298,18 +302,25 @@ fn start_window(host: &Host, first: &str) -> anyhow::Result<std::process::ChildS
         // The window that ended is the one held (a newer one would have replaced it only after this one ended).
         host.window.lock().unwrap_or_else(|e| e.into_inner()).take();
         if !host.told_about_tray.swap(true, Ordering::SeqCst) {
-            notify(
-                "Leadline is still running",
-                "Leads keep being delivered while the window is closed. Open it or quit from Leadline's icon in \
-                 the tray.",
-                None,
-            );
+            notify("Leadline is still running", still_running_text(TRAY_SHOWN.load(Ordering::SeqCst)), None);
         }
     });
     Ok(input)
 }
 
-/// Start at login, as the bridge's `autostart` commands and the tray's check mark see it.
+/// What the first close of the window says: that delivery goes on, and how to come back and to quit — from the
+/// tray's icon, or without a tray (no icon on this desktop) by starting Leadline again and from Settings.
+fn still_running_text(tray_shown: bool) -> &'static str {
+    if tray_shown {
+        "Leads keep being delivered while the window is closed. Open it or quit from Leadline's icon in the tray."
+    } else {
+        "Leads keep being delivered while the window is closed. This desktop shows no tray icons: start Leadline \
+         again to open its window, and quit it from its Settings page."
+    }
+}
+
+/// The engine's answers to the window that are not the queue's: start at login (the tray's check mark), whether
+/// a tray shows the icon, and *Quit Leadline…* from the window.
 struct Engine;
 
 impl EngineSide for Engine {
@@ -319,6 +330,14 @@ impl EngineSide for Engine {
 
     fn set_autostart(&self, on: bool) -> Result<bool, String> {
         set_autostart(on)
+    }
+
+    fn tray_shown(&self) -> bool {
+        TRAY_SHOWN.load(Ordering::SeqCst)
+    }
+
+    fn quit(&self) -> futures_util::future::BoxFuture<'static, bool> {
+        Box::pin(ask_to_quit("the window"))
     }
 }
 
@@ -425,11 +444,13 @@ impl ksni::Tray for DeskTray {
     }
 
     fn watcher_offline(&self, reason: ksni::OfflineReason) -> bool {
+        TRAY_SHOWN.store(false, Ordering::SeqCst);
         tracing::warn!(?reason, "no system tray to show Leadline's icon in (it appears when one starts)");
         true
     }
 
     fn watcher_online(&self) {
+        TRAY_SHOWN.store(true, Ordering::SeqCst);
         tracing::info!("a system tray appeared: Leadline's icon is in it");
     }
 }
@@ -448,7 +469,13 @@ fn argb_icon(level: GlanceLevel) -> ksni::Icon {
 async fn start_tray() {
     use ksni::TrayMethods as _;
     let tray = DeskTray { shown: None, autostart: autostart_enabled() };
-    match tray.assume_sni_available(true).spawn().await {
+    // Registered, unless `watcher_offline` says otherwise while the service starts (ksni calls it then).
+    TRAY_SHOWN.store(true, Ordering::SeqCst);
+    let spawned = tray.assume_sni_available(true).spawn().await;
+    if spawned.is_err() {
+        TRAY_SHOWN.store(false, Ordering::SeqCst);
+    }
+    match spawned {
         Ok(handle) => {
             let _ = TRAY.set(handle);
         }
@@ -484,24 +511,29 @@ async fn follow_in_tray(app: crate::runtime::App) {
     }
 }
 
-/// *Quit Leadline…*: asks (what is in flight, what waits), then lets the main thread go on; [`run`] then lets
-/// in-flight deliveries finish before the process ends.
+/// *Quit Leadline…* in the tray: asked on the runtime, so that the tray's D-Bus service does not wait.
 fn quit() {
-    let Some(host) = HOST.get() else { return };
+    if let Some(host) = HOST.get() {
+        host.rt.spawn(ask_to_quit("the tray"));
+    }
+}
+
+/// Asks whether to quit (what is in flight, what waits) and, if so, lets the main thread go on: [`run`] then lets
+/// in-flight deliveries finish before the process ends. `from` names where it was asked, for the log.
+async fn ask_to_quit(from: &'static str) -> bool {
+    let Some(host) = HOST.get() else { return false };
     let (app, confirm) = (host.app.clone(), host.confirm.clone());
-    host.rt.spawn(async move {
-        let grace = app.config.worker.shutdown_grace_seconds;
-        let question = match api::health(&app).await {
-            Ok(h) => glance::quit_question(&h, grace),
-            Err(e) => format!("Leadline cannot read its queue ({e}). Quit anyway? Deliveries in flight finish first."),
-        };
-        let yes =
-            tokio::task::spawn_blocking(move || confirm.confirm("Quit Leadline", &question)).await.unwrap_or(false);
-        if yes {
-            tracing::info!("quitting from the tray: deliveries in flight finish first");
-            end_main();
-        }
-    });
+    let grace = app.config.worker.shutdown_grace_seconds;
+    let question = match api::health(&app).await {
+        Ok(h) => glance::quit_question(&h, grace),
+        Err(e) => format!("Leadline cannot read its queue ({e}). Quit anyway? Deliveries in flight finish first."),
+    };
+    let yes = tokio::task::spawn_blocking(move || confirm.confirm("Quit Leadline", &question)).await.unwrap_or(false);
+    if yes {
+        tracing::info!("quitting from {from}: deliveries in flight finish first");
+        end_main();
+    }
+    yes
 }
 
 /// Lets the main thread, waiting in [`run`], go on to the shutdown.

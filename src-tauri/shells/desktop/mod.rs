@@ -213,6 +213,8 @@ pub fn run_in_one_process(hidden: bool) -> anyhow::Result<()> {
         .invoke_handler(tauri::generate_handler![
             autostart,
             set_autostart,
+            tray_shown,
+            quit_app,
             take_place,
             desk::desk_view,
             desk::choose_here,
@@ -276,7 +278,7 @@ pub fn run_window() -> anyhow::Result<()> {
         })
         .on_window_event(|_, event| {
             if let tauri::WindowEvent::CloseRequested { .. } = event {
-                tracing::info!("window closed: released, delivery goes on in the tray");
+                tracing::info!("window closed: released, delivery goes on without it");
             }
         })
         .invoke_handler(move |invoke| match commands::route(invoke.message.command()) {
@@ -343,6 +345,21 @@ fn autostart(app: tauri::AppHandle) -> bool {
 #[tauri::command]
 fn set_autostart(app: tauri::AppHandle, enabled: bool) -> CommandResult<bool> {
     tray::set_autostart(&app, enabled).map_err(api::ApiError::Internal)
+}
+
+/// Whether a tray shows the icon: this process's tray is Tauri's, which cannot tell, so it is taken as shown.
+#[tauri::command]
+fn tray_shown() -> bool {
+    true
+}
+
+/// *Quit Leadline…* on the settings page of a desk of a team server (or of the first start's question): nothing
+/// is delivered here, so it ends at once, as the tray's item does.
+#[tauri::command]
+fn quit_app(app: tauri::AppHandle) -> bool {
+    tracing::info!("quitting from the window");
+    app.exit(0);
+    true
 }
 
 /// The place a clicked notification opened a new window on, once (the page asks when it starts listening).

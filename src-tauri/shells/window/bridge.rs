@@ -26,10 +26,15 @@ use crate::shells::window::commands::{self, Context};
 pub const ENV_URL: &str = "LEADLINE_BRIDGE_URL";
 pub const ENV_SECRET: &str = "LEADLINE_BRIDGE_SECRET";
 
-/// Commands the engine process answers itself, not [`commands::dispatch`]: start at login, which the tray shows.
+/// Commands the engine process answers itself, not [`commands::dispatch`]: start at login (which the tray shows),
+/// whether a system tray shows the icon, and quitting.
 pub trait EngineSide: Send + Sync + 'static {
     fn autostart(&self) -> bool;
     fn set_autostart(&self, on: bool) -> Result<bool, String>;
+    /// Whether a system tray shows Leadline's icon (without one, the window is where a person quits).
+    fn tray_shown(&self) -> bool;
+    /// Asks (natively) whether to quit; `true` when the person said yes and Leadline is ending.
+    fn quit(&self) -> futures_util::future::BoxFuture<'static, bool>;
 }
 
 struct Shared {
@@ -82,6 +87,8 @@ async fn invoke(
             let on = args.get("enabled").and_then(Value::as_bool).unwrap_or(false);
             shared.engine.set_autostart(on).map(Value::Bool).map_err(ApiError::Internal)
         }
+        "tray_shown" => Ok(Value::Bool(shared.engine.tray_shown())),
+        "quit_app" => Ok(Value::Bool(shared.engine.quit().await)),
         name => commands::dispatch(&shared.cx, name, args).await,
     };
     match answer {

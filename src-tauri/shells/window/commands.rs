@@ -88,6 +88,8 @@ pub fn route(name: &str) -> Option<(&'static str, bool)> {
         "export_replay_report" => Some((CSV_REPLAY_REPORT, true)),
         "autostart" => Some(("autostart", false)),
         "set_autostart" => Some(("set_autostart", false)),
+        "tray_shown" => Some(("tray_shown", false)),
+        "quit_app" => Some(("quit_app", false)),
         n => NAMES.iter().find(|known| **known == n).map(|known| (*known, false)),
     }
 }

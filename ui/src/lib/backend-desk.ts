@@ -54,6 +54,12 @@ export class DeskBackend extends HttpBackend {
   setAutostart(enabled: boolean) {
     return this.local.setAutostart(enabled);
   }
+  trayShown() {
+    return this.local.trayShown();
+  }
+  quitApp() {
+    return this.local.quitApp();
+  }
   onOpenPlace(open: (place: Place) => void) {
     return this.local.onOpenPlace(open);
   }

@@ -186,6 +186,12 @@ export class TauriBackend implements Backend {
   setAutostart(enabled: boolean) {
     return call<boolean>('set_autostart', { enabled });
   }
+  trayShown() {
+    return call<boolean>('tray_shown');
+  }
+  quitApp() {
+    return call<boolean>('quit_app');
+  }
   onOpenPlace(open: (place: Place) => void): () => void {
     // A window made anew for a clicked notification (a closed window is released, not hidden): its place waits in
     // the app until this page listens, then is taken once.

@@ -115,6 +115,10 @@ export interface Backend {
   /** Desktop app only (absent in a browser): whether Leadline starts at login, hidden in the tray. */
   autostart?(): Promise<boolean>;
   setAutostart?(enabled: boolean): Promise<boolean>;
+  /** Desktop app only: whether a system tray shows Leadline's icon (without one, Settings is where to quit). */
+  trayShown?(): Promise<boolean>;
+  /** Desktop app only: asks natively whether to quit; `true` when the person said yes and Leadline is ending. */
+  quitApp?(): Promise<boolean>;
   /** Desktop app only: a clicked notification asks to show what it is about. Returns an unsubscribe function. */
   onOpenPlace?(open: (place: Place) => void): () => void;
   /** The configuration in force, as the settings page edits it (secrets only as where they are found). */
