@@ -117,7 +117,8 @@ grep -q 'no tray icons: start Leadline again' <<<"$said" || fail "the notificati
 RUST_LOG=info timeout 15 "$bin" --config "$out/leadline.toml" > "$out/second-start.log" 2>&1 ||
   fail "a second start did not hand over and end: $(cat "$out/second-start.log")"
 wait_for 30 shown || fail "starting Leadline again did not open its window"
-wait_for 30 logged 'first overview request' || fail "the reopened window never drew its overview"
+overviews() { [ "$(plain_log | grep -c "the window's overview asked")" -ge 2 ]; }
+wait_for 30 overviews || fail "the reopened window never drew its overview"
 sleep 2
 quit_in_settings
 wait_for 20 dialog_shown || fail "Quit Leadline… on the Settings page showed no dialog"
