@@ -21,16 +21,9 @@ async fn a_database_from_a_newer_leadline_is_refused_in_words() {
     let path = dir.path().join("leadline.db");
     // A database a newer version set up: its schema has a migration this version does not know.
     let url = format!("sqlite://{}", path.display());
-    leadline::store::Store::open(&url).await.unwrap().close().await;
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::query(
-        "INSERT INTO _sqlx_migrations (version, description, installed_on, success, checksum, execution_time)
-         VALUES (99999, 'from the future', CURRENT_TIMESTAMP, 1, x'00', 1)",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    pool.close().await;
+    let store = leadline::store::Store::open(&url).await.unwrap();
+    store.record_unknown_migration(99999).await.unwrap();
+    store.close().await;
     let e = leadline::store::Store::open(&url).await.err().expect("refused");
     let text = format!("{e:#}");
     assert!(text.contains("set up by a newer Leadline (its schema has migration 99999"), "{text}");

@@ -88,6 +88,13 @@ impl Store {
     ) -> anyhow::Result<()> {
         dispatch!(self, rewrite_as_in_doubt(delivery_id, http_status, class, reason))
     }
+
+    /// Records a schema migration this version does not know, as a newer Leadline that set up the database would
+    /// have left it (what start-up must refuse in words).
+    #[doc(hidden)]
+    pub async fn record_unknown_migration(&self, version: i64) -> anyhow::Result<()> {
+        dispatch!(self, record_unknown_migration(version))
+    }
 }
 
 backends! {
@@ -235,6 +242,21 @@ backends! {
                 .await
                 .context("cannot rewrite the answers")?;
             tx.commit().await.context("cannot commit the rewrite")?;
+            Ok(())
+        }
+
+        pub async fn record_unknown_migration(db: &Db, version: i64) -> anyhow::Result<()> {
+            let mut tx = db.begin_write().await?;
+            sqlx::query(
+                "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+                 VALUES ($1, 'from the future', TRUE, $2, 1)",
+            )
+            .bind(version)
+            .bind(vec![0u8])
+            .execute(&mut *tx)
+            .await
+            .context("cannot record the migration")?;
+            tx.commit().await.context("cannot commit the migration")?;
             Ok(())
         }
     }
