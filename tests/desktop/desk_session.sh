@@ -15,6 +15,7 @@ set -euo pipefail
 out="$1"
 bin="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/common.sh"
 rm -rf "$out" && mkdir -p "$out"
 export NO_AT_BRIDGE=1
 export HOME="$out/home" XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config" XDG_RUNTIME_DIR="$out/run"
@@ -40,16 +41,10 @@ fail() {
   plain "$server_log" | tail -15
   exit 1
 }
-wait_for() { # seconds, then a command: true once the command succeeds
-  local tries=$(($1 * 4)); shift
-  for _ in $(seq "$tries"); do "$@" && return 0; sleep 0.25; done
-  return 1
-}
 logged() { plain "$log" | grep -q "$1"; }
 logged_times() { plain "$log" | grep -c "$1" || true; }
 tray() { /usr/bin/python3 "$here/tray_client.py" "$items" "$@"; }
 tray_says() { tray state 2>/dev/null | grep -q "$1"; }
-free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # A real Secret Service on this session's bus, with an unlocked login keyring.
 printf 'leadline-test-password' | gnome-keyring-daemon --unlock --components=secrets --foreground > "$out/keyring.log" 2>&1 &
@@ -58,32 +53,18 @@ pids+=($!)
 pids+=($!)
 /usr/bin/python3 "$here/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &
 pids+=($!)
-crm_port=$(free_port)
-/usr/bin/python3 "$here/mock_crm.py" "$crm_port" "$records" > "$out/crm.log" 2>&1 &
-pids+=($!)
+start_mock_crm
 wait_for 10 grep -q ready "$out/tray-host.log" || fail "the fake tray host did not start"
-wait_for 10 grep -q ready "$out/crm.log" || fail "the mock CRM did not start"
 wait_for 10 grep -q ready "$out/fake.log" || fail "the fake notification service did not start"
 sleep 1
 
 # The team server: one web form source into the mock CRM, on its own SQLite file, at a fixed port (it restarts).
 port=$(free_port)
 mkdir -p "$out/server"
-cat > "$out/server/leadline.toml" <<EOF
-[server]
-listen = "127.0.0.1:$port"
-
-[database]
-url = "sqlite://$out/server/leadline.db"
-
-[sources.webform]
-id_field = "id"
-route = ["crm"]
-
-[targets.crm]
-url = "http://127.0.0.1:$crm_port/leads"
-strategy = "idempotency_key"
-EOF
+{
+  webform_config "127.0.0.1:$port"
+  printf '\n[database]\nurl = "sqlite://%s"\n' "$out/server/leadline.db"
+} > "$out/server/leadline.toml"
 start_server() {
   # The server's own environment: no desktop session (its secrets would come from its environment).
   env -u DBUS_SESSION_BUS_ADDRESS -u DISPLAY RUST_LOG=info "$bin" serve --config "$out/server/leadline.toml" >> "$server_log" 2>&1 &
@@ -94,11 +75,7 @@ start_server
 alice=$(env -u DBUS_SESSION_BUS_ADDRESS "$bin" token create alice --config "$out/server/leadline.toml" 2>/dev/null |
   sed -n 's/^Token for alice .*: \([^ ]*\)$/\1/p')
 [ -n "$alice" ] || fail "no token for alice"
-send() { # ref, name
-  curl -sf -o /dev/null -H 'Content-Type: application/json' \
-    -d "{\"id\": \"$1\", \"name\": \"$2\", \"email\": \"$1@example.com\"}" "http://127.0.0.1:$port/ingest/webform" ||
-    fail "could not send lead $1 to the team server"
-}
+send() { post_lead "127.0.0.1:$port" "$1" "$2" || fail "could not send lead $1 to the team server"; } # ref, name
 send D-1 "Grace Hopper"
 wait_for 20 grep -q D-1 "$records" || fail "the team server did not deliver its first lead"
 

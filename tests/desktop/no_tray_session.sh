@@ -10,6 +10,7 @@ set -euo pipefail
 out="$1"
 bin="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/common.sh"
 rm -rf "$out" && mkdir -p "$out"
 export NO_AT_BRIDGE=1
 export HOME="$out/home" XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
@@ -19,7 +20,6 @@ log="$out/app.log"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
-plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$log"; }
 logged() { plain_log | grep -q "$1"; }
 fail() {
   echo "no-tray test: $*"
@@ -27,18 +27,9 @@ fail() {
   plain_log | tail -30
   exit 1
 }
-wait_for() { # seconds, then a command: true once the command succeeds
-  local tries=$(($1 * 4)); shift
-  for _ in $(seq "$tries"); do "$@" && return 0; sleep 0.25; done
-  return 1
-}
 count() { grep -c . "$records" 2>/dev/null || true; }
 crm_has() { [ "$(count)" -ge "$1" ]; }
-send() { # ref, name
-  curl -sf -o /dev/null -H 'Content-Type: application/json' \
-    -d "{\"id\": \"$1\", \"name\": \"$2\", \"email\": \"$1@example.com\"}" "http://$ingest/ingest/webform" ||
-    fail "could not send lead $1"
-}
+send() { post_lead "$ingest" "$1" "$2" || fail "could not send lead $1"; } # ref, name
 shown() { # whether a Leadline window is on screen
   for w in $(xdotool search --name '^Leadline$' 2>/dev/null); do xwininfo -id "$w" | grep -q IsViewable && return 0; done
   return 1
@@ -63,27 +54,12 @@ quit_in_settings() {
 
 /usr/bin/python3 "$here/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &
 pids+=($!)
-crm_port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-/usr/bin/python3 "$here/mock_crm.py" "$crm_port" "$records" > "$out/crm.log" 2>&1 &
-pids+=($!)
+start_mock_crm
 wait_for 10 grep -q ready "$out/fake.log" || fail "the fake notification service did not start"
-wait_for 10 grep -q ready "$out/crm.log" || fail "the mock CRM did not start"
 ! dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.NameHasOwner \
   string:org.kde.StatusNotifierWatcher | grep -q 'boolean true' || fail "this session has a tray; the test needs none"
 
-cat > "$out/leadline.toml" <<EOF
-# The no-tray test's setup: web form leads into one CRM.
-[server]
-listen = "127.0.0.1:0"
-
-[sources.webform]
-id_field = "id"
-route = ["crm"]
-
-[targets.crm]
-url = "http://127.0.0.1:$crm_port/leads"
-strategy = "idempotency_key"
-EOF
+webform_config "127.0.0.1:0" > "$out/leadline.toml"
 
 RUST_LOG=info "$bin" --config "$out/leadline.toml" > "$log" 2>&1 &
 app=$!

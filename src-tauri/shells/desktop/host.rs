@@ -62,8 +62,8 @@ static HOST: OnceLock<Host> = OnceLock::new();
 static TRAY: OnceLock<ksni::Handle<DeskTray>> = OnceLock::new();
 /// Whether a system tray shows Leadline's icon: a StatusNotifierWatcher took it (and none went away since). Stock
 /// GNOME has none without its AppIndicator extension; there the window and its notification say how to reopen and
-/// how to quit Leadline without one.
-static TRAY_SHOWN: AtomicBool = AtomicBool::new(false);
+/// how to quit Leadline without one. Taken as shown until ksni says otherwise (it does while the service starts).
+static TRAY_SHOWN: AtomicBool = AtomicBool::new(true);
 
 /// `leadline` without a command: Leadline here in this process ([`run`]) when it runs here (`--config`, `--demo`,
 /// the first start's choice, or a `leadline.toml` in the config folder); otherwise the first start's question or a
@@ -469,17 +469,14 @@ fn argb_icon(level: GlanceLevel) -> ksni::Icon {
 async fn start_tray() {
     use ksni::TrayMethods as _;
     let tray = DeskTray { shown: None, autostart: autostart_enabled() };
-    // Registered, unless `watcher_offline` says otherwise while the service starts (ksni calls it then).
-    TRAY_SHOWN.store(true, Ordering::SeqCst);
-    let spawned = tray.assume_sni_available(true).spawn().await;
-    if spawned.is_err() {
-        TRAY_SHOWN.store(false, Ordering::SeqCst);
-    }
-    match spawned {
+    match tray.assume_sni_available(true).spawn().await {
         Ok(handle) => {
             let _ = TRAY.set(handle);
         }
-        Err(e) => tracing::warn!(error = %e, "no tray icon: the session's D-Bus cannot be reached"),
+        Err(e) => {
+            TRAY_SHOWN.store(false, Ordering::SeqCst);
+            tracing::warn!(error = %e, "no tray icon: the session's D-Bus cannot be reached");
+        }
     }
 }
 
