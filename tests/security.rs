@@ -470,36 +470,10 @@ fn leaked(text: &str) -> Vec<&'static str> {
     PERSONAL.iter().copied().filter(|p| text.contains(p)).collect()
 }
 
-/// Every log line of this test process, at every level of Leadline's own code (and debug for the libraries).
-#[derive(Clone, Default)]
-struct CapturedLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for CapturedLog {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLog {
-    type Writer = CapturedLog;
-    fn make_writer(&'a self) -> CapturedLog {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn personal_data_leaves_the_api_masked_unless_revealed_and_each_reveal_is_audited() {
-    let log = CapturedLog::default();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("debug,leadline=trace"))
-        .with_ansi(false)
-        .with_writer(log.clone())
-        .try_init()
-        .expect("the only test of this file that installs a log subscriber");
+    // Every log line of this test process, at every level of Leadline's own code (and debug for the libraries).
+    let log = capture_log();
     let app = spawn().await;
     // The CRM refuses the national phone number and quotes it back (its message and its answer).
     app.crm.set_behaviour(leadline::demo::mock_crm::Behaviour { strict_phone: true, ..Default::default() });
@@ -560,7 +534,7 @@ async fn personal_data_leaves_the_api_masked_unless_revealed_and_each_reveal_is_
     app.server.shutdown().await.unwrap();
     // The logs, at every level, never held the lead's personal data: not when it was refused and dead-lettered,
     // nor when it was revealed.
-    let logged = String::from_utf8_lossy(&log.0.lock().unwrap()).into_owned();
+    let logged = log.text();
     assert!(logged.contains("dead-lettered") || logged.contains("dead letter"), "the log was captured: {logged:.2000}");
     let lines: Vec<&str> = logged.lines().filter(|l| !leaked(l).is_empty()).collect();
     assert!(lines.is_empty(), "personal data in the log: {lines:#?}");

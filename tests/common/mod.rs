@@ -24,6 +24,90 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
 }
 
+/// The one log subscriber of a test process (installed by the first test that needs it; a process has one).
+/// Lines go to the running test's captured output when `LEADLINE_TEST_LOG` is set (a tracing filter, e.g.
+/// `leadline=debug`): the test runner shows them for a test that fails and hides them for one that passes. A test
+/// that must read the log itself ([`capture_log`]) has every line kept in memory as well.
+struct TestLog {
+    filter: tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
+    to_test_output: bool,
+    capturing: std::sync::atomic::AtomicBool,
+    captured: std::sync::Arc<Mutex<Vec<u8>>>,
+}
+
+static TEST_LOG: std::sync::OnceLock<TestLog> = std::sync::OnceLock::new();
+
+fn test_log() -> &'static TestLog {
+    TEST_LOG.get_or_init(|| {
+        use tracing_subscriber::layer::SubscriberExt;
+        let wanted = std::env::var("LEADLINE_TEST_LOG").ok();
+        let (filter, handle) = tracing_subscriber::reload::Layer::new(tracing_subscriber::EnvFilter::new(
+            wanted.as_deref().unwrap_or("off"),
+        ));
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(tracing_subscriber::fmt::layer().with_ansi(false).with_writer(|| LogLine(Vec::new())));
+        tracing::subscriber::set_global_default(subscriber).expect("only the test log installs a subscriber");
+        TestLog {
+            filter: handle,
+            to_test_output: wanted.is_some(),
+            capturing: false.into(),
+            captured: Default::default(),
+        }
+    })
+}
+
+/// One formatted line on its way out (written whole when dropped).
+struct LogLine(Vec<u8>);
+
+impl std::io::Write for LogLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        let Some(log) = TEST_LOG.get() else { return };
+        if log.to_test_output {
+            // `print!`, not a write to stdout: the test runner captures it for the test whose thread logs.
+            print!("{}", String::from_utf8_lossy(&self.0));
+        }
+        if log.capturing.load(std::sync::atomic::Ordering::SeqCst) {
+            log.captured.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&self.0);
+        }
+    }
+}
+
+/// Sends the servers' logs to the test's captured output when `LEADLINE_TEST_LOG` is set (see [`TestLog`]).
+pub fn init_test_log() {
+    test_log();
+}
+
+/// Keeps every log line of this process from now on in memory, at every level of Leadline's own code and debug
+/// for the libraries, and returns what has been kept so far each time it is read.
+pub fn capture_log() -> CapturedLog {
+    let log = test_log();
+    log.filter
+        .reload(tracing_subscriber::EnvFilter::new("debug,leadline=trace"))
+        .expect("the test log's subscriber lives as long as the process");
+    log.capturing.store(true, std::sync::atomic::Ordering::SeqCst);
+    CapturedLog(log.captured.clone())
+}
+
+/// The log lines kept since [`capture_log`].
+pub struct CapturedLog(std::sync::Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
 /// Whether the integration tests run on PostgreSQL (`LEADLINE_TEST_BACKEND=postgres`) rather than SQLite.
 pub fn on_postgres() -> bool {
     std::env::var("LEADLINE_TEST_BACKEND").is_ok_and(|b| b.eq_ignore_ascii_case("postgres"))
@@ -43,7 +127,8 @@ pub fn database_url(db: &Path) -> String {
 
 /// Config text for a test: a signed `webform` source routed to `crm` then `notify`, an unsigned `plain`
 /// source, a Meta source whose leads are fetched from the mock Graph API (`meta_fetch`) before `crm`, fast
-/// retries. `{crm}` is the mock CRM's address; the database is [`database_url`] of `db`.
+/// retries, and breakers that close again after 300 ms: the mock's faults (its blips) reach every target, and a
+/// run of them can open a breaker — with the default cooldown of 30 s, `notify` once waited out a whole test. `{crm}` is the mock CRM's address; the database is [`database_url`] of `db`.
 pub fn config_text(crm: SocketAddr, db: &Path, crm_target: &str) -> String {
     format!(
         r#"
@@ -89,6 +174,7 @@ url = "http://{crm}/notify/{{external_id}}"
 strategy = "upsert"
 timeout_ms = 1000
 backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
 "#,
         db = database_url(db),
     )
@@ -120,6 +206,7 @@ pub fn parse_config(text: &str) -> Config {
 }
 
 pub async fn spawn_with(crm_target: impl Fn(SocketAddr) -> String) -> TestApp {
+    init_test_log();
     let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr));
@@ -129,6 +216,7 @@ pub async fn spawn_with(crm_target: impl Fn(SocketAddr) -> String) -> TestApp {
 
 /// Like [`spawn_with`], with `extra` TOML appended to the config.
 pub async fn spawn_with_extra(crm_target: impl Fn(SocketAddr) -> String, extra: &str) -> TestApp {
+    init_test_log();
     let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr)) + "\n" + extra;
@@ -143,6 +231,7 @@ pub async fn spawn() -> TestApp {
 /// Like [`spawn`], on the given clock: a manual clock moves the server's time (its worker, monitor and API) only
 /// when the test says so.
 pub async fn spawn_on(clock: leadline::api::Clock) -> TestApp {
+    init_test_log();
     let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = config_text(crm_addr, &dir.path().join("leadline.db"), &idempotent_crm(crm_addr));
