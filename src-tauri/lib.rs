@@ -37,3 +37,9 @@ pub use model::privacy;
 #[cfg(feature = "desktop")]
 pub use shells::desktop;
 pub use shells::{api, server};
+
+/// What both binaries log when `RUST_LOG` does not say: Leadline's own information, only the warnings of the
+/// database driver and the HTTP library.
+pub fn default_log_filter() -> String {
+    format!("info,{},hyper=warn", store::DRIVER_LOG_LEVELS)
+}

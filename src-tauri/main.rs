@@ -105,7 +105,7 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,hyper=warn".into()),
+                .unwrap_or_else(|_| leadline::default_log_filter().into()),
         )
         // Logs go to stderr; stdout carries only what is meant for the person at the terminal (the browser link
         // with its token), so a log collector never receives the token.

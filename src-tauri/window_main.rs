@@ -16,7 +16,7 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,hyper=warn".into()),
+                .unwrap_or_else(|_| leadline::default_log_filter().into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -70,6 +70,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+/// The log levels of the store's database driver when nobody chose them (`RUST_LOG`): its warnings only (slow
+/// statements, failed connections).
+pub const DRIVER_LOG_LEVELS: &str = "sqlx=warn";
+
 pub use crate::model::{
     AlertKind, AlertState, BreakerState, DeliveryState, ErrorClass, Held, ReplayEventKind, ReplayOutcome, ReplayPhase,
     ReplayStatus, Resolution, ResolutionFilter, Severity, UnknownWord,

@@ -128,7 +128,8 @@ pub fn database_url(db: &Path) -> String {
 /// Config text for a test: a signed `webform` source routed to `crm` then `notify`, an unsigned `plain`
 /// source, a Meta source whose leads are fetched from the mock Graph API (`meta_fetch`) before `crm`, fast
 /// retries, and breakers that close again after 300 ms: the mock's faults (its blips) reach every target, and a
-/// run of them can open a breaker — with the default cooldown of 30 s, `notify` once waited out a whole test. `{crm}` is the mock CRM's address; the database is [`database_url`] of `db`.
+/// run of them can open a breaker — with the default cooldown of 30 s, `notify` once waited out a whole test.
+/// `{crm}` is the mock CRM's address; the database is [`database_url`] of `db`.
 pub fn config_text(crm: SocketAddr, db: &Path, crm_target: &str) -> String {
     format!(
         r#"
@@ -206,22 +207,12 @@ pub fn parse_config(text: &str) -> Config {
 }
 
 pub async fn spawn_with(crm_target: impl Fn(SocketAddr) -> String) -> TestApp {
-    init_test_log();
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr));
-    let server = Server::start(parse_config(&text)).await.unwrap();
-    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
+    start_app(crm_target, "", Default::default()).await
 }
 
 /// Like [`spawn_with`], with `extra` TOML appended to the config.
 pub async fn spawn_with_extra(crm_target: impl Fn(SocketAddr) -> String, extra: &str) -> TestApp {
-    init_test_log();
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr)) + "\n" + extra;
-    let server = Server::start(parse_config(&text)).await.unwrap();
-    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
+    start_app(crm_target, extra, Default::default()).await
 }
 
 pub async fn spawn() -> TestApp {
@@ -231,11 +222,20 @@ pub async fn spawn() -> TestApp {
 /// Like [`spawn`], on the given clock: a manual clock moves the server's time (its worker, monitor and API) only
 /// when the test says so.
 pub async fn spawn_on(clock: leadline::api::Clock) -> TestApp {
+    let options = leadline::server::StartOptions { clock: Some(clock), ..Default::default() };
+    start_app(idempotent_crm, "", options).await
+}
+
+/// A mock CRM, a fresh database and a server on [`config_text`] with `extra` TOML appended.
+async fn start_app(
+    crm_target: impl Fn(SocketAddr) -> String,
+    extra: &str,
+    options: leadline::server::StartOptions,
+) -> TestApp {
     init_test_log();
     let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &idempotent_crm(crm_addr));
-    let options = leadline::server::StartOptions { clock: Some(clock), ..Default::default() };
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &crm_target(crm_addr)) + "\n" + extra;
     let server = Server::start_with(parse_config(&text), options).await.unwrap();
     TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
 }
