@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ageLevel, classLabel, explainError, formatAge, formatDuration, leadRows, LOCALE, localTimes, toQuery } from './format';
+import { ageLevel, classLabel, explainError, formatAge, formatDuration, leadRows, LOCALE, localTimes, toQuery, urlParts } from './format';
 
 describe('formatAge', () => {
   it('reads like a person would say it', () => {
@@ -123,5 +123,18 @@ describe('localTimes', () => {
     expect(localTimes('opened 2026-02-27 09:14 UTC', now)).toBe(
       `opened ${new Date('2026-02-27T09:14:00Z').toLocaleString(LOCALE, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' })}`,
     );
+  });
+});
+
+describe('urlParts', () => {
+  it('cuts an address after its separators, never inside the scheme, and loses nothing', () => {
+    const url = 'https://api.hubapi.com/crm/v3/objects/contacts/batch/upsert?a=1&b=2';
+    const parts = urlParts(url);
+    expect(parts).toEqual(['https://', 'api.hubapi.com/', 'crm/', 'v3/', 'objects/', 'contacts/', 'batch/', 'upsert?', 'a=1&', 'b=2']);
+    expect(parts.join('')).toBe(url);
+  });
+  it('keeps an address without a path whole after its scheme', () => {
+    expect(urlParts('http://127.0.0.1:35625')).toEqual(['http://', '127.0.0.1:35625']);
+    expect(urlParts('http://127.0.0.1:35625/tasks/{external_id}')).toEqual(['http://', '127.0.0.1:35625/', 'tasks/', '{external_id}']);
   });
 });

@@ -196,3 +196,12 @@ export function leadRows(payload: unknown, prefix = '', depth = 0): [string, unk
   return rows;
 }
 
+
+/**
+ * An address cut after each path separator (`/`, `?`, `&`; not inside the `//` of the scheme), for a narrow column
+ * to break it where a reader expects: `https://api.example.com/crm/v3` → `https://`, `api.example.com/`, `crm/`, `v3`.
+ * Joined again, the parts are the address.
+ */
+export function urlParts(url: string): string[] {
+  return url.split(/(?<=[/?&])(?!\/)/).filter((p) => p !== '');
+}
