@@ -934,7 +934,7 @@ pub struct TargetConfig {
     pub concurrency: u32,
     /// The target's declared request budget (`"190/10s"`, `"100/s"`, `"250000/1d"`): no window of that length
     /// ever carries more requests. Leadline also learns the real limit from the target's rate-limit headers.
-    pub rate: Option<crate::features::delivery::pacing::Rate>,
+    pub rate: Option<crate::model::Rate>,
     #[serde(default)]
     pub backoff: BackoffConfig,
     #[serde(default)]

@@ -269,8 +269,13 @@ async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twi
 
 #[tokio::test]
 async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
-    let (app, hubspot) =
-        spawn(HubspotBehaviour { secondly: Some(Secondly { max: 1, interval_ms: 700 }), ..Default::default() }).await;
+    // Answers without usage headers: Leadline cannot pace itself from them, meets the limit and waits it out.
+    let (app, hubspot) = spawn(HubspotBehaviour {
+        secondly: Some(Secondly { max: 1, interval_ms: 700 }),
+        quiet_usage_headers: true,
+        ..Default::default()
+    })
+    .await;
     pause(&app, true).await;
     let ids = post_leads(&app, "F", 250).await;
     pause(&app, false).await;
@@ -293,6 +298,31 @@ async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
     assert_each_once(&hubspot, &ids);
     assert_eq!(counted_attempts(&app, |_| true).await, 250, "rate-limited answers use no attempts");
     assert!(rate_limited_answers(&app).await.len() >= 100);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn usage_headers_pace_the_target_below_the_secondly_limit() {
+    // HubSpot's answers say the limit (X-HubSpot-RateLimit-Max per -Interval-Milliseconds) and what is left: the
+    // pacer keeps under it from the first answer on, so the limit is never hit.
+    let (app, hubspot) =
+        spawn(HubspotBehaviour { secondly: Some(Secondly { max: 1, interval_ms: 300 }), ..Default::default() }).await;
+    pause(&app, true).await;
+    let ids = post_leads(&app, "P", 800).await;
+    pause(&app, false).await;
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 0);
+    assert_each_once(&hubspot, &ids);
+    // The first requests go before any answer has told the limit; from the first answer on, none is refused and
+    // they are spaced by the interval.
+    let log = hubspot.requests();
+    let first_ok = log.iter().position(|(_, status)| *status == 200).expect("an upsert went through");
+    let told = &log[first_ok..];
+    assert!(told.len() >= 8, "{told:?}");
+    assert!(told.iter().all(|(_, status)| *status == 200), "refused after the headers told the limit: {told:?}");
+    for pair in told.windows(2) {
+        assert!(pair[1].0 - pair[0].0 >= chrono::Duration::milliseconds(290), "{:?} apart", pair[1].0 - pair[0].0);
+    }
     app.server.shutdown().await.unwrap();
 }
 

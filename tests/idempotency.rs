@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use common::*;
 use leadline::api::{self, ReplayRequest};
-use leadline::delivery::classify::ErrorClass;
 use leadline::delivery::worker::WorkerEvent;
 use leadline::demo::mock_crm::Behaviour;
 use leadline::dlq::DeadLetterFilter;
+use leadline::model::ErrorClass;
 use leadline::replay::{ReplayOptions, ReplaySelection};
 use reqwest::StatusCode;
 use serde_json::json;

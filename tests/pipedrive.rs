@@ -321,6 +321,7 @@ fn target_config(pd: SocketAddr, field: &str) -> leadline::config::Config {
 #[tokio::test]
 async fn test_connection_and_preview_say_what_they_do_in_plain_words() {
     use leadline::targets::pipedrive::PipedriveTarget;
+    use leadline::targets::Connector;
     let (pd, pd_addr) = MockPipedrive::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let c = target_config(pd_addr, FIELD_KEY);
     let target = PipedriveTarget::new("crm", &c.targets["crm"], &c, leadline::clock::Clock::system()).unwrap();

@@ -13,9 +13,9 @@ use serde_json::json;
 
 use leadline::api::{self, ApiError, FixAndReplayRequest, FixRequest, ReplayRequest, ResolveRequest, ScriptedConfirm};
 use leadline::config::Config;
-use leadline::delivery::classify::ErrorClass;
 use leadline::demo::mock_crm::{Behaviour, MockCrm};
 use leadline::dlq::{DeadLetterFilter, DeadLetterGroup};
+use leadline::model::ErrorClass;
 use leadline::replay::fix::{FieldFix, FieldOp};
 use leadline::replay::{ReplayOptions, ReplaySelection};
 use leadline::server::Server;

@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use common::{lead, TestApp};
 use leadline::api;
-use leadline::delivery::worker::{Connector, HoldReason};
+use leadline::delivery::worker::{HoldReason, TargetRuntime};
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_salesforce::{self as mock, MockSalesforce, SalesforceBehaviour};
 use leadline::server::Server;
 use leadline::targets::salesforce::{Pacing, SalesforceTarget};
+use leadline::targets::Connector;
 
 /// `crm` is the Salesforce org: the `plain` source's leads go there. `name` → LastName/FirstName (not required:
 /// a lead without it reaches Salesforce, which refuses it), `email` → Email.
@@ -57,15 +58,26 @@ async fn spawn() -> (TestApp, MockSalesforce) {
     (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, sf)
 }
 
-fn connector(app: &TestApp) -> Arc<Connector> {
-    app.server.app.worker.as_ref().expect("worker").targets.get("crm").unwrap().connector()
+fn runtime(app: &TestApp) -> Arc<TargetRuntime> {
+    app.server.app.worker.as_ref().expect("worker").targets.get("crm").unwrap()
 }
 
-fn as_sf(connector: &Connector) -> &SalesforceTarget {
-    match connector {
-        Connector::Salesforce(s) => s,
-        _ => panic!("crm is not a Salesforce target"),
-    }
+fn connector(app: &TestApp) -> Arc<dyn Connector> {
+    runtime(app).connector()
+}
+
+fn as_sf(connector: &Arc<dyn Connector>) -> &SalesforceTarget {
+    connector.as_any().downcast_ref().expect("crm is a Salesforce target")
+}
+
+/// The org's API usage as the target's pacer last read it (`Sforce-Limit-Info`).
+fn api_usage(app: &TestApp) -> Option<(u64, u64)> {
+    runtime(app).daily_usage()
+}
+
+/// Whether the target is paced (near the org's limit: one request per interval).
+fn is_paced(app: &TestApp) -> bool {
+    runtime(app).pace().1.is_some()
 }
 
 async fn post(app: &TestApp, ids: impl IntoIterator<Item = String>) {
@@ -124,7 +136,7 @@ async fn a_hundred_leads_become_a_hundred_records_each_once() {
     let steps = app.server.app.store.deliveries().await.unwrap();
     let result = steps.into_iter().find(|d| d.target == "crm").and_then(|d| d.result).unwrap_or_default();
     assert!(result.contains("00QMOCK"), "{result}");
-    assert_eq!(as_sf(&connector(&app)).api_usage(), Some(sf.api_usage()));
+    assert_eq!(api_usage(&app), Some(sf.api_usage()));
     app.server.shutdown().await.unwrap();
 }
 
@@ -281,13 +293,13 @@ async fn above_ninety_percent_of_the_limit_requests_are_spaced() {
     let times = sf.patch_times();
     let span = *times.last().unwrap() - times[0];
     assert!(span < chrono::Duration::milliseconds(8 * 250), "not paced below 90 %: {span}");
-    assert!(!as_sf(&connector(&app)).is_paced());
+    assert!(!is_paced(&app));
 
     sf.set_api_usage(95_000, 100_000);
     post(&app, ["g-warm".to_string()]).await;
     app.wait_settled(Duration::from_secs(10)).await;
-    assert!(as_sf(&connector(&app)).is_paced());
-    assert_eq!(as_sf(&connector(&app)).api_usage(), Some((95_001, 100_000)));
+    assert!(is_paced(&app));
+    assert_eq!(api_usage(&app), Some((95_001, 100_000)));
     let before = sf.patch_times().len();
     let slow = ids("g", 6);
     post(&app, slow.clone()).await;

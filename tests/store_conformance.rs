@@ -11,7 +11,7 @@ mod common;
 use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use leadline::delivery::classify::ErrorClass;
+use leadline::model::ErrorClass;
 use leadline::store::{
     AttemptRecord, Completion, DeadLetterFilter, GaugeReading, InsertOutcome, Job, JobOutcome, LeadStatus,
     MetricsRecord, MetricsRetention, NewEvent, NewReplay, OnChange, PreviewCategory, ReplaySelection, Resolution,

@@ -47,6 +47,9 @@ pub struct HubspotBehaviour {
     /// A token bucket: at most `max` requests per `interval_ms`, refilled continuously; an empty bucket answers
     /// 429 with `policyName: SECONDLY`.
     pub secondly: Option<Secondly>,
+    /// Successful answers carry no `X-HubSpot-RateLimit-*` usage headers (only a 429 does), so a client cannot
+    /// pace itself from them and meets the limit: the path where the limit is hit and waited out.
+    pub quiet_usage_headers: bool,
     /// Inputs whose `email` property is one of these (case-insensitively) are refused as `INVALID_EMAIL`.
     pub reject_emails: Vec<String>,
     /// Refuse a whole batch holding a rejected input with `400 VALIDATION_ERROR` (naming it in `context.ids`)
@@ -508,7 +511,7 @@ fn upsert_locked(inner: &mut Inner, headers: &HeaderMap, body: &str, now: DateTi
         }));
     }
     let mut headers: Vec<(&str, String)> = Vec::new();
-    if let Some(limit) = inner.behaviour.secondly {
+    if let Some(limit) = inner.behaviour.secondly.filter(|_| !inner.behaviour.quiet_usage_headers) {
         let left = inner.bucket.map_or(0.0, |(t, _)| t).max(0.0) as u64;
         headers.push(("X-HubSpot-RateLimit-Max", limit.max.to_string()));
         headers.push(("X-HubSpot-RateLimit-Remaining", left.to_string()));

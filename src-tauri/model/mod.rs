@@ -2,14 +2,22 @@
 //! class, delivery state, resolution, alert kind and severity, breaker state, replay status/phase/outcome — are
 //! in `words.rs`): they sit beneath both, so the
 //! store does not import a feature. The features re-export them from their old paths
-//! (`delivery::classify::ErrorClass`, `delivery::breaker::{BreakerState, Transition}`, `dlq::cause_of`).
+//! (`delivery::breaker::{BreakerState, Transition}`, `dlq::cause_of`).
 
 use chrono::{DateTime, Utc};
 
+mod attempt;
+mod hold;
+mod job;
 mod place;
 pub mod privacy;
+mod rate;
 mod words;
+pub use attempt::{default_class_for_status, truncate_chars, Failure, Observed, Verdict};
+pub use hold::{Hold, HoldReason};
+pub use job::Job;
 pub use place::{Page, Place};
+pub use rate::{Rate, RateError, MAX_WINDOW};
 pub use words::*;
 
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use rand::Rng;
 
 use crate::config::BackoffConfig;
-use crate::features::delivery::classify::{ErrorClass, Failure};
 pub use crate::model::parse_retry_after;
+use crate::model::{ErrorClass, Failure};
 
 /// Full jitter: a uniformly random delay in `[0, min(cap, base · 2^attempt)]` milliseconds.
 /// `attempt` counts from 0 for the first retry.

@@ -3,7 +3,6 @@
 
 pub mod backoff;
 pub mod breaker;
-pub mod classify;
 pub mod fallback;
 pub mod pacing;
 pub mod worker;

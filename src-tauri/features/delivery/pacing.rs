@@ -10,6 +10,16 @@
 //! * what the target said about its **daily budget** ([`Pacer::daily_usage`]); past [`DAILY_SLOWDOWN_PERCENT`] the
 //!   remaining budget is spread over a day instead of being spent at full speed.
 //! * an **adaptive concurrency** limit (AIMD): halved by a 429, raised by one after a run of successes.
+//! * a **pace learned from refusals** that name no rate and no time ("too many", a 429 without `Retry-After` or
+//!   rate-limit headers, Salesforce's concurrent-request limit): AIMD on the rate itself — the first refusal sets
+//!   the pace to [`REFUSAL_BETA`] of what the target accepted over the last [`ACCEPT_WINDOW_MS`], each later one
+//!   lowers it by the same factor, and it rises by
+//!   [`REFUSAL_STEP`] (at least one request per second) each second the target keeps accepting at that pace. A
+//!   fixed hold would leave the target idle and then hit it at full speed again; the learned pace keeps it busy just
+//!   under its limit.
+//! * **one request first after a hold**: when a hold ends, one request tests the water ([`Pacer::admit`] lets one
+//!   through and then waits for its answer); only a good answer lets the rest follow. Every hold counts
+//!   ([`Pacer::holds`]), so a request claimed before a hold is never sent after it.
 //!
 //! # The window guarantee
 //!
@@ -37,16 +47,15 @@
 //! Memory is bounded by `count ≤ LOG_MAX_COUNT` timestamps per target.
 
 use std::collections::VecDeque;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::features::targets::PacingHints;
 use crate::model::parse_retry_after;
+pub use crate::model::{Rate, RateError, MAX_WINDOW};
 
 /// The guard added to every window, in thousandths of the window (1 %). See the module documentation.
 pub const GUARD_PER_MILLE: u32 = 10;
@@ -62,136 +71,27 @@ pub const DAILY_SLOWDOWN_PERCENT: u64 = 90;
 /// How long to hold a target whose daily budget is used up when the answer does not say when it renews. After the
 /// hold one request goes through; its headers renew the hold if the budget is still used up.
 pub const DAILY_RECHECK_SECONDS: i64 = 15 * 60;
+/// On a refusal that names no rate, the pace drops to this share of itself (the first time: of what the target
+/// accepted just before).
+pub const REFUSAL_BETA: f64 = 0.9;
+/// Over how long the accepted answers are counted for that, in milliseconds.
+pub const ACCEPT_WINDOW_MS: i64 = 2_000;
+/// Each second the target keeps accepting at the learned pace, the pace rises by this share of itself (at least
+/// one request per second).
+pub const REFUSAL_STEP: f64 = 0.05;
+/// The slowest pace refusals can teach, in requests per second (one every five seconds).
+pub const MIN_REFUSED_PACE: f64 = 0.2;
+/// A learned pace is forgotten after this long without a refusal.
+pub const REFUSED_PACE_MEMORY_SECONDS: i64 = 600;
+/// While the one request after a hold is out, the pacer asks to be asked again this often (its answer usually
+/// wakes the worker first).
+const PROBE_PATIENCE_MS: i64 = 1_000;
+
 /// The longest hold a header can impose. A longer instruction is far more likely a vendor bug or a misread date
 /// than a real instruction; the target is still held for a whole day.
 pub const MAX_HOLD_SECONDS: i64 = 24 * 3600;
 /// A 429 that carries no timing at all holds the target for one window of the effective rate, at most this long.
 pub const MAX_UNTIMED_429_HOLD_SECONDS: i64 = 60;
-/// The longest window a rate may declare.
-pub const MAX_WINDOW: Duration = Duration::from_secs(31 * 24 * 3600);
-
-// ---------------------------------------------------------------------------------------------------------------
-// Rate
-// ---------------------------------------------------------------------------------------------------------------
-
-/// A rate limit: at most `count` requests in any window of length `window`. Parsed from text like `"190/10s"`,
-/// `"100/s"`, `"5/1m"` or `"250000/1d"` (units `ms`, `s`, `m`/`min`, `h`, `d`; a missing number means 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Rate {
-    count: u32,
-    window: Duration,
-}
-
-/// Why a rate could not be read. Every message quotes the text it was given.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RateError {
-    #[error("rate {0:?} is not of the form <count>/<window>, like \"190/10s\", \"100/s\", \"5/1m\" or \"250000/1d\"")]
-    Garbage(String),
-    #[error("rate {0:?}: the count must be at least 1")]
-    ZeroCount(String),
-    #[error("rate {input:?}: unknown unit {unit:?} (use ms, s, m, h or d)")]
-    UnknownUnit { input: String, unit: String },
-    #[error("rate {0:?}: the window must be longer than zero")]
-    ZeroWindow(String),
-    #[error("rate {0:?}: the window is longer than 31 days")]
-    WindowTooLong(String),
-}
-
-impl Rate {
-    /// A rate of `count` per `window`; `None` when the count is zero, the window is empty or longer than
-    /// [`MAX_WINDOW`].
-    pub fn new(count: u32, window: Duration) -> Option<Rate> {
-        (count > 0 && !window.is_zero() && window <= MAX_WINDOW).then_some(Rate { count, window })
-    }
-
-    pub fn count(&self) -> u32 {
-        self.count
-    }
-
-    pub fn window(&self) -> Duration {
-        self.window
-    }
-
-    /// Whether `self` allows fewer requests per unit of time than `other`.
-    pub fn is_slower_than(&self, other: &Rate) -> bool {
-        u128::from(self.count) * other.window.as_nanos() < u128::from(other.count) * self.window.as_nanos()
-    }
-
-    /// The slower of two rates.
-    pub fn slowest(self, other: Rate) -> Rate {
-        if other.is_slower_than(&self) {
-            other
-        } else {
-            self
-        }
-    }
-
-    /// Requests per second, for display and tests.
-    pub fn per_second(&self) -> f64 {
-        f64::from(self.count) / self.window.as_secs_f64()
-    }
-}
-
-impl FromStr for Rate {
-    type Err = RateError;
-
-    fn from_str(input: &str) -> Result<Rate, RateError> {
-        let garbage = || RateError::Garbage(input.to_string());
-        let (count, window) = input.trim().split_once('/').ok_or_else(garbage)?;
-        let count: u32 = count.trim().parse().map_err(|_| garbage())?;
-        if count == 0 {
-            return Err(RateError::ZeroCount(input.to_string()));
-        }
-        let window = window.trim();
-        let digits = window.find(|c: char| !c.is_ascii_digit()).unwrap_or(window.len());
-        let (amount, unit) = window.split_at(digits);
-        let amount: u64 = if amount.is_empty() { 1 } else { amount.parse().map_err(|_| garbage())? };
-        let unit = unit.trim();
-        let unit_ms: u64 = match unit {
-            "ms" => 1,
-            "s" | "sec" => 1_000,
-            "m" | "min" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" => return Err(garbage()),
-            other => return Err(RateError::UnknownUnit { input: input.to_string(), unit: other.to_string() }),
-        };
-        if amount == 0 {
-            return Err(RateError::ZeroWindow(input.to_string()));
-        }
-        let window_ms = amount.checked_mul(unit_ms).ok_or_else(|| RateError::WindowTooLong(input.to_string()))?;
-        let window = Duration::from_millis(window_ms);
-        if window > MAX_WINDOW {
-            return Err(RateError::WindowTooLong(input.to_string()));
-        }
-        Ok(Rate { count, window })
-    }
-}
-
-impl fmt::Display for Rate {
-    /// The canonical text form, which parses back to the same rate.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.window.as_millis();
-        let (amount, unit) = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")]
-            .into_iter()
-            .find(|(unit_ms, _)| ms % unit_ms == 0)
-            .map_or((ms, "ms"), |(unit_ms, unit)| (ms / unit_ms, unit));
-        write!(f, "{}/{amount}{unit}", self.count)
-    }
-}
-
-impl<'de> Deserialize<'de> for Rate {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Rate, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl Serialize for Rate {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Limiter
@@ -201,9 +101,9 @@ impl Serialize for Rate {
 /// team of processes sharing one target's budget (`store::team`) reserves its request slots this far apart, and
 /// each process's own [`Limiter`] at the same rate admits them (never closer than its own interval).
 pub fn spacing(rate: Rate) -> TimeDelta {
-    let declared = u64::try_from(rate.window.as_nanos()).unwrap_or(u64::MAX / 4);
+    let declared = u64::try_from(rate.window().as_nanos()).unwrap_or(u64::MAX / 4);
     let window = declared + declared / 1000 * u64::from(GUARD_PER_MILLE);
-    let nanos = window.div_ceil(u64::from(rate.count.max(1))).max(1);
+    let nanos = window.div_ceil(u64::from(rate.count().max(1))).max(1);
     TimeDelta::microseconds(i64::try_from(nanos.div_ceil(1000)).unwrap_or(i64::MAX))
 }
 
@@ -248,11 +148,11 @@ impl Limiter {
     /// earlier sends are unknown to it; the carried-over schedule still prevents a burst.
     pub fn set_rate(&mut self, rate: Rate) {
         self.rate = rate;
-        let count = u64::from(rate.count);
+        let count = u64::from(rate.count());
         // MAX_WINDOW (31 days) in nanoseconds, plus the guard, fits in an i64 many times over.
-        let declared = u64::try_from(rate.window.as_nanos()).unwrap_or(u64::MAX / 4);
+        let declared = u64::try_from(rate.window().as_nanos()).unwrap_or(u64::MAX / 4);
         let window = declared + declared / 1000 * u64::from(GUARD_PER_MILLE);
-        let use_log = rate.count <= LOG_MAX_COUNT;
+        let use_log = rate.count() <= LOG_MAX_COUNT;
         let percent = if use_log { SMOOTHING_BURST_PERCENT } else { FALLBACK_BURST_PERCENT };
         let burst = (count * u64::from(percent)).div_ceil(100).clamp(1, count);
         // With the log as the hard cap, smoothing paces at exactly the rate; without it, the interval leaves room
@@ -265,7 +165,7 @@ impl Limiter {
         self.tolerance = nanos(interval * (burst - 1));
         if use_log {
             let log = self.log.get_or_insert_with(VecDeque::new);
-            while log.len() > rate.count as usize {
+            while log.len() > rate.count() as usize {
                 log.pop_front();
             }
         } else {
@@ -292,7 +192,7 @@ impl Limiter {
             while log.front().is_some_and(|&t| t <= cutoff) {
                 log.pop_front();
             }
-            if log.len() >= self.rate.count as usize {
+            if log.len() >= self.rate.count() as usize {
                 if let Some(&oldest) = log.front() {
                     let frees_at = oldest + self.window;
                     wait = Some(wait.map_or(frees_at, |w| w.max(frees_at)));
@@ -338,8 +238,12 @@ pub enum Admit {
 pub enum Outcome {
     /// The target accepted the request (any 2xx).
     Success,
-    /// 429 Too Many Requests, with the instant `Retry-After` named, if any.
+    /// 429 Too Many Requests, with the instant `Retry-After` named, if any. Without one (and without rate-limit
+    /// headers that held the target), it is a refusal that names no rate: [`Outcome::TooMany`].
     RateLimited { retry_after: Option<DateTime<Utc>> },
+    /// The target refused for load without saying how many requests it takes or for how long (Salesforce's
+    /// `REQUEST_LIMIT_EXCEEDED` for concurrent requests): the pace is lowered and learned again.
+    TooMany,
     /// Anything else: says nothing about capacity (a 4xx about one lead, a 5xx, a network error).
     Other,
 }
@@ -379,6 +283,87 @@ pub struct Pacer {
     /// Answers still expected for requests sent under the limit before the last halving; their 429s were caused
     /// by the old limit and do not halve again.
     unsettled: u32,
+    /// The pace refusals that named no rate taught (requests per second), while it is remembered.
+    refused_pace: Option<f64>,
+    /// Whether the pace is still being found fast (after the first refusal, before the second).
+    pace_found: bool,
+    /// When the pace was last lowered, raised, and when the target last refused.
+    last_decrease: Option<DateTime<Utc>>,
+    last_increase: Option<DateTime<Utc>>,
+    last_refusal: Option<DateTime<Utc>>,
+    /// Answers accepted and requests admitted recently (what the target takes, and whether a pace is used).
+    accepted: RecentCount,
+    admitted: RecentCount,
+    /// How many holds were imposed so far (see [`Pacer::holds`]).
+    holds: u64,
+    probe: Probe,
+}
+
+/// The request after a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// No hold since the last good answer: requests go as paced.
+    Clear,
+    /// A hold was imposed: when it ends, one request goes first.
+    Due,
+    /// That request is out: nothing else goes until it is answered.
+    Out,
+}
+
+/// Events counted over the last [`ACCEPT_WINDOW_MS`], in buckets of a tenth of it.
+#[derive(Debug, Clone, Default)]
+struct RecentCount {
+    /// (bucket start in ms since the epoch, count), oldest first.
+    buckets: VecDeque<(i64, u32)>,
+}
+
+impl RecentCount {
+    const BUCKET_MS: i64 = ACCEPT_WINDOW_MS / 10;
+
+    fn add(&mut self, now: DateTime<Utc>) {
+        let bucket = now.timestamp_millis().div_euclid(Self::BUCKET_MS) * Self::BUCKET_MS;
+        match self.buckets.back_mut() {
+            Some((start, n)) if *start == bucket => *n += 1,
+            _ => self.buckets.push_back((bucket, 1)),
+        }
+        self.trim(now);
+    }
+
+    fn trim(&mut self, now: DateTime<Utc>) {
+        let oldest = now.timestamp_millis() - ACCEPT_WINDOW_MS;
+        while self.buckets.front().is_some_and(|(start, _)| *start + Self::BUCKET_MS <= oldest) {
+            self.buckets.pop_front();
+        }
+    }
+
+    /// Events per second over the window ending at `now` (over the time since the first event, when shorter, but
+    /// at least one bucket), and the time that covers.
+    fn rate_over(&mut self, now: DateTime<Utc>) -> (f64, TimeDelta) {
+        self.trim(now);
+        let Some((first, _)) = self.buckets.front() else { return (0.0, TimeDelta::zero()) };
+        let span = (now.timestamp_millis() - first).clamp(Self::BUCKET_MS, ACCEPT_WINDOW_MS);
+        let n: u32 = self.buckets.iter().map(|(_, n)| n).sum();
+        (f64::from(n) * 1000.0 / span as f64, TimeDelta::milliseconds(span))
+    }
+
+    /// Events in the second before `now`.
+    fn last_second(&mut self, now: DateTime<Utc>) -> f64 {
+        self.trim(now);
+        let since = now.timestamp_millis() - 1000;
+        f64::from(self.buckets.iter().filter(|(start, _)| *start >= since).map(|(_, n)| n).sum::<u32>())
+    }
+}
+
+/// A pace in requests per second as a [`Rate`] the limiter enforces (whole requests per second above ten, per
+/// ten seconds below).
+fn rate_of_pace(pace: f64) -> Rate {
+    let pace = pace.max(MIN_REFUSED_PACE);
+    let made = if pace >= 10.0 {
+        Rate::new(pace.round() as u32, Duration::from_secs(1))
+    } else {
+        Rate::new((pace * 10.0).round().max(1.0) as u32, Duration::from_secs(10))
+    };
+    made.expect("a positive count per a short window")
 }
 
 impl Pacer {
@@ -399,21 +384,61 @@ impl Pacer {
             concurrency: max_concurrency,
             success_run: 0,
             unsettled: 0,
+            refused_pace: None,
+            pace_found: false,
+            last_decrease: None,
+            last_increase: None,
+            last_refusal: None,
+            accepted: RecentCount::default(),
+            admitted: RecentCount::default(),
+            holds: 0,
+            probe: Probe::Clear,
         }
     }
 
     /// May a request go to the target at `now`? `Go` takes the slot; the caller must then send.
     /// A hold answers before the rate limiter is asked, so a held target uses up no slots.
+    ///
+    /// After a hold, one request is let through and nothing else until it is answered ([`Pacer::record`]) or
+    /// given back unsent ([`Pacer::probe_unused`]).
     pub fn admit(&mut self, now: DateTime<Utc>) -> Admit {
         if let Some(until) = self.hold_until {
             if now < until {
                 return Admit::WaitUntil(until);
             }
         }
+        if self.probe == Probe::Out {
+            return Admit::WaitUntil(now + TimeDelta::milliseconds(PROBE_PATIENCE_MS));
+        }
         match self.try_acquire(now) {
-            Ok(()) => Admit::Go,
+            Ok(()) => {
+                if self.probe == Probe::Due {
+                    self.probe = Probe::Out;
+                }
+                self.admitted.add(now);
+                Admit::Go
+            }
             Err(at) => Admit::WaitUntil(at),
         }
+    }
+
+    /// The request let through after a hold was not sent after all (its lead went back to the queue): the next
+    /// one tests the water instead.
+    pub fn probe_unused(&mut self) {
+        if self.probe == Probe::Out {
+            self.probe = Probe::Due;
+        }
+    }
+
+    /// How many holds this pacer has imposed (every new or longer hold counts one): a request is sent only if no
+    /// hold came since it was claimed.
+    pub fn holds(&self) -> u64 {
+        self.holds
+    }
+
+    /// Ends the hold in force at once (a refused credential was replaced); one request still goes first.
+    pub fn release_hold(&mut self) {
+        self.hold_until = None;
     }
 
     /// The rate limiter alone (no hold): takes a slot, or says when the next one frees up.
@@ -427,8 +452,10 @@ impl Pacer {
     /// Holds the target until `until` (capped at [`MAX_HOLD_SECONDS`] from `now`). Never shortens a hold in force.
     pub fn hold(&mut self, now: DateTime<Utc>, until: DateTime<Utc>) {
         let until = until.min(now + TimeDelta::seconds(MAX_HOLD_SECONDS));
-        if self.hold_until.is_none_or(|current| until > current) {
+        if until > now && self.hold_until.is_none_or(|current| until > current) {
             self.hold_until = Some(until);
+            self.holds += 1;
+            self.probe = Probe::Due;
         }
     }
 
@@ -439,7 +466,7 @@ impl Pacer {
 
     /// The rate requests are paced to now: the slowest of the declared, the learned and the daily-budget rates.
     pub fn effective_rate(&self) -> Option<Rate> {
-        [self.declared, self.learned_hubspot, self.learned_generic, self.daily_cap]
+        [self.declared, self.learned_hubspot, self.learned_generic, self.daily_cap, self.refused_pace.map(rate_of_pace)]
             .into_iter()
             .flatten()
             .reduce(Rate::slowest)
@@ -458,23 +485,42 @@ impl Pacer {
 
     /// One HTTP answer: learns from its headers, then records its outcome.
     pub fn observe(&mut self, now: DateTime<Utc>, status: StatusCode, headers: &HeaderMap) {
-        self.learn(now, status, headers);
+        self.learn(now, status, headers, &PacingHints::default());
         self.record(now, Outcome::from_status(status));
     }
 
-    /// Records an answer's outcome for the concurrency limit, and holds the target on a 429.
+    /// The pace learned from refusals that named no rate, in requests per second, if one is in force.
+    pub fn refused_pace(&self) -> Option<f64> {
+        self.refused_pace
+    }
+
+    /// Records an answer's outcome: the concurrency limit, the pace learned from refusals, and the request after a
+    /// hold.
     ///
-    /// AIMD: a 429 halves the limit (at least 1), except a 429 answering a request sent before the last halving
-    /// (the next `old limit − 1` answers): one overload is one halving, not one per request in flight. A run of
-    /// successes as long as the current limit raises it by one, up to the maximum. Other answers change nothing.
+    /// AIMD on concurrency: a 429 halves the limit (at least 1), except a 429 answering a request sent before the
+    /// last halving (the next `old limit − 1` answers): one overload is one halving, not one per request in flight.
+    /// A run of successes as long as the current limit raises it by one, up to the maximum. Other answers change
+    /// nothing.
     ///
-    /// A 429 holds the target until its `retry_after`; without one, and with no hold already set from headers by
-    /// [`Pacer::learn`], for one window of the effective rate (at most [`MAX_UNTIMED_429_HOLD_SECONDS`]).
+    /// A 429 holds the target until its `retry_after`. A refusal that names no time and no rate (which leaves the
+    /// connections alone) (a 429 without
+    /// `Retry-After` whose headers set no hold either, or [`Outcome::TooMany`]) lowers the pace instead (see the
+    /// module documentation) and holds the target for one request's spacing at the new pace, so that the requests
+    /// already claimed go back and one request tests the new pace first.
     pub fn record(&mut self, now: DateTime<Utc>, outcome: Outcome) {
         let settled = self.unsettled == 0;
         self.unsettled = self.unsettled.saturating_sub(1);
+        let outcome = match outcome {
+            Outcome::RateLimited { retry_after: None } if self.held_until(now).is_none() => Outcome::TooMany,
+            other => other,
+        };
         match outcome {
             Outcome::Success => {
+                if self.probe == Probe::Out {
+                    self.probe = Probe::Clear;
+                }
+                self.accepted.add(now);
+                self.raise_pace(now);
                 if settled {
                     self.success_run += 1;
                     if self.success_run >= self.concurrency && self.concurrency < self.max_concurrency {
@@ -483,26 +529,78 @@ impl Pacer {
                     }
                 }
             }
-            Outcome::RateLimited { retry_after } => {
-                match retry_after {
+            Outcome::RateLimited { .. } | Outcome::TooMany => {
+                self.last_refusal = Some(now);
+                match retry_after_of(outcome) {
                     Some(at) => self.hold(now, at),
-                    None if self.held_until(now).is_none() => {
-                        let window = self.effective_rate().map_or(TimeDelta::seconds(1), |r| {
-                            TimeDelta::from_std(r.window()).unwrap_or(TimeDelta::seconds(MAX_UNTIMED_429_HOLD_SECONDS))
-                        });
-                        self.hold(now, now + window.min(TimeDelta::seconds(MAX_UNTIMED_429_HOLD_SECONDS)));
-                    }
+                    None if outcome == Outcome::TooMany || self.held_until(now).is_none() => self.lower_pace(now),
                     None => {}
                 }
-                if settled {
+                // A refusal that named no rate is answered by the pace alone: halving the connections as well
+                // would cap the target far below what it takes once the pace is right.
+                if settled && outcome != Outcome::TooMany {
                     let old = self.concurrency;
                     self.concurrency = (old / 2).max(1);
                     self.success_run = 0;
                     self.unsettled = old - 1;
                 }
             }
-            Outcome::Other => {}
+            Outcome::Other => {
+                if self.probe == Probe::Out {
+                    self.probe = Probe::Clear;
+                }
+            }
         }
+    }
+
+    /// A refusal that named no rate: the pace drops to [`REFUSAL_BETA`] of itself — the first time, of what the
+    /// target accepted recently — at most once a second (the answers to requests already in flight say nothing new).
+    fn lower_pace(&mut self, now: DateTime<Utc>) {
+        if self.last_decrease.is_some_and(|at| now - at < TimeDelta::seconds(1)) {
+            return;
+        }
+        // What the target took over the last window; over less than a second it says little (a first refusal a
+        // few milliseconds into a burst).
+        let (accepted, measured) = self.accepted.rate_over(now);
+        let lowered = match self.refused_pace {
+            Some(pace) if measured >= TimeDelta::seconds(1) => REFUSAL_BETA * pace.min(accepted),
+            Some(pace) => REFUSAL_BETA * pace,
+            None => REFUSAL_BETA * accepted,
+        };
+        // The first refusal starts a fast search upwards from a rough estimate; the second ends it.
+        self.pace_found = self.refused_pace.is_some();
+        let pace = lowered.max(MIN_REFUSED_PACE);
+        self.refused_pace = Some(pace);
+        self.last_decrease = Some(now);
+        self.last_increase = Some(now);
+        self.refresh_limiter();
+        let spacing = TimeDelta::microseconds((1e6 / pace) as i64);
+        self.hold(now, now + spacing);
+    }
+
+    /// Each second the target keeps accepting at the learned pace (the pace was used: at least half of it was
+    /// admitted over the last second), the pace rises: by half of itself while it is still being found (after the
+    /// first refusal, whose estimate is rough), then by [`REFUSAL_STEP`] of itself, at least one request per
+    /// second. After [`REFUSED_PACE_MEMORY_SECONDS`] without a refusal it is forgotten.
+    fn raise_pace(&mut self, now: DateTime<Utc>) {
+        let Some(pace) = self.refused_pace else { return };
+        if self.last_refusal.is_some_and(|at| now - at > TimeDelta::seconds(REFUSED_PACE_MEMORY_SECONDS)) {
+            self.refused_pace = None;
+            self.pace_found = false;
+            self.refresh_limiter();
+            return;
+        }
+        if self.last_increase.is_some_and(|at| now - at < TimeDelta::seconds(1)) {
+            return;
+        }
+        self.last_increase = Some(now);
+        if self.admitted.last_second(now) < 0.5 * pace {
+            // Not enough demand to tell whether more would be taken.
+            return;
+        }
+        let step = if self.pace_found { (pace * REFUSAL_STEP).max(1.0) } else { (pace * 0.5).max(1.0) };
+        self.refused_pace = Some(pace + step);
+        self.refresh_limiter();
     }
 
     /// Learns from an answer's headers (any status). Unreadable values are ignored.
@@ -518,13 +616,16 @@ impl Pacer {
     ///   holds until `x-ratelimit-reset` (seconds; a value above 10⁹ is read as a Unix time).
     ///   `x-daily-requests-left: 0` holds until the next midnight UTC, when Pipedrive's day renews.
     /// * Salesforce `Sforce-Limit-Info: api-usage=used/limit` gives the daily usage (a rolling 24 h count);
-    ///   at or past the limit the target is held for [`DAILY_RECHECK_SECONDS`].
+    ///   at or past the limit the target is held for [`PacingHints::used_up_recheck`], else [`DAILY_RECHECK_SECONDS`].
     /// * `Retry-After` (seconds or HTTP date) on a 429 or 503 holds the target until then.
     ///
     /// Daily slowdown: once `used ≥ 90 %` of the limit, the remaining budget is paced as `remaining/1d`, so the
     /// day's last requests are spread out instead of spent at once — the closer to the limit, the slower.
     /// A learned rate only ever slows the pace: the declared rate stays a ceiling.
-    pub fn learn(&mut self, now: DateTime<Utc>, status: StatusCode, headers: &HeaderMap) {
+    ///
+    /// `hints` is what the vendor asks beyond its headers: past [`NearLimit::above`] of a daily allowance, one
+    /// request per [`NearLimit::interval`] instead of the rest spread over a day (Salesforce).
+    pub fn learn(&mut self, now: DateTime<Utc>, status: StatusCode, headers: &HeaderMap, hints: &PacingHints) {
         // HubSpot.
         let hs_max = header_u64(headers, "x-hubspot-ratelimit-max");
         let hs_interval = header_u64(headers, "x-hubspot-ratelimit-interval-milliseconds");
@@ -541,7 +642,7 @@ impl Pacer {
         let hs_daily = header_u64(headers, "x-hubspot-ratelimit-daily");
         let hs_daily_remaining = header_u64(headers, "x-hubspot-ratelimit-daily-remaining");
         if let (Some(limit), Some(remaining)) = (hs_daily, hs_daily_remaining) {
-            self.set_daily(now, limit.saturating_sub(remaining), limit);
+            self.set_daily(now, limit.saturating_sub(remaining), limit, hints);
         }
         if hs_daily_remaining == Some(0) {
             self.hold(now, now + TimeDelta::seconds(DAILY_RECHECK_SECONDS));
@@ -579,7 +680,7 @@ impl Pacer {
         if let Some((used, limit)) =
             headers.get("sforce-limit-info").and_then(|v| v.to_str().ok()).and_then(salesforce_usage)
         {
-            self.set_daily(now, used, limit);
+            self.set_daily(now, used, limit, hints);
         }
 
         // Retry-After.
@@ -595,15 +696,24 @@ impl Pacer {
     }
 
     /// Records the daily usage, sets or clears the slowdown, and holds a used-up target.
-    fn set_daily(&mut self, now: DateTime<Utc>, used: u64, limit: u64) {
+    fn set_daily(&mut self, now: DateTime<Utc>, used: u64, limit: u64, hints: &PacingHints) {
         if limit == 0 {
             return;
         }
         self.daily = Some((used, limit));
         let remaining = limit.saturating_sub(used);
+        let near = hints.near_limit.filter(|n| used as f64 / limit as f64 > n.above);
         if remaining == 0 {
             self.daily_cap = None;
-            self.hold(now, now + TimeDelta::seconds(DAILY_RECHECK_SECONDS));
+            let recheck = hints
+                .used_up_recheck
+                .and_then(|d| TimeDelta::from_std(d).ok())
+                .unwrap_or(TimeDelta::seconds(DAILY_RECHECK_SECONDS));
+            self.hold(now, now + recheck);
+        } else if let Some(near) = near {
+            self.daily_cap = Rate::new(1, near.interval);
+        } else if hints.near_limit.is_some() {
+            self.daily_cap = None;
         } else if u128::from(used) * 100 >= u128::from(limit) * u128::from(DAILY_SLOWDOWN_PERCENT) {
             let count = u32::try_from(remaining).unwrap_or(u32::MAX);
             self.daily_cap = Rate::new(count, Duration::from_secs(86_400));
@@ -623,6 +733,14 @@ impl Pacer {
             }
             (Some(rate), None) => self.limiter = Some(Limiter::new(rate)),
         }
+    }
+}
+
+/// The instant a rate-limited outcome names.
+fn retry_after_of(outcome: Outcome) -> Option<DateTime<Utc>> {
+    match outcome {
+        Outcome::RateLimited { retry_after } => retry_after,
+        _ => None,
     }
 }
 
@@ -703,64 +821,6 @@ mod tests {
             let per_window = (rate.window().as_nanos() / (gap.num_nanoseconds().unwrap() as u128)) + 1;
             assert!(per_window <= u128::from(rate.count()), "{text}: {per_window} slots in one window");
         }
-    }
-
-    #[test]
-    fn rates_parse_in_every_documented_form() {
-        assert_eq!(rate("190/10s"), Rate::new(190, Duration::from_secs(10)).unwrap());
-        assert_eq!(rate("100/s"), Rate::new(100, Duration::from_secs(1)).unwrap());
-        assert_eq!(rate("5/1m"), Rate::new(5, Duration::from_secs(60)).unwrap());
-        assert_eq!(rate("5/min"), Rate::new(5, Duration::from_secs(60)).unwrap());
-        assert_eq!(rate("250000/1d"), Rate::new(250_000, Duration::from_secs(86_400)).unwrap());
-        assert_eq!(rate("40/2s"), Rate::new(40, Duration::from_secs(2)).unwrap());
-        assert_eq!(rate("3/500ms"), Rate::new(3, Duration::from_millis(500)).unwrap());
-        assert_eq!(rate(" 7 / 2h "), Rate::new(7, Duration::from_secs(7200)).unwrap());
-    }
-
-    #[test]
-    fn rate_errors_name_the_problem() {
-        let err = |s: &str| s.parse::<Rate>().unwrap_err();
-        assert_eq!(err("0/10s"), RateError::ZeroCount("0/10s".into()));
-        assert_eq!(err("10/5w"), RateError::UnknownUnit { input: "10/5w".into(), unit: "w".into() });
-        assert_eq!(err("10/0s"), RateError::ZeroWindow("10/0s".into()));
-        assert_eq!(err("10/32d"), RateError::WindowTooLong("10/32d".into()));
-        assert_eq!(err("10/99999999999999999d"), RateError::WindowTooLong("10/99999999999999999d".into()));
-        for garbage in ["", "fast", "10", "10/", "/s", "-1/s", "ten/s", "10/10", "1.5/s", "10/s/s"] {
-            assert!(matches!(err(garbage), RateError::Garbage(_) | RateError::UnknownUnit { .. }), "{garbage:?}");
-        }
-        assert_eq!(err("10/s/s"), RateError::UnknownUnit { input: "10/s/s".into(), unit: "s/s".into() });
-        let message = err("0/10s").to_string();
-        assert!(message.contains("\"0/10s\"") && message.contains("at least 1"), "{message}");
-        let message = err("10/5w").to_string();
-        assert!(message.contains("unknown unit \"w\""), "{message}");
-        assert!(err("fast").to_string().contains("<count>/<window>"));
-    }
-
-    #[test]
-    fn rates_deserialize_from_config_text_and_display_back() {
-        #[derive(Deserialize)]
-        struct Target {
-            rate: Rate,
-        }
-        let t: Target = toml::from_str("rate = \"190/10s\"").unwrap();
-        assert_eq!(t.rate, rate("190/10s"));
-        let bad = toml::from_str::<Target>("rate = \"0/10s\"").err().unwrap().to_string();
-        assert!(bad.contains("the count must be at least 1"), "{bad}");
-        for text in ["190/10s", "100/1s", "5/1m", "250000/1d", "3/500ms", "7/2h"] {
-            assert_eq!(rate(text).to_string(), text);
-            assert_eq!(rate(&rate(text).to_string()), rate(text));
-        }
-        assert_eq!(rate("5/60s").to_string(), "5/1m");
-        assert_eq!(serde_json::to_string(&rate("100/s")).unwrap(), "\"100/1s\"");
-    }
-
-    #[test]
-    fn rates_compare_by_requests_per_time() {
-        assert!(rate("100/10s").is_slower_than(&rate("190/10s")));
-        assert!(rate("40/2s").is_slower_than(&rate("100/s")));
-        assert!(!rate("20/2s").is_slower_than(&rate("10/s")));
-        assert_eq!(rate("40/2s").slowest(rate("100/s")), rate("40/2s"));
-        assert_eq!(rate("100/s").slowest(rate("40/2s")), rate("40/2s"));
     }
 
     // --- Limiter ------------------------------------------------------------------------------------------------
@@ -908,18 +968,130 @@ mod tests {
     }
 
     #[test]
-    fn an_untimed_429_holds_for_one_window_at_most_a_minute() {
-        let mut pacer = Pacer::new(Some(rate("190/10s")), 4);
-        pacer.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new());
-        assert_eq!(pacer.held_until(t0()), Some(t0() + TimeDelta::seconds(10)));
-        let mut daily = Pacer::new(Some(rate("1000/1d")), 4);
-        daily.record(t0(), Outcome::RateLimited { retry_after: None });
-        assert_eq!(daily.held_until(t0()), Some(t0() + TimeDelta::seconds(60)));
-        // With a reset header, the header's time is used, not the window.
-        let mut timed = Pacer::new(Some(rate("100/10s")), 4);
-        let h = headers(&[("x-ratelimit-limit", "100"), ("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "3")]);
-        timed.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &h);
+    fn an_untimed_refusal_lowers_the_pace_instead_of_holding_for_a_fixed_time() {
+        // The target took 40 requests a second, then refused without saying why or for how long.
+        let mut pacer = Pacer::new(None, 8);
+        let mut at = t0();
+        for _ in 0..80 {
+            assert_eq!(pacer.admit(at), Admit::Go);
+            pacer.record(at, Outcome::Success);
+            at += ms(25);
+        }
+        pacer.observe(at, StatusCode::TOO_MANY_REQUESTS, &HeaderMap::new());
+        let pace = pacer.refused_pace().expect("a pace was learned");
+        assert!((0.85 * 40.0..=0.95 * 40.0).contains(&pace), "pace {pace:.1}/s after accepting 40/s");
+        assert_eq!(pacer.effective_rate(), Some(rate("36/s")));
+        // No fixed hold: only one request's spacing at the new pace, then one request tests it.
+        let held = pacer.held_until(at).expect("held for one spacing");
+        assert!(held - at <= ms(30), "held {} ms", (held - at).num_milliseconds());
+        // A second refusal within the second (an answer to a request already in flight) lowers nothing more.
+        pacer.record(at + ms(10), Outcome::TooMany);
+        assert_eq!(pacer.refused_pace(), Some(pace));
+        // With a Retry-After the target said how long: it is held, the pace is not guessed.
+        let mut timed = Pacer::new(None, 4);
+        timed.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &headers(&[("retry-after", "3")]));
         assert_eq!(timed.held_until(t0()), Some(t0() + TimeDelta::seconds(3)));
+        assert_eq!(timed.refused_pace(), None);
+        // With a reset header, the header's time is used.
+        let mut headed = Pacer::new(Some(rate("100/10s")), 4);
+        let h = headers(&[("x-ratelimit-limit", "100"), ("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "3")]);
+        headed.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &h);
+        assert_eq!(headed.held_until(t0()), Some(t0() + TimeDelta::seconds(3)));
+        assert_eq!(headed.refused_pace(), None);
+    }
+
+    #[test]
+    fn the_learned_pace_rises_while_the_target_keeps_accepting_and_is_forgotten_later() {
+        let mut pacer = Pacer::new(None, 8);
+        let mut at = t0();
+        for _ in 0..20 {
+            pacer.admit(at);
+            pacer.record(at, Outcome::Success);
+            at += ms(100);
+        }
+        /// Sends as fast as the pacer admits for `seconds`, every answer good.
+        fn busy(pacer: &mut Pacer, at: &mut DateTime<Utc>, seconds: i64) {
+            let end = *at + TimeDelta::seconds(seconds);
+            while *at < end {
+                match pacer.admit(*at) {
+                    Admit::Go => pacer.record(*at, Outcome::Success),
+                    Admit::WaitUntil(next) => {
+                        *at = next;
+                        continue;
+                    }
+                }
+                *at += ms(1);
+            }
+        }
+        // After the first refusal the estimate is rough: the pace grows by half each second until refused again.
+        pacer.record(at, Outcome::TooMany);
+        let first = pacer.refused_pace().unwrap();
+        busy(&mut pacer, &mut at, 3);
+        let searched = pacer.refused_pace().unwrap();
+        assert!(searched >= first * 2.0, "{first:.1} → {searched:.1} in three seconds");
+        // The second refusal ends the search: from then on one request a second more (5 %, at least one).
+        pacer.record(at, Outcome::TooMany);
+        let start = pacer.refused_pace().unwrap();
+        // (Lowered from what the target accepted over the last two seconds, or from the pace, whichever is lower.)
+        assert!(start <= 0.9 * searched + 0.01 && start >= 0.9 * first, "{searched:.1} → {start:.1}");
+        busy(&mut pacer, &mut at, 5);
+        let raised = pacer.refused_pace().unwrap();
+        assert!(raised >= start + 4.0 && raised <= start + 6.0, "{start:.1} → {raised:.1}");
+        // Without demand it does not rise (nothing says more would be taken).
+        let idle = at + TimeDelta::seconds(30);
+        pacer.record(idle, Outcome::Success);
+        assert_eq!(pacer.refused_pace(), Some(raised));
+        // Ten minutes after the last refusal it is forgotten.
+        pacer.record(idle + TimeDelta::seconds(REFUSED_PACE_MEMORY_SECONDS), Outcome::Success);
+        assert_eq!(pacer.refused_pace(), None);
+        assert_eq!(pacer.effective_rate(), None);
+    }
+
+    #[test]
+    fn after_a_hold_one_request_tests_the_water_before_the_rest() {
+        let mut pacer = Pacer::new(None, 8);
+        let holds = pacer.holds();
+        pacer.observe(t0(), StatusCode::SERVICE_UNAVAILABLE, &headers(&[("retry-after", "2")]));
+        assert_eq!(pacer.holds(), holds + 1, "a request claimed before the hold is not sent after it");
+        let end = t0() + TimeDelta::seconds(2);
+        assert_eq!(pacer.admit(end - ms(1)), Admit::WaitUntil(end));
+        assert_eq!(pacer.admit(end), Admit::Go, "the first request after the hold");
+        assert!(matches!(pacer.admit(end), Admit::WaitUntil(_)), "the rest wait for its answer");
+        assert!(matches!(pacer.admit(end + ms(500)), Admit::WaitUntil(_)));
+        // Given back unsent: the next request tests instead.
+        pacer.probe_unused();
+        assert_eq!(pacer.admit(end + ms(600)), Admit::Go);
+        assert!(matches!(pacer.admit(end + ms(600)), Admit::WaitUntil(_)));
+        // A good answer lets the rest follow.
+        pacer.record(end + ms(700), Outcome::Success);
+        for _ in 0..8 {
+            assert_eq!(pacer.admit(end + ms(700)), Admit::Go);
+        }
+        // A refusal of the probe holds again, and the next hold has its own probe.
+        pacer.observe(end + ms(800), StatusCode::TOO_MANY_REQUESTS, &headers(&[("retry-after", "1")]));
+        let again = end + ms(800) + TimeDelta::seconds(1);
+        assert_eq!(pacer.admit(again), Admit::Go);
+        assert!(matches!(pacer.admit(again), Admit::WaitUntil(_)));
+    }
+
+    #[test]
+    fn near_a_daily_limit_a_vendor_can_ask_for_one_request_per_interval() {
+        let hints = PacingHints {
+            near_limit: Some(crate::features::targets::NearLimit { above: 0.9, interval: Duration::from_millis(500) }),
+            used_up_recheck: None,
+        };
+        let mut pacer = Pacer::new(None, 8);
+        let usage = |used: &str| headers(&[("Sforce-Limit-Info", &format!("api-usage={used}/100000"))]);
+        pacer.learn(t0(), StatusCode::OK, &usage("90000"), &hints);
+        assert_eq!(pacer.effective_rate(), None, "at the threshold nothing is slowed down");
+        pacer.learn(t0(), StatusCode::OK, &usage("90001"), &hints);
+        assert_eq!(pacer.effective_rate(), Rate::new(1, Duration::from_millis(500)));
+        let sent: Vec<_> = (0..40).map(|i| t0() + ms(i * 50)).filter(|at| pacer.admit(*at) == Admit::Go).collect();
+        for pair in sent.windows(2) {
+            assert!(pair[1] - pair[0] >= ms(495), "{} ms apart", (pair[1] - pair[0]).num_milliseconds());
+        }
+        pacer.learn(t0(), StatusCode::OK, &usage("50000"), &hints);
+        assert_eq!(pacer.effective_rate(), None, "below the threshold again");
     }
 
     // --- Headers ------------------------------------------------------------------------------------------------
@@ -1048,11 +1220,11 @@ mod tests {
             ("sforce-limit-info", "api-usage=5/0"),
             ("retry-after", "soon"),
         ]);
-        pacer.observe(t0(), StatusCode::TOO_MANY_REQUESTS, &h);
+        pacer.learn(t0(), StatusCode::TOO_MANY_REQUESTS, &h, &PacingHints::default());
         assert_eq!(pacer.effective_rate(), Some(rate("10/s")));
         assert_eq!(pacer.daily_usage(), None);
-        // Only the untimed-429 hold (one window of 1 s) applies.
-        assert_eq!(pacer.held_until(t0()), Some(t0() + TimeDelta::seconds(1)));
+        // Nothing the headers said holds the target (the refusal itself is `record`'s to judge).
+        assert_eq!(pacer.held_until(t0()), None);
     }
 
     #[test]
@@ -1110,7 +1282,7 @@ mod tests {
     #[test]
     fn other_answers_neither_raise_nor_lower_concurrency() {
         let mut pacer = Pacer::new(None, 4);
-        pacer.record(t0(), Outcome::RateLimited { retry_after: None });
+        pacer.record(t0(), Outcome::RateLimited { retry_after: Some(t0() + TimeDelta::seconds(1)) });
         assert_eq!(pacer.concurrency(), 2);
         for _ in 0..50 {
             pacer.record(t0(), Outcome::Other);
@@ -1179,6 +1351,18 @@ mod tests {
     /// Delivers `jobs` leads through `pacer` to `server` on a virtual clock, as the worker would: as many in flight
     /// as `concurrency()` allows, each admitted by the pacer, 5–30 ms each way on the network, a 429 retried.
     fn drain(pacer: &mut Pacer, server: &mut BucketServer, jobs: usize, seed: u64) -> Drained {
+        drain_with(pacer, server, jobs, seed, true)
+    }
+
+    /// [`drain`]; without `learn_from_refusals` the pacer hears only the headers, as a client that keeps no pace
+    /// of its own would.
+    fn drain_with(
+        pacer: &mut Pacer,
+        server: &mut BucketServer,
+        jobs: usize,
+        seed: u64,
+        learn_from_refusals: bool,
+    ) -> Drained {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut now = t0();
         let mut pending = jobs;
@@ -1199,7 +1383,11 @@ mod tests {
             done.sort_by_key(|f| f.done);
             for f in done {
                 let (status, h) = f.answer.expect("answered before it came back");
-                pacer.observe(f.done, status, &h);
+                if learn_from_refusals {
+                    pacer.observe(f.done, status, &h);
+                } else {
+                    pacer.learn(f.done, status, &h, &PacingHints::default());
+                }
                 if status == StatusCode::TOO_MANY_REQUESTS {
                     limited += 1;
                     pending += 1;
@@ -1263,13 +1451,27 @@ mod tests {
         }
     }
 
-    /// Without a pacer (declared rate far above the server's, no headers) the same drain would be throttled hard:
-    /// the simulation can tell a working pacer from a broken one.
+    /// Without a pace (declared rate far above the server's, no headers, refusals not learned from) the same drain
+    /// would be throttled hard: the simulation can tell a working pacer from a broken one.
     #[test]
     fn the_simulation_detects_an_unpaced_client() {
         let mut pacer = Pacer::new(Some(rate("10000/s")), 16);
         let mut server = BucketServer::new(50.0, 5.0, false);
-        let d = drain(&mut pacer, &mut server, 3000, 3);
+        let d = drain_with(&mut pacer, &mut server, 3000, 3, false);
         assert!(d.limited_share > 0.05, "{:.2} %", d.limited_share * 100.0);
+    }
+
+    /// A server that refuses above its rate and says nothing (no `Retry-After`, no rate-limit headers), the
+    /// target configured without a rate: the pacer finds the pace from the refusals alone.
+    #[test]
+    fn drain_against_a_silent_limit_finds_the_pace_from_refusals() {
+        for r in [40u32, 200] {
+            let mut pacer = Pacer::new(None, 16);
+            let mut server = BucketServer::new(f64::from(r), f64::from(r) / 10.0, false);
+            let d = drain(&mut pacer, &mut server, 60 * r as usize, u64::from(r) + 7);
+            let ratio = d.achieved / f64::from(r);
+            assert!(ratio >= 0.8, "R={r}: achieved {:.2}/s = {:.1} % of allowed", d.achieved, ratio * 100.0);
+            assert!(d.limited_share < 0.05, "R={r}: {:.2} % refused", d.limited_share * 100.0);
+        }
     }
 }

@@ -4,8 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::features::delivery::worker::{Hold, HoldReason};
-use crate::model::{AlertKind, BreakerState, Place, Severity};
+use crate::model::{AlertKind, BreakerState, Hold, HoldReason, Place, Severity};
 use crate::store::{Alert, QueueHealth};
 
 #[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]

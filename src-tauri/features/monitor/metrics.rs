@@ -33,7 +33,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{Config, MetricsConfig, TargetKind};
-use crate::features::delivery::classify::ErrorClass;
+use crate::model::ErrorClass;
 use crate::store::{
     from_ms, ms, speed_edges_ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, QueueHealth, Store,
     METRIC_COUNTERS, SPEED_EDGE_COUNT,

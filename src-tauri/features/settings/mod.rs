@@ -371,7 +371,7 @@ pub fn write_atomically(file: &Path, text: &str) -> std::io::Result<()> {
 /// Fails, with what was in force still in force, when a target or source cannot be built.
 pub fn apply(app: &App, config: Config) -> anyhow::Result<()> {
     if let Some(worker) = &app.worker {
-        worker.reconfigure(&app.store, &config)?;
+        worker.reconfigure(&config)?;
     }
     app.ingest.reconfigure(&config)?;
     app.config.replace(config);

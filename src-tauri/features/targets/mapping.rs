@@ -22,7 +22,7 @@ use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::normalize_phone;
+use crate::model::{normalize_phone, ErrorClass, Failure, Job};
 
 /// One CRM field: where its value comes from, how it is transformed, and what happens when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -636,6 +636,39 @@ pub fn validate_pipedrive(rules: &[FieldRule], person_field_key: &str) -> Result
         (_, false) => Err((None, "must write /lead/title (Pipedrive requires a lead's title)".into())),
         _ => Ok(()),
     }
+}
+
+/// What a mapping reads: the lead, plus what Leadline knows about it under `$`-names that no source uses —
+/// `$external_id`, `$source`, `$source_ref`, `$received_at`, `$revision` (1, then 2 for the first change) and
+/// `$previous_steps` (the earlier steps' results, e.g. `/$previous_steps/crm/crm_id`).
+pub fn mapping_input(job: &Job) -> serde_json::Value {
+    let mut input = match &job.payload {
+        serde_json::Value::Object(m) => m.clone(),
+        other => {
+            let mut m = serde_json::Map::new();
+            m.insert("$lead".into(), other.clone());
+            m
+        }
+    };
+    input.insert("$external_id".into(), job.external_id().into());
+    input.insert("$source".into(), job.source.clone().into());
+    input.insert("$source_ref".into(), job.source_ref.clone().into());
+    input.insert("$received_at".into(), serde_json::to_value(job.received_at).unwrap_or_default());
+    input.insert("$revision".into(), job.revision.into());
+    input.insert("$previous_steps".into(), serde_json::Value::Object(job.previous.clone()));
+    serde_json::Value::Object(input)
+}
+
+/// The CRM record for `job` by `rules`, or the data failure that names the field.
+pub fn mapped_record(rules: &[FieldRule], job: &Job) -> Result<Map<String, Value>, Failure> {
+    apply(rules, &mapping_input(job)).map_err(|e| Failure {
+        class: match e {
+            MissingOrInvalid::Rules(_) => ErrorClass::PermanentConfig,
+            _ => ErrorClass::PermanentData,
+        },
+        reason: format!("not sent: {e}"),
+        field: e.field().map(String::from),
+    })
 }
 
 #[cfg(test)]

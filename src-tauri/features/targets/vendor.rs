@@ -10,8 +10,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::features::delivery::backoff::parse_retry_after;
-use crate::features::delivery::classify::{truncate_chars, ErrorClass, Failure, Verdict};
+use crate::model::{parse_retry_after, truncate_chars, ErrorClass, Failure, Verdict};
 
 /// Longest CRM message quoted in a reason, in characters.
 pub const MESSAGE_CHARS: usize = 300;
@@ -31,6 +30,9 @@ pub struct VendorVerdict {
     pub created: Option<bool>,
     /// No request to this CRM before this instant (a rate limit the CRM announced, or a daily quota).
     pub hold_until: Option<DateTime<Utc>>,
+    /// The CRM refused for load without saying for how long or at what rate: slow the target down (its pace is
+    /// learned) rather than hold it for a fixed time.
+    pub slow_down: bool,
     /// The credentials are the problem (expired or revoked token): refresh once where the vendor allows it,
     /// otherwise a person must reconnect.
     pub credential_problem: bool,
@@ -48,6 +50,7 @@ impl VendorVerdict {
             crm_id,
             created: None,
             hold_until: None,
+            slow_down: false,
             credential_problem: false,
             alert: false,
         }
@@ -62,6 +65,7 @@ impl VendorVerdict {
             crm_id: None,
             created: None,
             hold_until: None,
+            slow_down: false,
             credential_problem: false,
             alert: false,
         }
@@ -82,6 +86,12 @@ impl VendorVerdict {
         self
     }
 
+    /// Marks a refusal for load that names no rate and no time: the pacer finds the pace the CRM keeps.
+    pub fn slow_down(mut self) -> VendorVerdict {
+        self.slow_down = true;
+        self
+    }
+
     /// Marks a credential problem; a person is alerted, since no lead reaches this CRM until it is fixed.
     pub fn credentials(mut self) -> VendorVerdict {
         self.credential_problem = true;
@@ -98,7 +108,7 @@ impl VendorVerdict {
         self.class.is_none()
     }
 
-    /// The worker's verdict type (`delivery::classify`), for the retry decision and the attempt record.
+    /// The worker's verdict type (`model::Verdict`), for the retry decision and the attempt record.
     pub fn verdict(&self) -> Verdict {
         match self.class {
             None => Verdict::Delivered,
@@ -151,7 +161,7 @@ pub fn mask(text: &str) -> String {
         Some(i) => format!("{} …", text[..i].trim_end()),
         None => text.to_string(),
     };
-    truncate_chars(crate::features::dlq::cause_of(&mask_digit_runs(&mask_at_words(&head))).trim(), MESSAGE_CHARS)
+    truncate_chars(crate::model::cause_of(&mask_digit_runs(&mask_at_words(&head))).trim(), MESSAGE_CHARS)
 }
 
 /// Masks every word holding an `@`: a malformed address (`ada@example`, `bad@@x`) is still someone's address,

@@ -861,7 +861,7 @@ pub async fn reload_secrets(app: &App, by: &str) -> Result<Vec<SecretReload>, Ap
     let now = app.clock.now();
     let mut out = Vec::new();
     for (name, runtime) in worker.targets.current().iter() {
-        let (ok, message) = match runtime.reload(&app.config, &app.store) {
+        let (ok, message) = match runtime.reload(&app.config) {
             Ok(true) => {
                 // Team mode: the other processes end their hold too (the new credential is tried at once).
                 if app.store.is_shared() {

@@ -16,11 +16,12 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use super::{excerpt, send, AttemptReport, Outcome};
+use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
+use super::request::{excerpt, send, Outcome, Unwatched};
+use super::vendor::encode_component;
 use crate::config::{Config, TargetConfig};
-use crate::features::delivery::classify::{ErrorClass, Failure, Verdict};
 use crate::features::graph::{self, GraphErrorKind};
-use crate::store::Job;
+use crate::model::{ErrorClass, Failure, Job, Verdict};
 
 pub struct MetaLeadStep {
     pub name: String,
@@ -52,7 +53,7 @@ impl MetaLeadStep {
             .filter(|(_, s)| s.route.first().map(String::as_str) == Some(name))
             .filter_map(|(n, s)| s.page_id.clone().map(|p| (n.clone(), p)))
             .collect();
-        let client = super::client_for(config)?;
+        let client = super::request::client_for(config)?;
         Ok(MetaLeadStep {
             name: name.to_string(),
             config: config.clone(),
@@ -71,7 +72,8 @@ impl MetaLeadStep {
     }
 
     /// Fetches the lead's answers for `job` (a Meta lead), unless it already has them.
-    pub async fn fetch(&self, job: &Job, now: DateTime<Utc>) -> AttemptReport {
+    pub async fn fetch(&self, job: &Job, cx: &Exchange<'_>) -> AttemptReport {
+        let now = cx.now;
         let started = Instant::now();
         let mut report = AttemptReport::new(now);
         if graph::has_details(&job.payload) {
@@ -86,7 +88,7 @@ impl MetaLeadStep {
             });
             return report;
         };
-        let url = match reqwest::Url::parse(&format!("{}/{}", self.base, super::urlencode(&leadgen_id))) {
+        let url = match reqwest::Url::parse(&format!("{}/{}", self.base, encode_component(&leadgen_id))) {
             Ok(mut u) => {
                 u.query_pairs_mut().append_pair("fields", graph::LEAD_FIELDS).append_pair("access_token", &self.token);
                 u
@@ -101,7 +103,7 @@ impl MetaLeadStep {
             }
         };
         let request = self.client.get(url).timeout(Duration::from_millis(self.config.timeout_ms));
-        let sent = send(request, &self.clock).await;
+        let sent = send(request, &self.clock, cx.answers).await;
         report.duration_ms = started.elapsed().as_millis() as i64;
         match sent {
             // Reading is always safe to repeat: no answer is simply a temporary problem.
@@ -149,16 +151,16 @@ impl MetaLeadStep {
 
 impl MetaLeadStep {
     /// The fetch this step would make for `job` (the token masked).
-    pub fn preview(&self, job: &Job) -> super::RequestPreview {
+    pub fn preview_one(&self, job: &Job) -> RequestPreview {
         let id = job.payload.get("leadgen_id").and_then(graph::id_text).unwrap_or_else(|| "{leadgen_id}".into());
         let mut notes = Vec::new();
         if graph::has_details(&job.payload) {
             notes.push("this lead already has its answers: nothing would be fetched".into());
         }
         notes.push("the answer replaces the stored lead with its fields (see \"What a Meta lead looks like\")".into());
-        super::RequestPreview {
+        RequestPreview {
             method: "GET".into(),
-            url: format!("{}/{}?fields={}&access_token=••••", self.base, super::urlencode(&id), graph::LEAD_FIELDS),
+            url: format!("{}/{}?fields={}&access_token=••••", self.base, encode_component(&id), graph::LEAD_FIELDS),
             headers: vec![],
             body: Value::Null,
             notes,
@@ -166,30 +168,58 @@ impl MetaLeadStep {
     }
 
     /// Test connection: `GET /me` with the page token says whose token it is, or what Graph thinks is wrong.
-    pub async fn check(&self) -> super::ConnectionCheck {
+    async fn check_connection(&self) -> ConnectionCheck {
         let url = match reqwest::Url::parse_with_params(&format!("{}/me", self.base), [("access_token", &self.token)]) {
             Ok(u) => u,
-            Err(e) => return super::ConnectionCheck { ok: false, message: format!("the Graph URL is not valid: {e}") },
+            Err(e) => return ConnectionCheck { ok: false, message: format!("the Graph URL is not valid: {e}") },
         };
         let request = self.client.get(url).timeout(Duration::from_millis(self.config.timeout_ms));
-        match send(request, &self.clock).await {
-            Outcome::Unsent(why) | Outcome::Unanswered(why) => super::ConnectionCheck {
+        match send(request, &self.clock, &Unwatched).await {
+            Outcome::Unsent(why) | Outcome::Unanswered(why) => ConnectionCheck {
                 ok: false,
                 message: format!("cannot reach Meta's Graph API at {}: {}", self.base, strip_token(&why, &self.token)),
             },
             Outcome::Answered(resp) if (200..300).contains(&resp.status) => {
                 let me: Value = serde_json::from_slice(&resp.body).unwrap_or_default();
                 let name = me.get("name").and_then(Value::as_str).unwrap_or("(no name)");
-                super::ConnectionCheck {
+                ConnectionCheck {
                     ok: true,
                     message: format!("the page token in {} works: it belongs to \"{name}\"", self.token_env),
                 }
             }
             Outcome::Answered(resp) => {
                 let e = graph::classify_error(resp.status, &resp.body);
-                super::ConnectionCheck { ok: false, message: format!("the token in {}: {}", self.token_env, e.reason) }
+                ConnectionCheck { ok: false, message: format!("the token in {}: {}", self.token_env, e.reason) }
             }
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Connector for MetaLeadStep {
+    async fn deliver(&self, jobs: &[Job], cx: &Exchange<'_>) -> Vec<Option<AttemptReport>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            out.push(Some(self.fetch(job, cx).await));
+        }
+        out
+    }
+
+    fn preview(&self, job: &Job) -> Result<RequestPreview, Failure> {
+        Ok(self.preview_one(job))
+    }
+
+    async fn check(&self) -> ConnectionCheck {
+        self.check_connection().await
+    }
+
+    /// Graph throttles the app and the page: its answers to reconciliation hold this step too.
+    fn held_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        graph::held_until(&self.base, now)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

@@ -1,4 +1,4 @@
-//! Outcome classification: one function decides what an attempt's result means.
+//! Outcome classification of the generic `http` target: one function decides what an answer means.
 //!
 //! The default mapping is the table in docs/operators.md ("Error classes"); a target can override it by status
 //! code and by a field of the response body (Salesforce reports an exhausted API limit as `403` with
@@ -6,48 +6,7 @@
 //! over the status mapping because it is the more specific statement of the CRM.
 
 use crate::config::ClassifyConfig;
-pub use crate::model::ErrorClass;
-
-/// What came back from one attempt, reduced to what classification needs.
-#[derive(Debug, Clone)]
-pub enum Observed<'a> {
-    /// The target answered with a status and a body.
-    Response { status: u16, body: &'a [u8] },
-    /// The request never reached the target (connection refused, DNS failure, connect timeout).
-    NotSent,
-    /// The request was (or may have been) sent and no answer came: timeout or reset after sending.
-    NoAnswer,
-}
-
-/// The verdict on an attempt: delivered, or failed with a class and a readable reason.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    Delivered,
-    Failed(Failure),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub class: ErrorClass,
-    /// The CRM's own message where it gave one, otherwise a description of what happened.
-    pub reason: String,
-    /// The field the CRM blamed, where it named one.
-    pub field: Option<String>,
-}
-
-/// The default status mapping (docs/operators.md, "Error classes").
-pub fn default_class_for_status(status: u16) -> ErrorClass {
-    match status {
-        429 => ErrorClass::RateLimited,
-        401 | 403 | 404 | 405 | 410 => ErrorClass::PermanentConfig,
-        // 408: the server gave up reading our request; 409: an idempotent request still in flight; 425: too early.
-        408 | 409 | 425 => ErrorClass::Transient,
-        300 => ErrorClass::PermanentData, // several records match (Salesforce upsert): needs a person
-        301..=399 => ErrorClass::PermanentConfig, // redirects are not followed: the URL is wrong
-        400..=499 => ErrorClass::PermanentData,
-        _ => ErrorClass::Transient, // 5xx and anything unknown: retrying may help
-    }
-}
+use crate::model::{default_class_for_status, truncate_chars, ErrorClass, Failure, Observed, Verdict};
 
 /// Classifies one attempt. Pure: the same input always gives the same verdict.
 pub fn classify(observed: &Observed<'_>, rules: &ClassifyConfig) -> Verdict {
@@ -113,14 +72,6 @@ fn first_string(json: &serde_json::Value, configured: Option<&str>, guesses: &[&
         serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
         _ => None,
     })
-}
-
-/// Cuts a string to at most `max` characters, on a character boundary.
-pub fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -21,10 +21,9 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde_json::{json, Map, Value};
 
-use super::vendor::{header_u64, json_id, mask_known, retry_after, str_at, HeaderLookup, VendorVerdict};
-use super::AttemptReport;
-use crate::features::delivery::classify::{default_class_for_status, ErrorClass, Failure, Verdict};
-use crate::store::Job;
+use super::super::connector::ConnectionCheck;
+use super::super::vendor::{header_u64, json_id, mask_known, retry_after, str_at, HeaderLookup, VendorVerdict};
+use crate::model::{default_class_for_status, ErrorClass};
 
 /// Path of the batch upsert endpoint, relative to `https://api.hubapi.com`.
 pub const BATCH_UPSERT_PATH: &str = "/crm/v3/objects/contacts/batch/upsert";
@@ -446,217 +445,6 @@ fn pointer_escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// The connector: the I/O around the pure functions above.
-// ---------------------------------------------------------------------------------------------------------------
-
-/// One batch input: the unique value and the properties.
-type Input = (String, Map<String, Value>);
-
-/// A `kind = "hubspot"` target: leads upserted in batches of up to [`MAX_BATCH`] by `id_property`.
-pub struct HubspotTarget {
-    /// The HTTP client and the `Authorization` header (built like any target's).
-    http: super::HttpTarget,
-    id_property: String,
-    object: String,
-    /// The variable holding the token, named when HubSpot refuses it.
-    token_env: String,
-    account_tz: Tz,
-}
-
-impl HubspotTarget {
-    pub fn new(
-        name: &str,
-        config: &crate::config::TargetConfig,
-        secrets: &crate::config::Config,
-        clock: crate::clock::Clock,
-    ) -> anyhow::Result<Self> {
-        use anyhow::Context;
-        let http = super::HttpTarget::new(name, config, secrets, clock)?;
-        let id_property =
-            config.id_property.clone().with_context(|| format!("targets.{name}.id_property is required"))?;
-        let token_env = match &config.auth {
-            Some(crate::config::AuthConfig::BearerEnv(var)) => var.clone(),
-            _ => anyhow::bail!("targets.{name}.auth: {{ bearer_env = \"VAR\" }} is required for kind = \"hubspot\""),
-        };
-        Ok(HubspotTarget {
-            http,
-            id_property,
-            object: config.hubspot_object().to_string(),
-            token_env,
-            account_tz: DEFAULT_ACCOUNT_TZ,
-        })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.http.name
-    }
-
-    fn base(&self) -> &str {
-        self.http.config.url.trim_end_matches('/')
-    }
-
-    /// `{url}/crm/v3/objects/{object}/batch/upsert`.
-    pub fn batch_url(&self) -> String {
-        format!("{}/crm/v3/objects/{}/batch/upsert", self.base(), self.object)
-    }
-
-    /// The batch input for `job`: its unique value and its properties, or the failure that keeps it out of the
-    /// batch (the mapping cannot use the lead). The unique value is the mapped record's value for `id_property`,
-    /// else the lead's external id; it is always among the properties, so HubSpot's answer echoes it and the
-    /// result can be tied back to the lead.
-    pub fn input(&self, job: &Job) -> Result<(String, Map<String, Value>), Failure> {
-        let mut properties = super::mapped_record(&self.http.config.mapping, job)?;
-        let id = match properties.get(&self.id_property) {
-            None => job.external_id(),
-            Some(v) => json_id(v).ok_or_else(|| Failure {
-                class: ErrorClass::PermanentData,
-                reason: format!(
-                    "not sent: the unique property {} must be text or a number to upsert by",
-                    self.id_property
-                ),
-                field: Some(self.id_property.clone()),
-            })?,
-        };
-        properties.entry(self.id_property.clone()).or_insert_with(|| Value::String(id.clone()));
-        Ok((id, properties))
-    }
-
-    /// Upserts `jobs` in one request. One report per job, in order; `None` for a job not sent this time because
-    /// an earlier job of the batch has the same unique value (HubSpot refuses duplicate ids in one batch): it goes
-    /// back to the queue without using an attempt. A job the mapping cannot use is reported without being sent.
-    pub async fn deliver_batch(&self, jobs: &[Job], now: DateTime<Utc>) -> Vec<Option<AttemptReport>> {
-        let started = std::time::Instant::now();
-        let mut out: Vec<Option<AttemptReport>> = vec![None; jobs.len()];
-        let mut inputs: Vec<Input> = Vec::new();
-        let mut slots: Vec<usize> = Vec::new();
-        let prepared: Vec<Result<Input, Failure>> = jobs.iter().map(|j| self.input(j)).collect();
-        let ids: Vec<Option<&str>> = prepared.iter().map(|p| p.as_ref().ok().map(|(id, _)| id.as_str())).collect();
-        let send_now = first_of_each(&ids);
-        for (i, p) in prepared.into_iter().enumerate() {
-            match p {
-                Err(failure) => {
-                    let mut r = AttemptReport::new(now);
-                    r.verdict = Verdict::Failed(failure);
-                    out[i] = Some(r);
-                }
-                Ok(input) if send_now[i] => {
-                    inputs.push(input);
-                    slots.push(i);
-                }
-                Ok(_) => {}
-            }
-        }
-        if inputs.is_empty() {
-            return out;
-        }
-        let input_ids: Vec<String> = inputs.iter().map(|(id, _)| id.clone()).collect();
-        let request = self
-            .http
-            .client
-            .post(self.batch_url())
-            .headers(self.http.headers.clone())
-            .timeout(std::time::Duration::from_millis(self.http.config.timeout_ms))
-            .json(&batch_upsert_body(&self.id_property, &inputs));
-        let sent = super::send(request, &self.http.clock).await;
-        let duration_ms = started.elapsed().as_millis() as i64;
-        let failed_all = |reason: String| {
-            let mut r = AttemptReport::new(now);
-            r.verdict = Verdict::Failed(Failure { class: ErrorClass::Transient, reason, field: None });
-            vec![r; input_ids.len()]
-        };
-        let reports = match sent {
-            super::Outcome::Unsent(why) => failed_all(format!("could not connect to HubSpot: {why}")),
-            super::Outcome::Unanswered(why) => failed_all(format!(
-                "no answer from HubSpot ({why}); safe to retry: the upsert by {} is idempotent",
-                self.id_property
-            )),
-            super::Outcome::Answered(resp) => {
-                let clock = Clock { now: self.http.clock.now(), account_tz: self.account_tz };
-                let whole = !matches!(resp.status, 200 | 201 | 207);
-                parse_batch_answer(resp.status, &resp.body, &resp.headers, &self.id_property, &input_ids, &clock)
-                    .into_iter()
-                    .map(|item| {
-                        let mut r = AttemptReport::new(now);
-                        r.http_status = Some(resp.status);
-                        // A whole-request error is kept as HubSpot said it; a batch answer holds every lead's
-                        // data, so each lead keeps only its own part, in Leadline's (masked) words.
-                        r.excerpt = if whole { super::excerpt(&resp.body) } else { Some(item_excerpt(&item.verdict)) };
-                        self.apply(&item.verdict, &mut r);
-                        r
-                    })
-                    .collect()
-            }
-        };
-        for (slot, mut r) in slots.into_iter().zip(reports) {
-            r.duration_ms = duration_ms;
-            out[slot] = Some(r);
-        }
-        out
-    }
-
-    /// One lead's verdict into the worker's report.
-    fn apply(&self, v: &VendorVerdict, r: &mut AttemptReport) {
-        r.verdict = v.verdict();
-        r.crm_id = v.crm_id.clone();
-        if v.is_delivered() {
-            r.note = Some(v.reason.clone());
-        }
-        r.retry_after = v.hold_until;
-        if v.credential_problem {
-            r.credential_refused = Some(self.token_env.clone());
-        }
-        // The one rate limit that alerts is the daily one: its hold lasts until the account's midnight.
-        r.quota_wait = v.class == Some(ErrorClass::RateLimited) && v.alert && v.hold_until.is_some();
-    }
-
-    /// The request `deliver_batch` would make for `job` alone (nothing is sent; the token is masked).
-    pub fn preview(&self, job: &Job) -> Result<super::RequestPreview, Failure> {
-        let input = self.input(job)?;
-        let mut headers = super::masked_headers(&self.http.headers);
-        headers.push(("content-type".into(), "application/json".into()));
-        Ok(super::RequestPreview {
-            method: "POST".into(),
-            url: self.batch_url(),
-            headers,
-            body: batch_upsert_body(&self.id_property, &[input]),
-            notes: vec![format!(
-                "sent together with other due leads, up to {MAX_BATCH} a request; HubSpot updates the {} record with \
-                 this {} or creates it",
-                self.object, self.id_property
-            )],
-        })
-    }
-
-    /// Test connection: `GET /crm/v3/properties/{object}/{id_property}`, a harmless authenticated read that also
-    /// shows whether the unique property exists.
-    pub async fn check(&self) -> super::ConnectionCheck {
-        let url = format!("{}/crm/v3/properties/{}/{}", self.base(), self.object, super::urlencode(&self.id_property));
-        let request = self
-            .http
-            .client
-            .get(&url)
-            .headers(self.http.headers.clone())
-            .timeout(std::time::Duration::from_millis(self.http.config.timeout_ms));
-        let answer = match super::send(request, &self.http.clock).await {
-            super::Outcome::Unsent(why) | super::Outcome::Unanswered(why) => {
-                return super::ConnectionCheck { ok: false, message: format!("cannot reach HubSpot at {url}: {why}") }
-            }
-            super::Outcome::Answered(resp) => resp,
-        };
-        let clock = Clock { now: self.http.clock.now(), account_tz: self.account_tz };
-        check_message(
-            answer.status,
-            &answer.body,
-            &answer.headers,
-            &self.object,
-            &self.id_property,
-            &self.token_env,
-            &clock,
-        )
-    }
-}
-
 /// For each position, whether it is the first with its unique value (case-insensitively, as HubSpot compares
 /// e-mail addresses). `None` positions are never sent.
 pub fn first_of_each(ids: &[Option<&str>]) -> Vec<bool> {
@@ -678,7 +466,7 @@ pub fn first_of_each(ids: &[Option<&str>]) -> Vec<bool> {
 }
 
 /// What one lead keeps of a batch answer: its record id, or the error in Leadline's masked words.
-fn item_excerpt(v: &VendorVerdict) -> String {
+pub(super) fn item_excerpt(v: &VendorVerdict) -> String {
     match v.class {
         None => json!({"id": v.crm_id, "new": v.created}).to_string(),
         Some(class) => json!({"error": v.reason, "class": class.to_string(), "field": v.field}).to_string(),
@@ -694,15 +482,15 @@ pub fn check_message<H: HeaderLookup + ?Sized>(
     id_property: &str,
     token_env: &str,
     clock: &Clock,
-) -> super::ConnectionCheck {
-    let fail = |message: String| super::ConnectionCheck { ok: false, message };
+) -> ConnectionCheck {
+    let fail = |message: String| ConnectionCheck { ok: false, message };
     match status {
         200 => {
             let json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
             let unique = json.get("hasUniqueValue").and_then(Value::as_bool).unwrap_or(false);
             // `email` is unique for contacts by HubSpot's own rule, whatever the property says.
             if unique || (object == "contacts" && id_property == "email") {
-                super::ConnectionCheck {
+                ConnectionCheck {
                     ok: true,
                     message: format!(
                         "the token in {token_env} works, and the {object} property {id_property} exists and is unique: \
@@ -1030,90 +818,6 @@ mod tests {
         let reason = &out[0].verdict.reason;
         assert_eq!(out[0].verdict.class, Some(PermanentData));
         assert!(!reason.to_lowercase().contains("hopper") && !reason.contains("1234567"), "{reason}");
-    }
-
-    fn target(id_property: &str) -> HubspotTarget {
-        let text = format!(
-            r#"
-            [targets.hs]
-            kind = "hubspot"
-            url = "https://api.hubapi.com/"
-            auth = {{ bearer_env = "HS_TOKEN" }}
-            id_property = "{id_property}"
-            [[targets.hs.mapping]]
-            to = "email"
-            from = "/fields/email"
-            transform = ["trim", "lowercase"]
-            required = true
-            [[targets.hs.mapping]]
-            to = "firstname"
-            from = "/fields/full_name"
-            transform = ["first_name"]
-            "#
-        );
-        let mut config = crate::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
-        config.inline_secrets.insert("HS_TOKEN".into(), "pat-na1-secret".into());
-        HubspotTarget::new("hs", &config.targets["hs"], &config, crate::clock::Clock::system()).unwrap()
-    }
-
-    fn job(fields: Value) -> Job {
-        Job {
-            id: 1,
-            event_id: 1,
-            step_index: 0,
-            target: "hs".into(),
-            attempts: 0,
-            pending_since: clock().now,
-            lease_token: 1,
-            in_doubt: false,
-            trigger: "ingest".into(),
-            replay_generation: 0,
-            revision: 1,
-            key_revision: 1,
-            source: "meta".into(),
-            source_ref: "700".into(),
-            received_at: clock().now,
-            payload: json!({ "fields": fields }),
-            previous: Map::new(),
-        }
-    }
-
-    #[test]
-    fn inputs_are_keyed_by_the_mapped_unique_value_or_the_external_id() {
-        let lead = job(json!({"email": " Ada@Example.com ", "full_name": "Ada Lovelace"}));
-        let (id, props) = target("email").input(&lead).unwrap();
-        assert_eq!(id, "ada@example.com");
-        assert_eq!(props, props_of(&[("email", "ada@example.com"), ("firstname", "Ada")]));
-
-        // A custom unique property the mapping does not set: the external id, also written as a property so that
-        // HubSpot's answer echoes it.
-        let (id, props) = target("leadline_id").input(&lead).unwrap();
-        assert_eq!(id, "meta:700");
-        assert_eq!(props["leadline_id"], "meta:700");
-
-        // A lead the mapping cannot use is never part of a batch.
-        let e = target("email").input(&job(json!({"full_name": "Ada"}))).unwrap_err();
-        assert_eq!(e.class, PermanentData);
-        assert_eq!(e.field.as_deref(), Some("email"));
-    }
-
-    fn props_of(pairs: &[(&str, &str)]) -> Map<String, Value> {
-        props(pairs)
-    }
-
-    #[test]
-    fn the_preview_is_the_single_lead_batch_with_the_token_masked() {
-        let t = target("leadline_id");
-        let p = t.preview(&job(json!({"email": "ada@example.com"}))).unwrap();
-        assert_eq!(p.method, "POST");
-        assert_eq!(p.url, "https://api.hubapi.com/crm/v3/objects/contacts/batch/upsert");
-        assert!(p.headers.contains(&("authorization".into(), "••••".into())), "{:?}", p.headers);
-        assert!(!format!("{p:?}").contains("pat-na1-secret"));
-        assert_eq!(
-            p.body,
-            json!({"inputs": [{"id": "meta:700", "idProperty": "leadline_id",
-                               "properties": {"email": "ada@example.com", "leadline_id": "meta:700"}}]})
-        );
     }
 
     #[test]

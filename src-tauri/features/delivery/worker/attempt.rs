@@ -1,0 +1,357 @@
+//! One request's attempt and the fate of each of its leads: the connector sends (one lead, or a batch), the
+//! request is counted once by the breaker and the pacer, then each lead is decided — delivered, retried (when, and
+//! whether it used an attempt), or dead-lettered — and a rate limit or a refused credential holds the target.
+
+use chrono::{DateTime, Utc};
+
+use super::target::TargetRuntime;
+use super::team::report_transition;
+use super::{HoldReason, WorkerEvent, WorkerHandle};
+use crate::clock::Clock;
+use crate::features::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
+use crate::features::delivery::breaker::Health;
+use crate::features::delivery::pacing::Outcome;
+use crate::features::targets::{AttemptReport, Exchange, LinkBook};
+use crate::model::{ErrorClass, Job, Verdict};
+use crate::store::{AttemptRecord, Completion, JobOutcome, Store};
+
+/// Sends `jobs` in one request (one lead, or a batch for a batch-capable target) and decides each one's fate. The
+/// breaker and the pacer count the request once, not once per lead. One completion per job, in order. Never
+/// fails: every path ends in completions to write.
+#[tracing::instrument(name = "deliver", skip_all, fields(target = target.name(), n = jobs.len(), delivery_id = jobs.first().map(|j| j.id)))]
+pub(super) async fn run_request(
+    store: &Store,
+    handle: &WorkerHandle,
+    target: &TargetRuntime,
+    jobs: Vec<Job>,
+) -> Vec<Completion> {
+    let links = StoreLinks { store, target: target.name(), clock: &handle.clock };
+    let cx = Exchange { now: handle.clock.now(), answers: target, links: &links };
+    let reports = target.connector().deliver(&jobs, &cx).await;
+    let now = handle.clock.now();
+    let batch = target.batch_capacity().is_some();
+    let health = if batch {
+        batch_health(reports.iter().flatten())
+    } else {
+        reports.iter().flatten().next().map(|r| health_of(&r.verdict))
+    };
+    if let (Some(health), Some(job)) = (health, jobs.first()) {
+        let transition = target.breaker.lock().expect("breaker lock").record(health, now, &target.config().breaker);
+        if let Some(t) = transition {
+            report_transition(store, handle, &job.target, t).await;
+        }
+    }
+    {
+        let mut pacer = target.pacer.lock().expect("pacer lock");
+        match pace_outcome(reports.iter().flatten()) {
+            Some(outcome) => pacer.record(now, outcome),
+            // Nothing reached the target (the mapping refused every lead): the request after a hold is still due.
+            None => pacer.probe_unused(),
+        }
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for (job, report) in jobs.iter().zip(reports) {
+        out.push(match report {
+            Some(report) => decide(store, handle, target, job, report).await,
+            None => release(job, handle.clock.now()),
+        });
+    }
+    out
+}
+
+/// A job given back to the queue, due at `now`, without using an attempt.
+pub(super) fn release(job: &Job, now: DateTime<Utc>) -> Completion {
+    Completion::of(job, JobOutcome::Released { at: now }, None, now)
+}
+
+/// Performs one job and decides its fate (what a test drives directly).
+pub async fn execute(store: &Store, handle: &WorkerHandle, target: &TargetRuntime, job: Job) -> Completion {
+    run_request(store, handle, target, vec![job]).await.pop().expect("one completion per job")
+}
+
+/// Performs several jobs in one request and decides each one's fate.
+pub async fn execute_batch(
+    store: &Store,
+    handle: &WorkerHandle,
+    target: &TargetRuntime,
+    jobs: Vec<Job>,
+) -> Vec<Completion> {
+    run_request(store, handle, target, jobs).await
+}
+
+/// What one request told the pacer about the target's capacity: a success, a refusal for load (timed, or naming
+/// nothing: the pace is then learned), or nothing about capacity. `None` when nothing reached the target.
+fn pace_outcome<'a>(reports: impl Iterator<Item = &'a AttemptReport>) -> Option<Outcome> {
+    let mut outcome = None;
+    for r in reports {
+        let rate_limited = matches!(&r.verdict, Verdict::Failed(f) if f.class == ErrorClass::RateLimited);
+        if rate_limited && !r.quota_wait && (r.slow_down || r.http_status == Some(429)) {
+            return Some(match r.retry_after {
+                None if r.slow_down => Outcome::TooMany,
+                retry_after => Outcome::RateLimited { retry_after },
+            });
+        }
+        let this = match r.http_status {
+            Some(status) if (200..300).contains(&status) => Outcome::Success,
+            Some(_) => Outcome::Other,
+            // No answer, or no connection: the target was tried.
+            None if matches!(&r.verdict, Verdict::Failed(f) if matches!(f.class, ErrorClass::Transient | ErrorClass::Ambiguous)) => {
+                Outcome::Other
+            }
+            // Nothing was sent for this lead (its data, a link found locally).
+            None => continue,
+        };
+        if outcome != Some(Outcome::Success) {
+            outcome = Some(this);
+        }
+    }
+    outcome
+}
+
+/// The worker's side of a connector's [`LinkBook`]: the store's `crm_link` table of this target.
+struct StoreLinks<'a> {
+    store: &'a Store,
+    target: &'a str,
+    clock: &'a Clock,
+}
+
+#[async_trait::async_trait]
+impl LinkBook for StoreLinks<'_> {
+    async fn linked(&self, external_id: &str) -> anyhow::Result<Option<String>> {
+        self.store.crm_link(self.target, external_id).await
+    }
+
+    async fn remember(&self, external_id: &str, crm_id: &str) -> anyhow::Result<String> {
+        self.store.link(self.target, external_id, crm_id, self.clock.now()).await
+    }
+}
+
+fn health_of(verdict: &Verdict) -> Health {
+    match verdict {
+        Verdict::Delivered => Health::Healthy,
+        Verdict::Failed(f) => match f.class {
+            ErrorClass::Transient | ErrorClass::Ambiguous => Health::Unhealthy,
+            ErrorClass::RateLimited | ErrorClass::PermanentData => Health::Healthy,
+            ErrorClass::PermanentConfig => Health::Neutral,
+        },
+    }
+}
+
+/// How a batch request went, for the breaker: healthy when it delivered anything, else unhealthy when any lead
+/// failed for a transient reason, else by the rest. `None` when nothing was sent (the mapping refused every lead).
+fn batch_health<'a>(reports: impl Iterator<Item = &'a AttemptReport>) -> Option<Health> {
+    let (mut healthy, mut unhealthy, mut neutral) = (false, false, false);
+    for r in reports {
+        let never_sent = r.http_status.is_none() && matches!(&r.verdict, Verdict::Failed(f) if f.class.is_permanent());
+        if never_sent {
+            continue;
+        }
+        if r.verdict == Verdict::Delivered {
+            return Some(Health::Healthy);
+        }
+        match health_of(&r.verdict) {
+            Health::Healthy => healthy = true,
+            Health::Unhealthy => unhealthy = true,
+            Health::Neutral => neutral = true,
+        }
+    }
+    match (unhealthy, healthy, neutral) {
+        (true, _, _) => Some(Health::Unhealthy),
+        (_, true, _) => Some(Health::Healthy),
+        (_, _, true) => Some(Health::Neutral),
+        _ => None,
+    }
+}
+
+/// Decides the fate of `job` after its attempt: delivered, retried (when, and whether it used an attempt), or
+/// dead-lettered; holds the target for a rate limit or a refused credential. `record_health`: count the attempt
+/// in the breaker (a batch counts its request once, in [`run_request`]).
+pub(super) async fn decide(
+    store: &Store,
+    handle: &WorkerHandle,
+    target: &TargetRuntime,
+    job: &Job,
+    report: AttemptReport,
+) -> Completion {
+    let now = handle.clock.now();
+    // What holds the target for the team (team mode): a Retry-After, or rate-limit headers saying the budget is
+    // used up.
+    // (The pacer learnt from the answer's headers when they arrived: `AnswerWatch for TargetRuntime`.)
+    let mut team_hold = target.pacer.lock().expect("pacer lock").held_until(now);
+    if let (Some(until), Verdict::Failed(f)) = (report.retry_after, &report.verdict) {
+        if f.class == ErrorClass::RateLimited {
+            target.hold_until(until, HoldReason::RateLimited);
+            team_hold = team_hold.max(Some(until));
+        }
+    }
+    if let Some(until) = team_hold.filter(|u| handle.team && target.hold_to_tell(*u)) {
+        if let Err(e) = store.share_hold(&job.target, until, None).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
+        }
+    }
+    if let (Some(_), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
+        if target.sent_with_replaced_credentials(report.started_at) {
+            // The refusal answers the credential a reload of secrets replaced while the request was on its way:
+            // no hold, no alert — the lead goes again at once, with what was read.
+            return Completion::of(
+                job,
+                JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
+                Some(AttemptRecord {
+                    started_at: report.started_at,
+                    duration_ms: report.duration_ms,
+                    http_status: report.http_status,
+                    class: Some(ErrorClass::PermanentConfig),
+                    reason: format!("{} — sent before the secrets were read again; sent again with them", f.reason),
+                    response_excerpt: report.excerpt,
+                }),
+                now,
+            );
+        }
+    }
+    if let (Some(credential), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
+        // An expired credential holds the target and asks for a person: its leads wait without using attempts
+        // (one probe per breaker cooldown), instead of dying one by one.
+        let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
+        target.hold_until(probe_at, HoldReason::Credentials { credential: credential.clone() });
+        if handle.team && target.hold_to_tell(probe_at) {
+            if let Err(e) = store.share_hold(&job.target, probe_at, Some(credential)).await {
+                tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
+            }
+        }
+        let first = target.refused_credential.lock().expect("credential lock").replace(credential.clone()).is_none();
+        if first {
+            tracing::warn!(target = %job.target, credential = %credential, "credential refused: holding the target");
+        }
+        let _ = handle.events.send(WorkerEvent::CredentialRefused {
+            target: job.target.clone(),
+            credential: credential.clone(),
+            reason: f.reason.clone(),
+        });
+        return Completion::of(
+            job,
+            JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
+            Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: report.http_status,
+                class: Some(ErrorClass::PermanentConfig),
+                reason: format!("{} — the lead waits until the credential works again", f.reason),
+                response_excerpt: report.excerpt,
+            }),
+            now,
+        );
+    }
+    if report.verdict == Verdict::Delivered {
+        if let Some(credential) = target.refused_credential.lock().expect("credential lock").take() {
+            let _ = handle.events.send(WorkerEvent::CredentialAccepted { target: job.target.clone(), credential });
+        }
+    }
+    if let (true, Some(until), Verdict::Failed(f)) = (report.quota_wait, report.retry_after, &report.verdict) {
+        // A used-up quota (HubSpot's daily limit) is not the lead's failure: it waits for the reset, the target
+        // is held until then (above), and neither an attempt nor the time budget is used.
+        return Completion::of(
+            job,
+            JobOutcome::Retry { at: until, counts: false, in_doubt: job.in_doubt },
+            Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: report.http_status,
+                class: Some(f.class),
+                reason: f.reason.clone(),
+                response_excerpt: report.excerpt,
+            }),
+            now,
+        );
+    }
+
+    let (outcome, class, reason) = match &report.verdict {
+        Verdict::Delivered => {
+            let mut result = serde_json::Map::new();
+            if let Some(id) = &report.crm_id {
+                result.insert("crm_id".into(), id.clone().into());
+            }
+            if let Some(status) = report.http_status {
+                result.insert("status".into(), status.into());
+            }
+            if let Some(note) = &report.note {
+                result.insert("note".into(), note.clone().into());
+            }
+            let reason = report.note.clone().unwrap_or_else(|| match report.http_status {
+                Some(s) => format!("delivered (HTTP {s})"),
+                None => "delivered".into(),
+            });
+            let _ = handle.events.send(WorkerEvent::Delivered { target: job.target.clone(), delivery_id: job.id });
+            (
+                JobOutcome::Delivered {
+                    result: result.into(),
+                    link: report.link.clone(),
+                    payload: report.payload.clone(),
+                },
+                None,
+                reason,
+            )
+        }
+        Verdict::Failed(failure) => {
+            let decision = decide_retry(
+                &RetryInput {
+                    failure,
+                    attempts_before: job.attempts,
+                    pending_since: job.pending_since,
+                    retry_after: report.retry_after,
+                    now,
+                },
+                &target.config().backoff,
+                &mut rand::rng(),
+            );
+            match decision {
+                RetryDecision::Retry { at, counts } => (
+                    JobOutcome::Retry { at, counts, in_doubt: report.in_doubt },
+                    Some(failure.class),
+                    failure.reason.clone(),
+                ),
+                RetryDecision::Dead { why } => {
+                    let reason = if failure.class.is_permanent() || failure.class == ErrorClass::Ambiguous {
+                        failure.reason.clone()
+                    } else {
+                        format!("{why}; last error: {}", failure.reason)
+                    };
+                    tracing::warn!(
+                        delivery_id = job.id,
+                        class = %failure.class,
+                        reason = %crate::model::privacy::mask_text(&reason),
+                        "dead-lettered"
+                    );
+                    let _ = handle.events.send(WorkerEvent::DeadLettered {
+                        target: job.target.clone(),
+                        delivery_id: job.id,
+                        class: failure.class,
+                        reason: reason.clone(),
+                    });
+                    (
+                        JobOutcome::Dead {
+                            class: failure.class,
+                            http_status: report.http_status,
+                            reason: reason.clone(),
+                            field: failure.field.clone(),
+                        },
+                        Some(failure.class),
+                        reason,
+                    )
+                }
+            }
+        }
+    };
+    Completion::of(
+        job,
+        outcome,
+        Some(AttemptRecord {
+            started_at: report.started_at,
+            duration_ms: report.duration_ms,
+            http_status: report.http_status,
+            class,
+            reason,
+            response_excerpt: report.excerpt,
+        }),
+        now,
+    )
+}

@@ -1,0 +1,20 @@
+//! A hold: why nothing is sent to a target for a while, whatever lead is due, and until when.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// Why nothing is sent to a target for a while, whatever lead is due.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HoldReason {
+    /// The target (or Graph) said when to come back (`Retry-After`, usage headers).
+    RateLimited,
+    /// The target refused the credential in this environment variable; one probe is let through at `until`.
+    Credentials { credential: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct Hold {
+    pub until: DateTime<Utc>,
+    pub reason: HoldReason,
+}

@@ -1,0 +1,53 @@
+//! A delivery step as the worker hands it to a connector: the lead, its step, and what its keys are made of.
+
+use chrono::{DateTime, Utc};
+
+/// A claimed delivery step with everything needed to perform it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: i64,
+    pub event_id: i64,
+    pub step_index: i64,
+    pub target: String,
+    /// Counted attempts before this one.
+    pub attempts: u32,
+    pub pending_since: DateTime<Utc>,
+    pub lease_token: i64,
+    /// The previous holder's lease expired mid-attempt: the CRM may already have this lead.
+    pub in_doubt: bool,
+    pub trigger: String,
+    pub replay_generation: i64,
+    /// The lead revision this step's key names: the lead's revision when the step last went with new content for
+    /// certain; an earlier one while an attempt with the earlier content may have reached the CRM.
+    pub key_revision: i64,
+    pub source: String,
+    pub source_ref: String,
+    pub received_at: DateTime<Utc>,
+    /// The lead's revision (1 as first received; each changed repeat adds one). `payload` is that revision.
+    pub revision: i64,
+    pub payload: serde_json::Value,
+    /// Results of the earlier, delivered steps of the same event, by target name.
+    pub previous: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Job {
+    /// The external id the CRM knows this lead by: `source:source_ref`.
+    pub fn external_id(&self) -> String {
+        format!("{}:{}", self.source, self.source_ref)
+    }
+
+    /// Deterministic idempotency key: `source:source_ref:target`, the same on every retry of a step. Suffixed by
+    /// the lead revision the step sends for certain (`:rev-2`, see [`Job::key_revision`]) so that a CRM's stored
+    /// answer to the earlier content is not replayed for the new one, and by the replay generation after a manual
+    /// replay so that a CRM's stored answer to the earlier attempt (often an error) is not replayed.
+    pub fn idempotency_key(&self) -> String {
+        let mut key = format!("{}:{}:{}", self.source, self.source_ref, self.target);
+        if self.key_revision > 1 {
+            key.push_str(&format!(":rev-{}", self.key_revision));
+        }
+        if self.replay_generation != 0 {
+            key.push_str(&format!(":replay-{}", self.replay_generation));
+        }
+        key
+    }
+}
