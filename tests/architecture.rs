@@ -4,7 +4,8 @@
 //!   are one unit, so `use super::…` inside a module family is not a cycle);
 //! - only the shells (the desktop app, `server.rs`, the HTTP adapter) import `api`;
 //! - the folders are the layers: `model`, `store`, `runtime`, `features`, `shells` (and `demo` beside them);
-//! - `Utc::now()` is read only by the clock and the demo (tests may use it).
+//! - `Utc::now()` is read only by the clock and the demo (tests may use it);
+//! - no environment variable, flag or file answers a confirmation in a person's place.
 //!
 //! It reads `use crate::…` paths (and `crate::…` paths in code) outside `#[cfg(test)]` modules.
 
@@ -183,4 +184,153 @@ fn only_the_clock_and_the_demo_read_the_system_time() {
         .map(|(m, _)| m)
         .collect();
     assert!(readers.is_empty(), "read the injected clock instead of Utc::now(): {readers:?}");
+}
+
+/// Every source file of the programs (`leadline`, `leadline-window` and the library they share) as
+/// `(path under src-tauri, code)`: comments and every `#[cfg(test)]` item (a test module, a test-only function)
+/// left out, wherever in the file it stands.
+fn program_code() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    /// The text without the item each `#[cfg(test)]` stands on: up to its `;`, or to the brace closing its body.
+    fn without_test_items(code: &str) -> String {
+        let mut out = String::new();
+        let mut rest = code;
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            out.push_str(&rest[..at]);
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            let body = rest.find('{');
+            match rest.find(';') {
+                Some(semi) if body.is_none_or(|b| semi < b) => rest = &rest[semi + 1..],
+                _ => {
+                    let Some(open) = body else { return out };
+                    let mut depth = 0usize;
+                    let mut end = rest.len();
+                    for (i, c) in rest[open..].char_indices() {
+                        match c {
+                            '{' => depth += 1,
+                            '}' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    end = open + i + 1;
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    rest = &rest[end..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+    let mut files = Vec::new();
+    walk(Path::new(SRC), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code: String =
+                text.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n");
+            (file.strip_prefix(SRC).unwrap().to_string_lossy().into_owned(), without_test_items(&code))
+        })
+        .collect()
+}
+
+/// What each environment variable the programs read is for. None answers a question a person is asked: a new
+/// read must be added here, with its purpose, by someone who has checked that.
+const ENVIRONMENT_READ: &[(&str, &str)] = &[
+    ("LEADLINE_CONFIG", "the configuration file (`--config`)"),
+    ("LEADLINE_DATABASE_URL", "the database (`--database-url`)"),
+    ("LEADLINE_DEMO_CLOCK_OFFSET", "where in its schedule the demo starts"),
+    ("HOSTNAME", "the worker's name on its leases"),
+    ("USER", "the desktop operator's name in the audit"),
+    ("USERNAME", "the desktop operator's name in the audit"),
+    ("DBUS_SESSION_BUS_ADDRESS", "whether the OS keyring can be reached"),
+    ("WEBKIT_DISABLE_COMPOSITING_MODE", "left as the user set it (window_main.rs)"),
+    ("ENV_URL", "the bridge's address, handed to the window by the engine"),
+    ("ENV_SECRET", "the bridge's secret, handed to the window by the engine"),
+    ("var", "a secret named in the configuration (`Config::secret`, `secret_source`)"),
+];
+
+/// Issue #34: `LEADLINE_CONFIRM=yes` once answered the desktop's native confirmation without asking anyone. No
+/// environment variable, flag or file may make a program skip a confirmation: the programs read only the variables
+/// listed above, only the native dialogs implement `Confirm` in program code, and the scripted test double is
+/// named by no program code but its own definition (tests/desktop/ click the real dialog, with the old variable
+/// set to show it is ignored).
+#[test]
+fn no_switch_answers_a_confirmation() {
+    let code = program_code();
+
+    // The variables read: `env::var(NAME)`, `env::var_os(NAME)`, and clap's `env = "NAME"`.
+    let mut read = BTreeMap::<String, BTreeSet<String>>::new();
+    for (file, text) in &code {
+        for call in ["env::var(", "env::var_os(", "env::vars(", "env::vars_os(", "env = \""] {
+            for (at, _) in text.match_indices(call) {
+                // `env = "…"` is clap's attribute, not the end of a name such as `token_env = "…"`.
+                if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let arg = &text[at + call.len()..];
+                let arg = arg[..arg.find([')', ',', ']']).unwrap_or(arg.len())].trim();
+                let name = arg.trim_matches('"').rsplit("::").next().unwrap_or_default();
+                let name = if name.is_empty() { format!("every variable ({call}…)") } else { name.to_string() };
+                read.entry(name).or_default().insert(file.clone());
+            }
+        }
+    }
+    assert!(
+        read.contains_key("HOSTNAME") && read.contains_key("LEADLINE_CONFIG") && read.contains_key("ENV_SECRET"),
+        "the reader finds the variables read: {read:?}"
+    );
+    let unexplained: Vec<String> = read
+        .iter()
+        .filter(|(name, _)| !ENVIRONMENT_READ.iter().any(|(known, _)| known == name))
+        .map(|(name, files)| format!("{name} (in {})", files.iter().cloned().collect::<Vec<_>>().join(", ")))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "the programs read environment variables not in ENVIRONMENT_READ: {unexplained:?} — none may answer a \
+         confirmation; add each with its purpose once checked"
+    );
+
+    // Only the native dialogs confirm in program code.
+    let mut confirmers = Vec::new();
+    for (file, text) in &code {
+        for (at, _) in text.match_indices("impl Confirm for ") {
+            let rest = &text[at + "impl Confirm for ".len()..];
+            confirmers.push(format!("{file}: {}", rest[..rest.find([' ', '{']).unwrap_or(rest.len())].trim()));
+        }
+    }
+    assert_eq!(
+        confirmers,
+        [
+            "shells/api/mod.rs: ScriptedConfirm",
+            "shells/desktop/host.rs: DialogConfirm",
+            "shells/desktop/mod.rs: DialogConfirm",
+        ],
+        "a new way to answer a confirmation in program code: it must ask a person"
+    );
+
+    // The scripted double is defined in the api and used by tests only.
+    let users: Vec<&String> = code
+        .iter()
+        .filter(|(file, text)| text.contains("ScriptedConfirm") && file != "shells/api/mod.rs")
+        .map(|(file, _)| file)
+        .collect();
+    assert!(users.is_empty(), "program code names the scripted confirmation (tests only): {users:?}");
+    let api = &code.iter().find(|(file, _)| file == "shells/api/mod.rs").expect("the api's source").1;
+    let named = api.matches("ScriptedConfirm").count();
+    assert_eq!(named, 3, "the api names ScriptedConfirm only in its definition (struct, impl, impl Confirm)");
 }

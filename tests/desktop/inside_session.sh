@@ -17,7 +17,9 @@ fake=$!
 for _ in $(seq 50); do grep -q ready "$out/fake.log" 2>/dev/null && break; sleep 0.1; done
 
 start=$(date +%s.%N)
-RUST_LOG=info "$bin" --demo > "$out/app.log" 2>&1 &
+# LEADLINE_CONFIRM=yes once answered every confirmation without asking (issue #34): set, it must change nothing —
+# the replay below waits for the real dialog and answers it by hand.
+LEADLINE_CONFIRM=yes RUST_LOG=info "$bin" --demo > "$out/app.log" 2>&1 &
 app=$!
 cleanup() { kill "$app" "$fake" 2>/dev/null || true; wait "$app" 2>/dev/null || true; }
 trap cleanup EXIT

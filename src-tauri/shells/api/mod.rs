@@ -564,8 +564,9 @@ pub trait Confirm: Send + Sync + 'static {
     fn confirm(&self, title: &str, message: &str) -> bool;
 }
 
-/// A confirmation that answers from a script: for tests, and for the desktop smoke test
-/// (`LEADLINE_CONFIRM=yes|no`), since native dialogs cannot be clicked by WebDriver.
+/// A confirmation that answers from a script: a test double for Rust tests that call the library directly. No
+/// program uses it — every shell asks a person (a native dialog, or the page's own dialog whose count the server
+/// checks) — and no variable, flag or file selects it: `tests/architecture.rs` fails if program code names it.
 pub struct ScriptedConfirm {
     answers: std::sync::Mutex<std::collections::VecDeque<bool>>,
     otherwise: bool,

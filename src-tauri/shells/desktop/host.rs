@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::demo;
 use crate::features::monitor::glance::{self, Glance, GlanceLevel};
 use crate::features::monitor::Notifier;
-use crate::shells::api::{self, Confirm, ScriptedConfirm};
+use crate::shells::api::{self, Confirm};
 use crate::shells::server::{Server, StartOptions};
 use crate::shells::window::bridge::{self, Door, EngineSide};
 use crate::shells::window::commands::{self, Context};
@@ -117,7 +117,8 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let server = rt.block_on(start_engine(&data_dir, &config_dir, config, demo, Arc::new(DeskNotifier)))?;
     let app = server.app.clone();
-    let confirm = confirmer();
+    // Every confirmation is asked of a person: no variable, flag or file answers it (tests/architecture.rs).
+    let confirm: Arc<dyn Confirm> = Arc::new(DialogConfirm);
     let autostart = auto_launch::AutoLaunchBuilder::new()
         .set_app_name("Leadline")
         .set_app_path(&std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default())
@@ -180,15 +181,6 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         tracing::error!(error = %format!("{e:#}"), "unclean shutdown");
     }
     stopped
-}
-
-/// The confirmation the desktop asks for: a native dialog (tests script it with `LEADLINE_CONFIRM`).
-fn confirmer() -> Arc<dyn Confirm> {
-    match std::env::var("LEADLINE_CONFIRM").as_deref() {
-        Ok("yes") => Arc::new(ScriptedConfirm::always(true)),
-        Ok("no") => Arc::new(ScriptedConfirm::always(false)),
-        _ => Arc::new(DialogConfirm),
-    }
 }
 
 /// The native confirmation dialog: a GTK dialog shown by the window's program (`leadline-window --ask`), a

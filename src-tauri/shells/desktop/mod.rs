@@ -28,7 +28,7 @@ use tauri_plugin_dialog::{DialogExt, MessageDialogButtons, MessageDialogKind};
 use tauri_plugin_notification::NotificationExt;
 
 use crate::features::monitor::Notifier;
-use crate::shells::api::{self, Confirm, ScriptedConfirm};
+use crate::shells::api::{self, Confirm};
 use crate::shells::window::{bridge, commands};
 
 pub use host::IDENTIFIER;
@@ -133,14 +133,11 @@ impl Confirm for DialogConfirm {
     }
 }
 
-/// The confirmation the desktop asks for: the native dialog (tests script it with `LEADLINE_CONFIRM`, since
-/// native dialogs cannot be clicked by WebDriver).
+/// The confirmation the desktop asks for: always the native dialog, answered by a person. No variable, flag or
+/// file answers it instead (`tests/architecture.rs` checks that no program code can pick a scripted answer; the
+/// desktop tests click the real dialog with `xdotool`).
 fn confirmer(handle: &tauri::AppHandle) -> Arc<dyn Confirm> {
-    match std::env::var("LEADLINE_CONFIRM").as_deref() {
-        Ok("yes") => Arc::new(ScriptedConfirm::always(true)),
-        Ok("no") => Arc::new(ScriptedConfirm::always(false)),
-        _ => Arc::new(DialogConfirm(handle.clone())),
-    }
+    Arc::new(DialogConfirm(handle.clone()))
 }
 
 /// The app's Tauri configuration and assets (one copy, for both ways the window runs).
