@@ -153,7 +153,8 @@ pub struct MonitorConfig {
     pub digest_interval_minutes: u64,
     /// Raise `dead_letter_growth` when this many leads to one target were dead-lettered in the last hour.
     pub dead_letter_growth_per_hour: u64,
-    /// Raise `retry_budget` when a pending lead's retry time budget runs out within this many minutes.
+    /// Raise `retry_budget` when a pending lead's next possible try comes within this many minutes of its retry
+    /// time budget's end (or after it); at most a quarter of the budget counts (`monitor::budget::margin`).
     pub retry_budget_warning_minutes: u64,
     pub volume: VolumeConfig,
     pub metrics: MetricsConfig,

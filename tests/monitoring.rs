@@ -431,7 +431,7 @@ async fn reconciliation_recovers_dropped_webhooks_without_duplicating_the_ones_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
+async fn dead_letter_growth_alerts_follow_the_queue_and_a_first_failure_is_no_budget_alert() {
     use leadline::demo::mock_crm::Behaviour;
     let setup = start().await;
     let app = &setup.server.app;
@@ -468,8 +468,10 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     // Its policy is the digest: no notification yet.
     assert!(notes.titles().iter().all(|t| !t.contains("dead-lettered")));
 
-    // The CRM is down (503): leads keep retrying. The test target's budget (600 s) is shorter than the warning
-    // window (30 min), so every retrying lead is close to running out.
+    // The CRM is down (503): leads keep retrying, with most of their 600 s budget ahead. The warning window
+    // (30 min) is longer than the budget, and once made every retrying lead "close to running out" at its first
+    // failure; none is projected to run out now (the alert's both sides on a manual clock:
+    // `retry_budget_alert_fires_when_a_hold_outlasts_what_is_left`).
     setup.crm.set_behaviour(Behaviour { fail_with: Some(503), ..Default::default() });
     for i in 0..3 {
         assert_eq!(post(format!("r-{i}")).send().await.unwrap().status(), 202);
@@ -480,12 +482,9 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     })
     .await;
     monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
-    let budget = alert(&setup, "retry_budget", "crm").await.expect("retry budget alert");
-    assert_eq!(budget.state.as_str(), "open");
-    assert!(budget.title.starts_with("3 leads to crm will run out of retry time"), "{}", budget.title);
-    assert!(notes.titles().iter().any(|t| t.contains("will run out of retry time")));
+    assert!(alert(&setup, "retry_budget", "crm").await.is_none(), "a first failure is not running out of time");
 
-    // The CRM recovers: the leads are delivered and the alert resolves by itself.
+    // The CRM recovers: the leads are delivered.
     setup.crm.set_behaviour(Behaviour::default());
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
@@ -498,6 +497,90 @@ async fn dead_letter_growth_and_retry_budget_alerts_follow_the_queue() {
     })
     .await
     .expect("the retrying leads were delivered");
+    setup.server.shutdown().await.unwrap();
+}
+
+/// The `retry_budget` alert is a projection (`monitor::budget`): it fires when a lead's wait outlasts what is
+/// left of its budget, not while most of it remains. The test target's budget is 600 s; the warning window
+/// (30 min) is capped at a quarter of it (150 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_budget_alert_fires_when_a_hold_outlasts_what_is_left() {
+    use leadline::demo::mock_crm::Behaviour;
+    let setup = start_with_clock(Some(Clock::manual(t0()))).await;
+    let app = &setup.server.app;
+    let notes = setup.notes.clone();
+    let minutes = |m: i64| t0() + chrono::Duration::minutes(m);
+    let post =
+        |i: &str| setup.http.post(format!("http://{}/ingest/plain", setup.server.addr)).json(&json!({"id": i})).send();
+    let held_until = || app.worker.as_ref().unwrap().targets.get("crm").unwrap().hold(app.clock.now()).map(|h| h.until);
+    let steps = async |prefix: &str| {
+        let all = app.store.deliveries().await.unwrap();
+        all.into_iter().filter(|d| d.source_ref.starts_with(prefix)).map(|d| d.state).collect::<Vec<_>>()
+    };
+
+    // 1. A hold shorter than what is left: the CRM says "come back in 2 min" at 10:00. One minute into the hold,
+    //    the leads have 9 of their 10 min left, and the hold ends with 8 left: no alert.
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(429), retry_after_secs: Some(120), ..Default::default() });
+    for i in 0..3 {
+        assert_eq!(post(&format!("short-{i}")).await.unwrap().status(), 202);
+    }
+    common::wait_for("the target held until 10:02", Duration::from_secs(10), async || {
+        held_until() == Some(minutes(2)) && steps("short-").await.iter().all(|s| s == "pending")
+    })
+    .await;
+    app.clock.set(minutes(1));
+    monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
+    assert!(alert(&setup, "retry_budget", "crm").await.is_none(), "a 2 min hold within a 10 min budget");
+
+    // The hold ends and the CRM takes them.
+    setup.crm.set_behaviour(Behaviour::default());
+    app.clock.set(minutes(2));
+    common::wait_for("the first three delivered", Duration::from_secs(10), async || {
+        steps("short-").await.iter().all(|s| s == "delivered")
+    })
+    .await;
+
+    // 2. A hold outlasting what is left: at 10:02 the CRM says "come back in 15 min" (until 10:17) to one lead
+    //    (told to wait past its own budget, it is dead-lettered at once: `backoff::decide_retry`). Three leads
+    //    arriving meanwhile wait behind the hold; their budgets end at 10:12, before it does.
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(429), retry_after_secs: Some(900), ..Default::default() });
+    assert_eq!(post("told").await.unwrap().status(), 202);
+    common::wait_for("the target held until 10:17", Duration::from_secs(10), async || {
+        held_until() == Some(minutes(17)) && steps("told").await == ["dead"]
+    })
+    .await;
+    for i in 0..3 {
+        assert_eq!(post(&format!("long-{i}")).await.unwrap().status(), 202);
+    }
+    // One minute into the hold, with 9 of their 10 min left, they are projected to run out.
+    app.clock.set(minutes(3));
+    monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
+    let budget = alert(&setup, "retry_budget", "crm").await.expect("retry budget alert");
+    assert_eq!(budget.state.as_str(), "open");
+    assert!(budget.title.starts_with("3 leads to crm will run out of retry time"), "{}", budget.title);
+    assert_eq!(budget.title, "3 leads to crm will run out of retry time before the target's hold ends at 10:17 UTC");
+    assert!(budget.detail.contains("the oldest's at 10:12 UTC"), "{}", budget.detail);
+    assert!(notes.titles().iter().any(|t| t.contains("will run out of retry time")));
+    assert_eq!(steps("long-").await, ["pending"; 3], "nothing was sent during the hold");
+
+    // Two leads arriving at 10:15 have 8 of their 10 min left when the hold ends: they are not counted.
+    app.clock.set(minutes(15));
+    for i in 0..2 {
+        assert_eq!(post(&format!("late-{i}")).await.unwrap().status(), 202);
+    }
+    monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
+    let budget = alert(&setup, "retry_budget", "crm").await.unwrap();
+    assert!(budget.title.starts_with("3 leads to crm"), "{}", budget.title);
+
+    // The hold ends and the CRM recovers: each lead gets its one more try, is delivered, and the alert resolves by
+    // itself.
+    setup.crm.set_behaviour(Behaviour::default());
+    app.clock.set(minutes(17));
+    common::wait_for("the waiting leads delivered", Duration::from_secs(10), async || {
+        let (long, late) = (steps("long-").await, steps("late-").await);
+        long.len() + late.len() == 5 && long.iter().chain(&late).all(|s| s == "delivered")
+    })
+    .await;
     monitor::check_targets(app, notes.as_ref(), app.clock.now()).await;
     assert_eq!(alert(&setup, "retry_budget", "crm").await.unwrap().state.as_str(), "resolved");
     setup.server.shutdown().await.unwrap();

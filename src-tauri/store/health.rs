@@ -52,14 +52,17 @@ impl Store {
         dispatch!(self, recount_deliveries())
     }
 
-    /// Undelivered due steps of `target` (pending or running) that became due before `due_before`: how many,
-    /// and when the oldest became due. Reads the `delivery_oldest` index.
+    /// Undelivered due steps of `target` (pending or running) projected to run out of their retry time
+    /// (`monitor::budget::Projection`, whose `as_query` gives the two bounds): those that became due at or before
+    /// `started_by`, and those whose own next try is at least `own_wait` after they became due. How many, and when
+    /// the oldest of them became due.
     pub async fn running_out_of_budget(
         &self,
         target: &str,
-        due_before: DateTime<Utc>,
+        started_by: DateTime<Utc>,
+        own_wait: chrono::Duration,
     ) -> anyhow::Result<(i64, Option<DateTime<Utc>>)> {
-        dispatch!(self, running_out_of_budget(target, due_before))
+        dispatch!(self, running_out_of_budget(target, started_by, own_wait))
     }
 }
 
@@ -152,14 +155,17 @@ backends! {
         pub async fn running_out_of_budget(
             db: &Db,
             target: &str,
-            due_before: DateTime<Utc>,
+            started_by: DateTime<Utc>,
+            own_wait: chrono::Duration,
         ) -> anyhow::Result<(i64, Option<DateTime<Utc>>)> {
             let (n, oldest): (i64, Option<i64>) = sqlx::query_as(
                 "SELECT COUNT(*), MIN(pending_since) FROM delivery
-                  WHERE target = $1 AND state IN ('pending', 'running') AND pending_since < $2",
+                  WHERE target = $1 AND state IN ('pending', 'running')
+                    AND (pending_since <= $2 OR next_attempt_at - pending_since >= $3)",
             )
             .bind(target)
-            .bind(ms(due_before))
+            .bind(ms(started_by))
+            .bind(own_wait.num_milliseconds())
             .fetch_one(db.reader())
             .await
             .context("cannot read steps near their retry budget")?;

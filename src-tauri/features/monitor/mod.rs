@@ -10,8 +10,9 @@
 //!   last hour. Resolves below half of that.
 //! - `oldest_pending` (warning, overall): a lead has waited longer than `monitor.oldest_pending_alert_seconds`.
 //! - `breaker_open` (critical, per target): Leadline stopped sending to a target that looks down.
-//! - `retry_budget` (warning, per target): leads whose retry time budget runs out within
-//!   `monitor.retry_budget_warning_minutes`; they will be dead-lettered unless the target recovers.
+//! - `retry_budget` (warning, per target): leads projected to run out of their retry time ([`budget`]): their
+//!   target's hold or open breaker outlasts what is left of their budget, or their next try comes in its last
+//!   part. They will be dead-lettered unless the target recovers. Resolves when no lead is projected to.
 //! - `reconciliation_found` (warning, per source): the source listed leads whose webhooks never arrived
 //!   ([`crate::features::reconcile`]); they were ingested. Resolves when a later run finds none missing.
 //! - `credentials` (critical, per credential — the environment variable holding it): a target or a source
@@ -24,6 +25,7 @@
 //! by [`notify`].
 
 pub mod alerts;
+pub mod budget;
 pub mod channels;
 pub mod glance;
 pub mod health;
@@ -497,36 +499,75 @@ pub async fn check_targets(app: &App, notifier: &dyn Notifier, now: DateTime<Utc
         } else if n < threshold / 2.0 {
             resolve(app, AlertKind::DeadLetterGrowth, target, "dead letters no longer accumulate", now).await;
         }
-        let budget = tc.backoff.budget_seconds as i64;
-        let warn = (m.retry_budget_warning_minutes * 60) as i64;
-        match app.store.running_out_of_budget(target, now - chrono::Duration::seconds((budget - warn).max(0))).await {
-            Ok((count, oldest)) if count > 0 => {
-                let left = oldest
-                    .map(|o| (o + chrono::Duration::seconds(budget) - now).num_seconds().max(0) as f64)
-                    .unwrap_or(0.0);
-                let spec = AlertSpec {
-                    kind: AlertKind::RetryBudget,
-                    key: target.clone(),
-                    severity: Severity::Warning,
-                    title: format!(
-                        "{count} {} to {target} will run out of retry time",
-                        if count == 1 { "lead" } else { "leads" }
-                    ),
-                    detail: format!(
-                        "The oldest has {} of its {} retry budget left; when it runs out the lead is \
-                         dead-lettered. Check {target}'s breaker, pause state and rate limits.",
-                        human_duration(left),
-                        human_duration(budget as f64)
-                    ),
-                };
-                raise(app, notifier, spec, now).await;
-            }
-            Ok(_) => {
-                resolve(app, AlertKind::RetryBudget, target, "no lead is close to its retry budget any more", now).await
-            }
-            Err(e) => tracing::error!(error = %format!("{e:#}"), "cannot read retry budgets"),
-        }
+        check_budget(app, notifier, target, tc, now).await;
     }
+}
+
+/// The `retry_budget` alert of one target: raised while any of its waiting leads is projected to run out of its
+/// retry time ([`budget`]: a hold or open breaker outlasting what is left, or a next try in the last part of the
+/// budget), resolved when none is.
+async fn check_budget(
+    app: &App,
+    notifier: &dyn Notifier,
+    target: &str,
+    tc: &crate::config::TargetConfig,
+    now: DateTime<Utc>,
+) {
+    let budget = chrono::Duration::seconds(tc.backoff.budget_seconds as i64);
+    let warning = chrono::Duration::minutes(app.config.monitor.retry_budget_warning_minutes as i64);
+    // What keeps the target from sending, as this process's worker sees it (in team mode it follows the team's
+    // holds and breaker; the monitor runs in the leader).
+    let blocked = app.worker.as_ref().and_then(|w| w.targets.get(target)).and_then(|t| {
+        let (state, opened_at) = t.breaker_state();
+        let cooldown = chrono::Duration::milliseconds(t.config().breaker.cooldown_ms as i64);
+        budget::blocked(t.hold(now).as_ref(), state, opened_at, cooldown, now)
+    });
+    let projection = budget::Projection::new(budget, warning, now, blocked.as_ref());
+    let (started_by, own_wait) = projection.as_query();
+    let (count, oldest) = match app.store.running_out_of_budget(target, started_by, own_wait).await {
+        Ok((count, Some(oldest))) if count > 0 => (count, oldest),
+        Ok(_) => {
+            let note = "no lead is projected to run out of its retry time any more";
+            return resolve(app, AlertKind::RetryBudget, target, note, now).await;
+        }
+        Err(e) => return tracing::error!(error = %format!("{e:#}"), "cannot read retry budgets"),
+    };
+    let leads = if count == 1 { "lead" } else { "leads" };
+    let ends = oldest + budget;
+    let (title, detail) = match blocked.filter(|b| b.until >= ends) {
+        Some(b) => {
+            let until = b.until.format("%H:%M UTC");
+            let before = match b.by {
+                budget::Blocker::RateLimited => format!("before the target's hold ends at {until}"),
+                budget::Blocker::Credentials => format!("before the target's next credential probe at {until}"),
+                budget::Blocker::Breaker => format!("before the target's breaker lets a probe through at {until}"),
+            };
+            (
+                format!("{count} {leads} to {target} will run out of retry time {before}"),
+                format!(
+                    "Their retry budget ({}) ends before then: the oldest's at {}. Each is tried once more when                      {target} takes requests again, and a lead whose budget has ended is dead-lettered if that try                      fails. Check {target}'s rate limits, credential and breaker on the Targets page.",
+                    human_duration(budget.num_seconds() as f64),
+                    ends.format("%H:%M UTC"),
+                ),
+            )
+        }
+        None => (
+            format!(
+                "{count} {leads} to {target} will run out of retry time: the oldest's budget ends at {}",
+                ends.format("%H:%M UTC")
+            ),
+            format!(
+                "The oldest has {} of its {} retry budget left, too little for more than a last try or two with \
+                 the backoff's waits between them; a lead that fails after its budget has ended is dead-lettered. \
+                 Check {target}'s breaker, pause state and rate limits.",
+                human_duration((ends - now).num_seconds() as f64),
+                human_duration(budget.num_seconds() as f64),
+            ),
+        ),
+    };
+    let spec =
+        AlertSpec { kind: AlertKind::RetryBudget, key: target.to_string(), severity: Severity::Warning, title, detail };
+    raise(app, notifier, spec, now).await;
 }
 
 /// "3 min", "1 h 20 min", "45 s".
