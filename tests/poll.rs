@@ -1,6 +1,7 @@
 //! Poll mode against a mock of Meta's Graph API and a generic list endpoint on loopback: pages followed, Graph's
 //! throttling backed off, and a restart in the middle of a pass — every lead stored once and delivered to the CRM
-//! once, and leads created while Leadline was down found by the next poll.
+//! once, and leads created while Leadline was down found by the next poll; and the alerts of a poll that keeps
+//! failing, raised and resolved by the rules.
 
 mod common;
 
@@ -17,7 +18,8 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use common::{database_url, idempotent_crm, parse_config, wait_for};
 use leadline::demo::mock_crm::{MockCrm, GRAPH_TOKEN};
-use leadline::server::Server;
+use leadline::runtime::Clock;
+use leadline::server::{Server, StartOptions};
 use serde_json::{json, Value};
 
 /// Leads per page: small, so a handful of leads spans several pages.
@@ -49,6 +51,8 @@ struct Inner {
     hold_later_pages: bool,
     /// The next this many list requests are answered "throttled".
     throttle: u32,
+    /// Every list request is answered with this status (503: the source is down; 401: it refuses the token).
+    fail_with: Option<u16>,
     /// Every list request: the page asked for (`after` cursor or generic page number) and whether it was throttled.
     requests: Vec<(Option<String>, bool)>,
 }
@@ -86,6 +90,10 @@ impl MockSource {
         self.inner.lock().unwrap().throttle = n;
     }
 
+    fn fail_with(&self, status: Option<u16>) {
+        self.inner.lock().unwrap().fail_with = status;
+    }
+
     fn requests(&self) -> Vec<(Option<String>, bool)> {
         self.inner.lock().unwrap().requests.clone()
     }
@@ -94,6 +102,10 @@ impl MockSource {
     async fn gate(&self, page: Option<String>) -> Option<Response> {
         let (throttled, hold) = {
             let mut inner = self.inner.lock().unwrap();
+            if let Some(status) = inner.fail_with {
+                inner.requests.push((page, false));
+                return Some(StatusCode::from_u16(status).unwrap().into_response());
+            }
             let throttled = inner.throttle > 0;
             inner.throttle = inner.throttle.saturating_sub(1);
             inner.requests.push((page.clone(), throttled));
@@ -397,6 +409,131 @@ async fn a_polled_meta_source_without_webhook_secrets_takes_no_webhooks() {
         .status();
     assert_eq!(status, 404, "nothing to check a signature against: no webhook is taken");
     server.shutdown().await.unwrap();
+}
+
+/// The promise of `poll::failure_alert`: a poll that keeps failing raises `source_failing` once it has failed for
+/// `failing_alert_minutes` (15), one alert however many polls fail, counted from the first failure; a refused
+/// token raises `credentials` at once; a good poll resolves both and reads what was created meanwhile. Polls are
+/// driven at set times on the server's manual clock (its own schedule polls at the same times, every hour).
+/// `auth`: the list takes a bearer token from `LIST_TOKEN` (the credential alert names it), or none (the alert is
+/// the source's).
+async fn failing_poll_alerts_by_the_rules(auth: bool) {
+    let (mock, mock_addr) = MockSource::start().await;
+    let (_crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = config("list", mock_addr, crm_addr, &dir.path().join("leadline.db"))
+        .replace("interval_seconds = 1", "interval_seconds = 3600");
+    if auth {
+        text = text
+            .replace("next_pointer = \"/next\"", "next_pointer = \"/next\"\nauth = { bearer_env = \"LIST_TOKEN\" }");
+    }
+    let mut config = parse_config(&text);
+    config.inline_secrets.insert("LIST_TOKEN".into(), "list-token".into());
+    let t0: DateTime<Utc> = "2026-03-02T10:00:00Z".parse().unwrap();
+    let at = |m: i64| t0 + chrono::Duration::minutes(m);
+    mock.fail_with(Some(503));
+    let server = Server::start_with(config, StartOptions { clock: Some(Clock::manual(t0)), ..Default::default() })
+        .await
+        .unwrap();
+    let app = &server.app;
+    let client = leadline::reconcile::client();
+    let notifier = app.notifier.clone();
+    let poll = async |m: i64| {
+        app.clock.set(at(m));
+        leadline::poll::poll(app, &app.ingest, &client, notifier.as_ref(), "list", at(m)).await
+    };
+    // The source changes at minute `m`: the clock is set first, so that a poll of the server's own schedule
+    // meanwhile sees what a poll at `m` sees.
+    let switch = |m: i64, status: Option<u16>| {
+        app.clock.set(at(m));
+        mock.fail_with(status);
+    };
+    let alerts = async |kind: &str| {
+        let all = leadline::api::alerts(app).await.unwrap();
+        all.into_iter().filter(|a| a.kind.as_str() == kind).collect::<Vec<_>>()
+    };
+    let last_error = async || {
+        let sources = leadline::api::sources(app).await.unwrap();
+        sources.into_iter().find(|s| s.status.source == "list").and_then(|s| s.poll).unwrap().last_error
+    };
+
+    // The source is down: each poll fails and says why; no alert before 15 minutes of failing.
+    for m in [0, 5, 14] {
+        let e = poll(m).await.unwrap_err().to_string();
+        assert!(e.contains("503"), "{e}");
+    }
+    assert!(last_error().await.is_some_and(|e| e.contains("503")), "the Sources page says why");
+    assert!(alerts("source_failing").await.is_empty(), "not before failing_alert_minutes");
+    assert!(poll(15).await.is_err());
+    let failing = alerts("source_failing").await;
+    assert_eq!(failing.len(), 1, "{failing:?}");
+    assert_eq!(failing[0].title, "Leadline cannot poll list for 15 min: new leads are waiting there");
+    assert_eq!(failing[0].severity.as_str(), "critical");
+    assert!(failing[0].detail.contains("Every poll since 10:00 UTC failed"), "{}", failing[0].detail);
+    assert!(failing[0].resolved_at.is_none());
+    assert!(poll(30).await.is_err());
+    let failing = alerts("source_failing").await;
+    assert_eq!(failing.len(), 1, "one alert per incident: {failing:?}");
+    assert!(failing[0].title.contains("for 30 min"), "{}", failing[0].title);
+    assert!(alerts("credentials").await.is_empty(), "an unreachable source is not a refused token");
+
+    // It answers again: the next poll reads the lead created meanwhile and resolves the alert.
+    mock.add("830000000000000001", at(20));
+    switch(31, None);
+    poll(31).await.unwrap();
+    let stored = stored_refs(&server, "list").await;
+    assert_eq!(stored, [("830000000000000001".to_string(), "poll".to_string())]);
+    let failing = alerts("source_failing").await;
+    assert!(failing.len() == 1 && failing[0].resolved_at.is_some(), "{failing:?}");
+    assert_eq!(last_error().await, None);
+
+    // A second incident counts from its own first failure, not from the first incident's.
+    switch(40, Some(503));
+    for m in [40, 54] {
+        assert!(poll(m).await.is_err());
+    }
+    assert!(alerts("source_failing").await.iter().all(|a| a.resolved_at.is_some()), "14 min into the second");
+    assert!(poll(55).await.is_err());
+    let open: Vec<_> = alerts("source_failing").await.into_iter().filter(|a| a.resolved_at.is_none()).collect();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(open[0].detail.contains("Every poll since 10:40 UTC failed"), "{}", open[0].detail);
+    switch(56, None);
+    poll(56).await.unwrap();
+    assert!(alerts("source_failing").await.iter().all(|a| a.resolved_at.is_some()));
+
+    // The source refuses the token: a credentials alert at once, naming where the token goes; a good poll resolves
+    // it.
+    switch(60, Some(401));
+    assert!(poll(60).await.is_err());
+    let credential = if auth { "LIST_TOKEN" } else { "list" };
+    let refused = alerts("credentials").await;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].key, credential);
+    assert_eq!(refused[0].severity.as_str(), "critical");
+    if auth {
+        assert_eq!(refused[0].title, "list refused Leadline's access token: its new leads cannot be polled");
+        assert!(refused[0].detail.contains("in the environment variable LIST_TOKEN"), "{}", refused[0].detail);
+    } else {
+        assert_eq!(refused[0].title, "list refused Leadline's polls: its new leads cannot be polled");
+        assert!(refused[0].detail.contains("with `auth` in [sources.list.poll]"), "{}", refused[0].detail);
+    }
+    assert!(refused[0].resolved_at.is_none());
+    assert_eq!((refused[0].notifications, refused[0].notified_at), (1, Some(at(60))), "announced at once");
+    switch(61, None);
+    poll(61).await.unwrap();
+    let refused = alerts("credentials").await;
+    assert!(refused.len() == 1 && refused[0].resolved_at.is_some(), "resolved by a good poll: {refused:?}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failing_poll_alerts_by_the_rules_and_a_good_one_resolves_it() {
+    failing_poll_alerts_by_the_rules(true).await;
+}
+
+#[tokio::test]
+async fn a_refused_list_without_a_named_token_is_resolved_by_a_good_poll_too() {
+    failing_poll_alerts_by_the_rules(false).await;
 }
 
 #[test]

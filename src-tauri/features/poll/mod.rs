@@ -191,9 +191,8 @@ pub async fn poll(
         None => {
             let note = "the next poll worked";
             monitor::resolve(app, AlertKind::SourceFailing, source, note, now).await;
-            if let Some(credential) = reconcile::credential_of(app, &sc) {
-                monitor::resolve(app, AlertKind::Credentials, &credential, note, now).await;
-            }
+            let credential = reconcile::credential_key(app, &sc, source);
+            monitor::resolve(app, AlertKind::Credentials, &credential, note, now).await;
             Ok(outcome)
         }
     }
@@ -363,18 +362,28 @@ async fn failure_alert(
         _ => false,
     };
     if refused {
-        let credential = reconcile::credential_of(app, sc).unwrap_or_else(|| source.to_string());
-        let spec = AlertSpec {
-            kind: AlertKind::Credentials,
-            key: credential.clone(),
-            severity: Severity::Critical,
-            title: format!("{source} refused Leadline's access token: its new leads cannot be polled"),
-            detail: format!(
-                "{error}. Put a new token in the environment variable {credential} and restart Leadline. Nothing is \
-                 lost: Leadline keeps its place in {source}'s list and reads every lead created meanwhile once the \
-                 token works."
+        // Keyed by the token's variable, or by the source when it sends none: a good poll resolves the same key.
+        let credential = reconcile::credential_key(app, sc, source);
+        let kept = format!(
+            "Nothing is lost: Leadline keeps its place in {source}'s list and reads every lead created meanwhile once \
+             it is let in."
+        );
+        let (title, detail) = match reconcile::credential_of(app, sc) {
+            Some(var) => (
+                format!("{source} refused Leadline's access token: its new leads cannot be polled"),
+                format!("{error}. Put a new token in the environment variable {var} and restart Leadline. {kept}"),
+            ),
+            None => (
+                format!("{source} refused Leadline's polls: its new leads cannot be polled"),
+                format!(
+                    "{error}. Leadline sends no credential to this list: give it one with `auth` in \
+                     [sources.{source}.poll] (a bearer token or a header, read from an environment variable) and \
+                     restart Leadline. {kept}"
+                ),
             ),
         };
+        let spec =
+            AlertSpec { kind: AlertKind::Credentials, key: credential, severity: Severity::Critical, title, detail };
         return monitor::raise(app, notifier, spec, now).await;
     }
     if now - failing_since < chrono::Duration::minutes(sc.failing_alert_minutes as i64) {

@@ -186,9 +186,7 @@ pub async fn reconcile(
     } else {
         let note = "the next reconciliation worked";
         monitor::resolve(app, AlertKind::SourceFailing, source, note, now).await;
-        if let Some(credential) = credential_of(app, sc) {
-            monitor::resolve(app, AlertKind::Credentials, &credential, note, now).await;
-        }
+        monitor::resolve(app, AlertKind::Credentials, &credential_key(app, sc, source), note, now).await;
     }
     outcome?;
     if missing > 0 {
@@ -213,6 +211,12 @@ pub async fn reconcile(
     }
     let _ = app.live.send(LiveEvent::SourcesChanged);
     latest(&app.store, source).await?.ok_or_else(|| ReconcileError::Storage(anyhow::anyhow!("run vanished")))
+}
+
+/// The key of the `credentials` alert a refusal of `source`'s listing raises: the environment variable holding
+/// its credential, or, when it sends none, the source's name. Raised and resolved under the same key.
+pub(crate) fn credential_key(app: &App, sc: &SourceConfig, source: &str) -> String {
+    credential_of(app, sc).unwrap_or_else(|| source.to_string())
 }
 
 /// The environment variable holding the credential `source`'s listing (reconciliation or polling) uses.
@@ -248,7 +252,7 @@ async fn failure_alert(
         _ => false,
     };
     if refused {
-        let credential = credential_of(app, sc).unwrap_or_else(|| source.to_string());
+        let credential = credential_key(app, sc, source);
         let spec = AlertSpec {
             kind: AlertKind::Credentials,
             key: credential.clone(),
