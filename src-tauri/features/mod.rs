@@ -3,6 +3,7 @@
 //! read (dlq) and sent back (replay), the monitor watches, reconciliation recovers missed leads, polling
 //! asks sources without webhooks for their new leads, figures sum up, settings edits the configuration in the app.
 
+pub mod app;
 pub mod delivery;
 pub mod dlq;
 pub mod figures;

@@ -9,10 +9,11 @@ use tokio::sync::{broadcast, watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
+use crate::features::app::App;
 use crate::features::delivery::worker::Worker;
 use crate::features::ingest::{self, IngestState};
 use crate::features::monitor::{LogNotifier, Notifier};
-use crate::runtime::{App, Clock};
+use crate::runtime::Clock;
 use crate::store::Store;
 
 /// How to start: whether the demo runs (the UI says so), where alerts are announced, the clock (the system's

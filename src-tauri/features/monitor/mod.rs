@@ -39,10 +39,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::features::app::{App, LiveEvent};
 use crate::features::delivery::breaker::BreakerState;
 use crate::features::delivery::worker::WorkerEvent;
 use crate::model::ErrorClass;
-use crate::runtime::{App, LiveEvent};
 use alerts::{AlertKind, AlertSpec, Held, Severity};
 use notify::Announce;
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::alerts::{Alert, AlertKind, AlertSpec, Severity};
 use super::volume::{self, Assessment, Baseline, Verdict};
 use super::{human_duration, metrics, raise, resolve, Notifier};
-use crate::runtime::App;
+use crate::features::app::App;
 use crate::store::Store;
 
 /// What is happening with a source, in one word the Sources page turns into a label.
@@ -275,7 +275,7 @@ async fn escalate(app: &App, notifier: &dyn Notifier, spec: AlertSpec, now: Date
     // Channels that announced the drop keep that announcement (one per alert and channel); one that did not, as
     // its policy for a silence says.
     super::channels::on_open(app, &alert, now).await;
-    let _ = app.live.send(crate::runtime::LiveEvent::AlertsChanged);
+    let _ = app.live.send(crate::features::app::LiveEvent::AlertsChanged);
 }
 
 /// How rare a count is, in words a person reads at a glance: "about once in 2,800 such periods".

@@ -36,13 +36,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{PollConfig, ReconcileConfig, SourceConfig, SourceKind};
+use crate::features::app::{App, LiveEvent};
 use crate::features::graph::GraphErrorKind;
 use crate::features::ingest::IngestState;
 use crate::features::monitor::alerts::{AlertKind, AlertSpec, Severity};
 use crate::features::monitor::{self, Notifier};
 use crate::features::pipeline;
 use crate::features::reconcile::{self, ReconcileError};
-use crate::runtime::{App, LiveEvent};
 use crate::store::{InsertOutcome, NewEvent, PollCursor, PollPass, Via};
 
 /// Most pages read in one poll of one list; a longer list goes on from its cursor at the next poll.

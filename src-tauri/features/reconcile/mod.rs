@@ -34,11 +34,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetKind};
+use crate::features::app::{App, LiveEvent};
 use crate::features::ingest::IngestState;
 use crate::features::monitor::alerts::{AlertKind, AlertSpec, Severity};
 use crate::features::monitor::{self, Notifier};
 use crate::features::pipeline;
-use crate::runtime::{App, LiveEvent};
 use crate::store::{InsertOutcome, NewEvent, RunResult, Store, Via};
 
 /// Most pages read in one run (a safety net against a list endpoint that never ends).

@@ -9,9 +9,9 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 
 use super::{start, ReplayOptions, ReplaySelection};
+use crate::features::app::{App, LiveEvent};
 use crate::features::delivery::breaker::BreakerState;
 use crate::features::monitor::alerts::{AlertKind, AlertSpec, Severity};
-use crate::runtime::{App, LiveEvent};
 use crate::store::{ReplayEventKind, ReplayPhase, RunningReplay};
 
 /// What the runner knows about a target right now.

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::config::{AuthConfig, Config, ConfigError, NotifyPolicy, SecretSource};
+use crate::features::app::App;
 use crate::model::AlertKind;
-use crate::runtime::App;
 
 pub use edit::Change;
 

@@ -7,10 +7,11 @@ pub mod lookup;
 pub mod settings;
 pub mod tokens;
 
+pub use crate::features::app::{App, LiveEvent};
 pub use crate::features::monitor::health::{
     situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
 };
-pub use crate::runtime::{App, Clock, LiveEvent};
+pub use crate::runtime::Clock;
 pub use lookup::{find_leads, lead_story, reveal_lead, LeadQuery, LeadSearch, LeadStory};
 pub use settings::{save_settings, settings, store_secret, SecretEntry, SecretStored, SettingsEdit};
 

@@ -44,7 +44,7 @@ const ICON_SIZE: u32 = 64;
 /// What the engine process shares between its threads.
 struct Host {
     rt: tokio::runtime::Handle,
-    app: crate::runtime::App,
+    app: crate::features::app::App,
     confirm: Arc<dyn Confirm>,
     door: Door,
     /// The window's process while it runs: its standard input, where the places it should show are written.
@@ -486,14 +486,14 @@ async fn show_glance(g: Glance) {
 }
 
 /// Keeps the tray icon on the state of the queue: once now, then at every health update of the live feed.
-async fn follow_in_tray(app: crate::runtime::App) {
+async fn follow_in_tray(app: crate::features::app::App) {
     let mut live = app.live.subscribe();
     if let Ok(h) = api::health(&app).await {
         show_glance(glance::glance(&h)).await;
     }
     loop {
         match live.recv().await {
-            Ok(crate::runtime::LiveEvent::Health(h)) => show_glance(glance::glance(&h)).await,
+            Ok(crate::features::app::LiveEvent::Health(h)) => show_glance(glance::glance(&h)).await,
             Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
             Err(_) => break,
         }

@@ -24,8 +24,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::config::{ChannelConfig, ChannelKind, Config};
+use crate::features::app::App;
 use crate::model::{Page, Place};
-use crate::runtime::App;
 use crate::store::{Alert, ChannelState, ChannelSummary, ChannelTrouble};
 
 use super::health::{HealthVerdict, VerdictLevel};
