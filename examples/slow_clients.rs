@@ -177,11 +177,11 @@ strategy = "idempotency_key"
             };
             let Ok(mut s) = connect.await else {
                 settle();
-                return ("refused at connect", opened.elapsed());
+                return ("refused at connect".to_string(), opened.elapsed());
             };
             if s.write_all(head.as_bytes()).await.is_err() {
                 settle();
-                return ("closed", opened.elapsed());
+                return ("closed".to_string(), opened.elapsed());
             }
             let chunk = vec![b' '; 64 * 1024];
             let mut sent = 0;
@@ -193,16 +193,16 @@ strategy = "idempotency_key"
                 }
             }
             settle();
-            let mut buf = [0u8; 512];
-            let outcome = match tokio::time::timeout(Duration::from_secs(600), s.read(&mut buf)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => "closed without an answer",
-                Ok(Ok(_)) => match &buf[..12] {
-                    b"HTTP/1.1 408" => "408",
-                    b"HTTP/1.1 429" => "429",
-                    b"HTTP/1.1 503" => "503",
-                    _ => "another answer",
-                },
-                Err(_) => "still open after 600 s",
+            let mut said = Vec::new();
+            let outcome = match tokio::time::timeout(Duration::from_secs(600), s.read_to_end(&mut said)).await {
+                Err(_) => "still open after 600 s".to_string(),
+                Ok(_) if said.is_empty() => "closed without an answer".to_string(),
+                // The status and the `code` of the `{code, message}` body.
+                Ok(_) => {
+                    let said = String::from_utf8_lossy(&said);
+                    let code = said.split("\"code\":\"").nth(1).and_then(|c| c.split('"').next()).unwrap_or("");
+                    format!("{} {code}", said.get(9..12).unwrap_or("???"))
+                }
             };
             (outcome, opened.elapsed())
         }));
@@ -239,7 +239,7 @@ strategy = "idempotency_key"
     if no_limits {
         println!("(limits lifted: the slow connections stay open; stopping here)");
     } else {
-        let mut outcomes = std::collections::BTreeMap::<&str, (usize, Duration)>::new();
+        let mut outcomes = std::collections::BTreeMap::<String, (usize, Duration)>::new();
         for t in tasks {
             let (outcome, at) = t.await.unwrap();
             let e = outcomes.entry(outcome).or_default();

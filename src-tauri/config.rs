@@ -77,9 +77,59 @@ pub struct ServerConfig {
     pub header_timeout_seconds: u64,
     /// A webhook body must arrive whole within this time, or the request is refused (408).
     pub body_timeout_seconds: u64,
-    /// Most webhook bodies being read at once (they are buffered before the signature is checked); more
-    /// requests wait for a turn up to `body_timeout_seconds`, then get 503.
+    /// Most webhook bodies larger than 16 KiB being read at once (each is buffered whole before its signature is
+    /// checked); more such requests wait for a turn up to `body_timeout_seconds`, then get 503. Smaller bodies
+    /// need no turn.
     pub max_ingest_in_flight: usize,
+    /// Once its headers are in, a webhook body must keep arriving at least this fast (bytes a second), else it is
+    /// refused (408) and lets go of what it held. See `body_stall_seconds` for how far behind it may fall.
+    pub min_body_bytes_per_second: u64,
+    /// How far, in seconds, a body may fall behind `min_body_bytes_per_second`: a body that stops sending is cut
+    /// off this long after its last bytes (or after its headers, if it sends none).
+    pub body_stall_seconds: u64,
+    /// Most webhook bodies one client address (an IPv6 client: its /64) may have on their way at once; further
+    /// requests from it get 429 at once.
+    pub max_bodies_per_peer: usize,
+    /// Reverse proxies and load balancers (addresses or CIDR networks, `"10.0.0.0/8"`) whose `forwarded_header`
+    /// names the client. From any other peer that header is ignored and the client is the connection's address.
+    pub trusted_proxies: Vec<String>,
+    /// The header the trusted proxies write the client's address in: `x-forwarded-for` or `forwarded` (RFC 7239).
+    pub forwarded_header: ForwardedHeader,
+}
+
+/// Where a trusted proxy names the client it forwards for. Only the header the proxy writes may be read: a client
+/// can send either one, and a proxy passes on the one it does not write untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (nginx, HAProxy, cloud load balancers).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded: for=client, for=proxy1` (RFC 7239).
+    Forwarded,
+}
+
+impl ServerConfig {
+    /// `trusted_proxies` as networks (a bare address is a network of one); fails naming the entry that is neither.
+    pub fn trusted_proxy_networks(&self) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+        self.trusted_proxies
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let entry = entry.trim();
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .map(|net| net.trunc())
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        invalid(
+                            format!("server.trusted_proxies[{i}]"),
+                            format!("`{entry}` is not an IP address or network (`10.0.0.5`, `10.0.0.0/8`, `fd00::/8`)"),
+                        )
+                    })
+            })
+            .collect()
+    }
 }
 
 impl Default for ServerConfig {
@@ -92,6 +142,11 @@ impl Default for ServerConfig {
             header_timeout_seconds: 10,
             body_timeout_seconds: 30,
             max_ingest_in_flight: 64,
+            min_body_bytes_per_second: 1024,
+            body_stall_seconds: 5,
+            max_bodies_per_peer: 32,
+            trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::default(),
         }
     }
 }
@@ -1065,11 +1120,15 @@ impl Config {
             ("server.header_timeout_seconds", self.server.header_timeout_seconds),
             ("server.body_timeout_seconds", self.server.body_timeout_seconds),
             ("server.max_ingest_in_flight", self.server.max_ingest_in_flight as u64),
+            ("server.min_body_bytes_per_second", self.server.min_body_bytes_per_second),
+            ("server.body_stall_seconds", self.server.body_stall_seconds),
+            ("server.max_bodies_per_peer", self.server.max_bodies_per_peer as u64),
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be greater than 0"));
             }
         }
+        self.server.trusted_proxy_networks()?;
         for (i, host) in self.server.allowed_hosts.iter().enumerate() {
             if host.is_empty() || host.contains(['/', ':', ' ']) {
                 return Err(invalid(
@@ -1945,6 +2004,32 @@ mod tests {
         let no_strategy = OK.replace("strategy = \"idempotency_key\"", "");
         let e = parse(&no_strategy).unwrap_err().to_string();
         assert!(e.starts_with("targets.crm.strategy:"), "{e}");
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks_and_name_the_header_they_write() {
+        let with = |server: &str| parse(&format!("[server]\n{server}\n{OK}"));
+        let config = with(
+            r#"trusted_proxies = ["10.0.0.5", "10.1.0.0/16", "fd00::/8", "192.168.7.9/24"]
+forwarded_header = "forwarded""#,
+        )
+        .unwrap();
+        let nets: Vec<String> = config.server.trusted_proxy_networks().unwrap().iter().map(|n| n.to_string()).collect();
+        assert_eq!(nets, ["10.0.0.5/32", "10.1.0.0/16", "fd00::/8", "192.168.7.0/24"]);
+        assert_eq!(config.server.forwarded_header, ForwardedHeader::Forwarded);
+        let defaults = parse(OK).unwrap();
+        assert_eq!(defaults.server.forwarded_header, ForwardedHeader::XForwardedFor);
+        assert!(defaults.server.trusted_proxy_networks().unwrap().is_empty());
+        for bad in [r#"trusted_proxies = ["10.0.0.1", "proxy.internal"]"#, r#"trusted_proxies = ["10.0.0.0/33"]"#] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.starts_with("server.trusted_proxies[") && e.contains("not an IP address or network"), "{e}");
+        }
+        let e = with(r#"forwarded_header = "x-real-ip""#).unwrap_err().to_string();
+        assert!(e.contains("x-forwarded-for") && e.contains("forwarded"), "{e}");
+        for key in ["min_body_bytes_per_second", "body_stall_seconds", "max_bodies_per_peer"] {
+            let e = with(&format!("{key} = 0")).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("server.{key}:")), "{e}");
+        }
     }
 
     const PIPEDRIVE: &str = r#"

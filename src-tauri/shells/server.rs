@@ -200,7 +200,9 @@ const MAX_CONNECTION_BUFFER: usize = 64 * 1024;
 /// bound (`axum::serve` has neither a header timeout nor a connection cap): at most `max_connections` open
 /// connections (further ones are closed at once), headers within `header_timeout_seconds` (an idle keep-alive
 /// connection is closed after the same time), at most [`MAX_CONNECTION_BUFFER`] bytes buffered per connection.
-/// Webhook bodies are bounded in `ingest` (size per source, read time, bodies in flight).
+/// Webhook bodies are bounded in `ingest` (size per source, minimum rate, read time, large bodies in flight, bodies
+/// per sender). Every request carries its connection's address as `ConnectInfo<SocketAddr>`, as `axum::serve`
+/// would add it: ingest counts bodies per sender with it.
 async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -218,9 +220,9 @@ async fn serve(
     let mut last_refusal_logged: Option<tokio::time::Instant> = None;
     tokio::pin!(stop);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors, or a connection reset before it was accepted: keep serving.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -242,7 +244,11 @@ async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let service = tower::ServiceExt::map_request(router.clone(), move |mut request: axum::extract::Request<_>| {
+            request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            request
+        });
+        let service = hyper_util::service::TowerToHyperService::new(service);
         let connection = graceful.watch(http1.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             let _ = connection.await;

@@ -329,3 +329,30 @@ pub async fn preset_token(db: &Path) -> String {
     store.close().await;
     token
 }
+
+/// A server on [`config_text`] with `limits` added to its `[server]` section (the slow-client tests); a
+/// `max_body_bytes` among them replaces the usual 4096.
+pub async fn spawn_limited(limits: &str) -> TestApp {
+    init_test_log();
+    let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server_section =
+        if limits.contains("max_body_bytes") { limits.to_string() } else { format!("max_body_bytes = 4096\n{limits}") };
+    let text = config_text(crm_addr, &dir.path().join("leadline.db"), &idempotent_crm(crm_addr))
+        .replace("max_body_bytes = 4096", &server_section);
+    let server = leadline::server::Server::start(parse_config(&text)).await.unwrap();
+    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
+}
+
+/// Reads until the server closes the connection; returns what it said (empty when it just closed).
+pub async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return String::from_utf8_lossy(&answer).into_owned(),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+}

@@ -7,19 +7,23 @@
 //! committed together by one writer task (group commit), so durability costs one disk sync per batch, not
 //! per request.
 
+pub mod body;
 pub mod id;
 pub mod meta;
+pub mod peer;
+pub mod refusals;
 pub mod signature;
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -50,8 +54,12 @@ pub enum IngestError {
     TooLarge(usize),
     #[error("the body did not arrive within {0} s")]
     BodyTimeout(u64),
+    #[error("the body arrived slower than the minimum of {0} bytes a second; send it again")]
+    TooSlow(u64),
     #[error("too many webhook bodies are being received at once; send it again shortly")]
     Busy,
+    #[error("{limit} webhook bodies from {client} are already on their way; send it again once they are in")]
+    TooManyFromPeer { client: IpAddr, limit: usize },
     #[error("the verify token does not match")]
     VerifyTokenMismatch,
     #[error("{0}")]
@@ -69,8 +77,9 @@ impl IngestError {
             IngestError::MissingId(_) | IngestError::InvalidId(_) => StatusCode::UNPROCESSABLE_ENTITY,
             IngestError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             IngestError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            IngestError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            IngestError::BodyTimeout(_) | IngestError::TooSlow(_) => StatusCode::REQUEST_TIMEOUT,
             IngestError::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            IngestError::TooManyFromPeer { .. } => StatusCode::TOO_MANY_REQUESTS,
             IngestError::VerifyTokenMismatch => StatusCode::FORBIDDEN,
             IngestError::Storage => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -87,7 +96,9 @@ impl IngestError {
             IngestError::UnsupportedMediaType(_) => "unsupported_media_type",
             IngestError::TooLarge(_) => "too_large",
             IngestError::BodyTimeout(_) => "body_timeout",
+            IngestError::TooSlow(_) => "body_too_slow",
             IngestError::Busy => "busy",
+            IngestError::TooManyFromPeer { .. } => "too_many_bodies",
             IngestError::VerifyTokenMismatch => "verify_token_mismatch",
             IngestError::BadRequest(_) => "bad_request",
             IngestError::Storage => "storage_unavailable",
@@ -99,19 +110,21 @@ impl IntoResponse for IngestError {
     fn into_response(self) -> Response {
         let status = self.status();
         let mut response = (status, Json(json!({"code": self.code(), "message": self.to_string()}))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
         }
         if matches!(
             self,
             IngestError::BodyTimeout(_)
+                | IngestError::TooSlow(_)
                 | IngestError::Busy
+                | IngestError::TooManyFromPeer { .. }
                 | IngestError::TooLarge(_)
                 | IngestError::UnknownSource(_)
                 | IngestError::UnsupportedMediaType(_)
         ) {
-            // The body is refused unread: end the connection rather than keep a slow sender or leave its bytes
-            // to be taken for the next request.
+            // The body is refused unread (or half read): end the connection rather than keep a slow sender or
+            // leave its bytes to be taken for the next request.
             response
                 .headers_mut()
                 .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
@@ -139,11 +152,18 @@ pub struct IngestState {
     /// a request reads the set in force when it arrives.
     sources: Arc<std::sync::RwLock<Arc<BTreeMap<String, SourceRuntime>>>>,
     writer: mpsc::Sender<WriteRequest>,
-    /// Turns to read a body: a body is buffered whole before its signature can be checked, so the bytes held
-    /// for requests not yet authenticated are at most `max_ingest_in_flight` × the largest body.
-    bodies: Arc<tokio::sync::Semaphore>,
-    /// A request gets this long, from its headers, to wait for a turn and send its whole body.
-    body_timeout: std::time::Duration,
+    /// Turns to read a body larger than [`body::SMALL_BODY_BYTES`] (`server.max_ingest_in_flight`): a body is
+    /// buffered whole before its signature can be checked, so the bytes large bodies of requests not yet
+    /// authenticated hold are at most that × the largest body. Smaller ones need no turn (see [`body`]).
+    large_bodies: Arc<tokio::sync::Semaphore>,
+    large_bodies_limit: usize,
+    /// The rate and time a body must keep to.
+    body_rules: body::BodyRules,
+    /// Who sent a request: the connection's address, or a trusted proxy's word for it.
+    proxies: Arc<peer::Proxies>,
+    /// Bodies on their way per sender (`server.max_bodies_per_peer`).
+    peers: Arc<peer::PeerCounts>,
+    refusals: Arc<refusals::RefusalLog>,
     /// When an event is received.
     clock: Clock,
 }
@@ -163,8 +183,19 @@ impl IngestState {
         Ok(IngestState {
             sources: Arc::new(std::sync::RwLock::new(Arc::new(sources))),
             writer,
-            bodies: Arc::new(tokio::sync::Semaphore::new(config.server.max_ingest_in_flight)),
-            body_timeout: std::time::Duration::from_secs(config.server.body_timeout_seconds),
+            large_bodies: Arc::new(tokio::sync::Semaphore::new(config.server.max_ingest_in_flight)),
+            large_bodies_limit: config.server.max_ingest_in_flight,
+            body_rules: body::BodyRules {
+                min_rate: config.server.min_body_bytes_per_second,
+                stall: std::time::Duration::from_secs(config.server.body_stall_seconds),
+                timeout: std::time::Duration::from_secs(config.server.body_timeout_seconds),
+            },
+            proxies: Arc::new(peer::Proxies::new(
+                config.server.trusted_proxy_networks()?,
+                config.server.forwarded_header,
+            )),
+            peers: peer::PeerCounts::new(config.server.max_bodies_per_peer),
+            refusals: Arc::default(),
             clock,
         })
     }
@@ -179,6 +210,37 @@ impl IngestState {
 
     fn sources(&self) -> Arc<BTreeMap<String, SourceRuntime>> {
         self.sources.read().expect("sources lock").clone()
+    }
+
+    /// Webhook bodies being received now, from every sender (counted from admission until read whole).
+    pub fn bodies_on_their_way(&self) -> usize {
+        self.peers.total()
+    }
+
+    /// Turns for large bodies (`server.max_ingest_in_flight`) held now.
+    pub fn large_body_turns_taken(&self) -> usize {
+        self.large_bodies_limit - self.large_bodies.available_permits()
+    }
+
+    /// Logs a refusal an attack may repeat by the thousand: one line per kind every [`refusals::EVERY`].
+    fn log_refusal(&self, error: &IngestError, source: &str, client: IpAddr) {
+        let Some(unlogged) = self.refusals.note(error.code(), tokio::time::Instant::now()) else { return };
+        let setting = match error {
+            IngestError::TooSlow(_) => "server.min_body_bytes_per_second, server.body_stall_seconds",
+            IngestError::TooManyFromPeer { .. } => "server.max_bodies_per_peer",
+            IngestError::Busy => "server.max_ingest_in_flight",
+            IngestError::BodyTimeout(_) => "server.body_timeout_seconds",
+            _ => "",
+        };
+        tracing::warn!(
+            source = ?source,
+            client = %client,
+            code = error.code(),
+            setting,
+            not_logged_since_last_line = unlogged,
+            "refused a webhook: {error} (at most one line like it every {} s)",
+            refusals::EVERY.as_secs()
+        );
     }
 
     /// Stores events through the group-commit writer, exactly as a webhook's events are (reconciliation uses it).
@@ -337,29 +399,10 @@ struct EventRef {
     revision: Option<i64>,
 }
 
-async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<axum::body::Bytes, IngestError> {
-    if let Some(len) = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        if len > limit {
-            return Err(IngestError::TooLarge(limit));
-        }
-    }
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let inner = e.into_inner();
-        if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-            IngestError::TooLarge(limit)
-        } else {
-            IngestError::BadRequest(format!("could not read the body: {inner}"))
-        }
-    })
-}
-
 async fn receive(
     State(state): State<IngestState>,
     Path(source): Path<String>,
+    connection: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, IngestError> {
@@ -369,24 +412,37 @@ async fn receive(
         return Err(IngestError::UnknownSource(source));
     };
     declares_json(&headers)?;
-    let deadline = tokio::time::Instant::now() + state.body_timeout;
-    let _turn = match tokio::time::timeout_at(deadline, state.bodies.clone().acquire_owned()).await {
-        Ok(Ok(turn)) => turn,
-        _ => {
-            tracing::warn!(source = ?source, "refused: no turn to read the body (server.max_ingest_in_flight)");
-            return Err(IngestError::Busy);
+    let announced = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if announced.is_some_and(|n| n > src.max_body_bytes) {
+        return Err(IngestError::TooLarge(src.max_body_bytes));
+    }
+    // `serve` gives every request its connection's address; a router served some other way counts all its
+    // requests as one sender.
+    let tcp_peer = connection.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(a))| a.ip());
+    let client = state.proxies.client(tcp_peer, &headers);
+    let Some(on_its_way) = state.peers.admit(client) else {
+        let refused = IngestError::TooManyFromPeer { client, limit: state.peers.limit() };
+        state.log_refusal(&refused, &source, client);
+        return Err(refused);
+    };
+    let received = match body::read(body, announced, src.max_body_bytes, state.body_rules, &state.large_bodies).await {
+        Ok(received) => received,
+        Err(e) => {
+            if matches!(e, IngestError::TooSlow(_) | IngestError::Busy | IngestError::BodyTimeout(_)) {
+                state.log_refusal(&e, &source, client);
+            }
+            return Err(e);
         }
     };
-    let raw = match tokio::time::timeout_at(deadline, read_body(body, &headers, src.max_body_bytes)).await {
-        Ok(read) => read?,
-        Err(_) => {
-            tracing::warn!(source = ?source, "refused: the body did not arrive in time (server.body_timeout_seconds)");
-            return Err(IngestError::BodyTimeout(state.body_timeout.as_secs()));
-        }
-    };
+    // In: the sender's count goes down; a large body keeps its turn until it is answered (its bytes are held).
+    drop(on_its_way);
+    let raw: &[u8] = &received.bytes;
     if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
         let given = headers.get(header.as_str()).and_then(|v| v.to_str().ok());
-        if let Err(e) = signature::verify(secret, &raw, given) {
+        if let Err(e) = signature::verify(secret, raw, given) {
             tracing::warn!(source = ?source, reason = ?e, "rejected: signature check failed");
             return Err(match e {
                 signature::SignatureError::Missing => IngestError::MissingSignature(header.clone()),
@@ -394,7 +450,7 @@ async fn receive(
             });
         }
     }
-    let text = std::str::from_utf8(&raw).map_err(|e| IngestError::MalformedJson(format!("not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(raw).map_err(|e| IngestError::MalformedJson(format!("not UTF-8: {e}")))?;
     let now = state.clock.now();
     let mut rejected = Vec::new();
     let events: Vec<NewEvent> = match src.config.kind {
