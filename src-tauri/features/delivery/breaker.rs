@@ -4,7 +4,9 @@
 //! `window` results reaches `failure_ratio`; open → half-open once `cooldown_ms` has passed, letting exactly one
 //! probe through; the probe's success closes it, its failure opens it again for another cooldown.
 //! Only failures that say "the target is unwell" count (transient, ambiguous); a 4xx about one lead's data or a
-//! rate limit shows the target is up and answering.
+//! rate limit shows the target is up and answering. A `503` that says when to come back (`Retry-After`: a
+//! maintenance window) is the target saying it is down: it opens the breaker at once, whatever the count — the
+//! target is held until the time it gave anyway, and the operator reads "down", not "rate-limited".
 
 use std::collections::VecDeque;
 
@@ -29,6 +31,8 @@ pub enum Admission {
 pub enum Health {
     Healthy,
     Unhealthy,
+    /// The target said it is down until a given time (`503` with `Retry-After`): opens the breaker at once.
+    Unavailable,
     /// Says nothing about the target (a configuration error, a deferred job).
     Neutral,
 }
@@ -124,6 +128,18 @@ impl Breaker {
             }
             Health::Healthy => false,
             Health::Unhealthy => true,
+            Health::Unavailable => {
+                return match self.state {
+                    BreakerState::Open => None,
+                    BreakerState::HalfOpen => {
+                        self.probe_in_flight = false;
+                        self.open(now, "probe answered: unavailable, come back later".into())
+                    }
+                    BreakerState::Closed => {
+                        self.open(now, "the target said it is unavailable (503 with Retry-After)".into())
+                    }
+                };
+            }
         };
         match self.state {
             BreakerState::HalfOpen => {
@@ -239,6 +255,22 @@ mod tests {
         assert_eq!(tr.reason, "3 consecutive failures");
         assert_eq!(b.admit(t(500), &c).0, Admission::Deny);
         assert_eq!(b.opened_at(), Some(t(2)), "the desk says since when the target is down");
+    }
+
+    #[test]
+    fn a_target_that_says_it_is_unavailable_opens_it_at_once() {
+        let c = cfg();
+        let mut b = Breaker::default();
+        let tr = b.record(Health::Unavailable, t(0), &c).expect("one 503 with Retry-After opens it");
+        assert_eq!((tr.from, tr.to), (BreakerState::Closed, BreakerState::Open));
+        assert_eq!(b.admit(t(500), &c).0, Admission::Deny);
+        // The probe after the cooldown is told the same: open again, for another cooldown.
+        assert_eq!(b.admit(t(1_000), &c).0, Admission::Probe);
+        let tr = b.record(Health::Unavailable, t(1_010), &c).expect("the probe's answer reopens it");
+        assert_eq!((tr.from, tr.to), (BreakerState::HalfOpen, BreakerState::Open));
+        assert_eq!(b.admit(t(1_500), &c).0, Admission::Deny);
+        // Answers of requests already on their way when it opened change nothing.
+        assert!(b.record(Health::Unavailable, t(1_600), &c).is_none());
     }
 
     #[test]

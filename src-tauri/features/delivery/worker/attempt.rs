@@ -35,6 +35,13 @@ pub(super) async fn run_request(
     } else {
         reports.iter().flatten().next().map(|r| health_of(&r.verdict))
     };
+    // A 503 that says when to come back is the target declaring itself down (a maintenance window), unless the
+    // same request delivered something.
+    let unavailable = reports.iter().flatten().any(|r| r.http_status == Some(503) && r.retry_after.is_some());
+    let health = match health {
+        Some(Health::Unhealthy) if unavailable => Some(Health::Unavailable),
+        other => other,
+    };
     if let (Some(health), Some(job)) = (health, jobs.first()) {
         let transition = target.breaker.lock().expect("breaker lock").record(health, now, &target.config().breaker);
         if let Some(t) = transition {
@@ -151,7 +158,7 @@ fn batch_health<'a>(reports: impl Iterator<Item = &'a AttemptReport>) -> Option<
         }
         match health_of(&r.verdict) {
             Health::Healthy => healthy = true,
-            Health::Unhealthy => unhealthy = true,
+            Health::Unhealthy | Health::Unavailable => unhealthy = true,
             Health::Neutral => neutral = true,
         }
     }
