@@ -969,7 +969,7 @@ pub struct TargetConfig {
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
-    pub mapping: Vec<crate::features::targets::mapping::FieldRule>,
+    pub mapping: Vec<crate::model::mapping::FieldRule>,
     /// `search_then_create` (required) and ambiguous look-ups (optional for other strategies):
     /// a GET URL with `{external_id}`; 200 with a record means found, 404 or an empty list means not found.
     pub search_url: Option<String>,
@@ -1502,7 +1502,7 @@ impl TargetConfig {
 
     fn validate(&self, key: &str) -> Result<(), ConfigError> {
         if !self.mapping.is_empty() {
-            crate::features::targets::mapping::validate(&self.mapping, &format!("{key}.mapping")).map_err(|e| {
+            crate::model::mapping::validate(&self.mapping, &format!("{key}.mapping")).map_err(|e| {
                 // The mapping's errors start with their own key (`targets.crm.mapping[2].transform: …`).
                 let text = e.to_string();
                 let (k, m) = text.split_once(": ").unwrap_or((key, &text));
@@ -1677,7 +1677,7 @@ impl TargetConfig {
                 "does not apply to kind = \"pipedrive\" (it searches persons by person_field_key)",
             ));
         }
-        crate::features::targets::mapping::validate_pipedrive(&self.mapping, field).map_err(|(i, message)| match i {
+        crate::model::mapping::validate_pipedrive(&self.mapping, field).map_err(|(i, message)| match i {
             Some(i) => invalid(format!("{key}.mapping[{i}].to"), message),
             None => invalid(format!("{key}.mapping"), message),
         })

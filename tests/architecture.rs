@@ -4,6 +4,9 @@
 //!   are one unit, so `use super::…` inside a module family is not a cycle);
 //! - only the shells (the desktop app, `server.rs`, the HTTP adapter) import `api`;
 //! - the folders are the layers: `model`, `store`, `runtime`, `features`, `shells` (and `demo` beside them);
+//! - imports only go down those layers (`model` and the clock, then `config`, `store`, `runtime`, `features`, the
+//!   demo, `shells`), and inside `features` the connectors (`targets`) import neither the worker nor the store,
+//!   while the worker names no vendor;
 //! - `Utc::now()` is read only by the clock and the demo (tests may use it);
 //! - no environment variable, flag or file answers a confirmation in a person's place.
 //!
@@ -137,6 +140,70 @@ fn the_modules_import_each_other_without_cycles() {
             }
         }
     }
+}
+
+/// The layer of a module, by its top-level folder: each may import only the layers before it (and itself).
+fn layer(module: &str) -> Option<(usize, &'static str)> {
+    const LAYERS: [(&str, &str); 8] = [
+        ("model", "model"),
+        ("clock", "model"),
+        ("config", "config"),
+        ("store", "store"),
+        ("runtime", "runtime"),
+        ("features", "features"),
+        ("demo", "demo"),
+        ("shells", "shells"),
+    ];
+    let top = module.split("::").next()?;
+    LAYERS.iter().position(|(folder, _)| *folder == top).map(|i| {
+        // `clock` sits with `model`.
+        let rank = if i >= 1 { i - 1 } else { i };
+        (rank, LAYERS[i].1)
+    })
+}
+
+#[test]
+fn imports_only_go_down() {
+    let known = modules();
+    let mut upward = Vec::new();
+    for (from, to) in imports(&known) {
+        let Some((low, low_name)) = layer(&from) else { continue };
+        for target in to {
+            let Some((high, high_name)) = layer(&target) else { continue };
+            if high > low {
+                upward.push(format!("{from} ({low_name}) imports {target} ({high_name})"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that run back up the layers:\n{}", upward.join("\n"));
+    // The ranks hold what the docs say.
+    assert!(layer("clock").unwrap().0 < layer("config").unwrap().0);
+    assert!(layer("features::delivery").unwrap().0 < layer("shells::api").unwrap().0);
+}
+
+#[test]
+fn connectors_stand_apart_from_the_worker() {
+    const VENDORS: [&str; 5] = ["generic", "hubspot", "salesforce", "pipedrive", "meta_lead"];
+    let known = modules();
+    let edges = imports(&known);
+    let mut wrong = Vec::new();
+    for (from, to) in &edges {
+        for target in to {
+            let connector = from.starts_with("features::targets");
+            if connector && (target.starts_with("features::delivery") || target.starts_with("store")) {
+                wrong.push(format!("the connector module {from} imports {target}"));
+            }
+            let worker = from.starts_with("features::delivery");
+            if worker && VENDORS.iter().any(|v| target.starts_with(&format!("features::targets::{v}"))) {
+                wrong.push(format!("the worker module {from} names the vendor module {target}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(
+        edges.get("features::delivery::worker::target").is_some_and(|e| e.contains("features::targets")),
+        "the check reads the worker's imports of the connectors"
+    );
 }
 
 #[test]

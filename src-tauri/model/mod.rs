@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 mod attempt;
 mod hold;
 mod job;
+pub mod mapping;
 mod place;
 pub mod privacy;
 mod rate;
