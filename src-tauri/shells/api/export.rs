@@ -4,7 +4,11 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use super::{check_filter, mask_letter, replay_progress, ApiError, App};
+use super::error::ApiError;
+use super::letters::check_filter;
+use super::masking::mask_letter;
+use super::replaying::replay_progress;
+use crate::features::app::App;
 use crate::features::dlq::{self, DeadLetter, DeadLetterFilter};
 use crate::features::replay::{self, ReplayReportItem};
 use crate::model::privacy;

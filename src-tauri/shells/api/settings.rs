@@ -2,32 +2,14 @@
 //! kept) and puts it in force without a restart, and secrets entered into the OS keyring (see
 //! [`crate::features::settings`]).
 
-use serde::{Deserialize, Serialize};
-
-use super::{ApiError, App};
-use crate::features::settings::{self, Change, SaveOutcome, SettingsView};
+use super::connections::reload_secrets;
+use super::dto::{SecretEntry, SecretStored, SettingsEdit};
+use super::error::ApiError;
+use crate::features::app::App;
+use crate::features::settings::{self, SaveOutcome, SettingsView};
 
 /// Saves are made one at a time: each reads the file as it is, so two saves never write over each other.
 static SAVING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
-pub struct SettingsEdit {
-    pub changes: Vec<Change>,
-}
-
-/// A secret typed into the settings page, for the variable a field names.
-#[derive(Clone, Deserialize, ts_rs::TS)]
-pub struct SecretEntry {
-    pub variable: String,
-    pub value: String,
-}
-
-/// What storing a secret did.
-#[derive(Debug, Clone, Serialize, ts_rs::TS)]
-pub struct SecretStored {
-    pub message: String,
-    pub settings: SettingsView,
-}
 
 fn blocking_failed(e: tokio::task::JoinError) -> ApiError {
     ApiError::Internal(format!("the settings task failed: {e}"))
@@ -129,7 +111,7 @@ pub async fn store_secret(app: &App, entry: &SecretEntry, by: &str) -> Result<Se
         notes.push(format!("sources: {e:#}"));
     }
     if app.worker.is_some() {
-        for reload in super::reload_secrets(app, by).await? {
+        for reload in reload_secrets(app, by).await? {
             if !reload.ok {
                 notes.push(format!("{}: {}", reload.target, reload.message));
             }

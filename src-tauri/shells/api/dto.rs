@@ -1,0 +1,228 @@
+//! What the API takes and answers: the requests and views its functions exchange, serialised with serde and
+//! declared for the UI by ts-rs (`ui/src/lib/api/wire.ts`, see `tests/ts_contract.rs`).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::features::delivery::breaker::BreakerState;
+use crate::features::dlq::{DeadLetter, DeadLetterDetail};
+use crate::features::monitor::sources::SourceStatus;
+use crate::features::reconcile::ReconciliationRun;
+use crate::features::replay::fix::{FieldFix, FixReport};
+use crate::features::replay::{ReplayHistoryEntry, ReplayOptions, ReplayPreview, ReplaySelection};
+use crate::features::settings::{Change, SettingsView};
+use crate::store::{LeadMatch, LeadRecord, Resolution, Reveal};
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ts_rs::TS)]
+pub struct Session {
+    pub version: String,
+    /// Who this session acts as in the audit: the operator's token name (`alice`), the browser token
+    /// (``browser token `default` ``) or the desktop's OS user.
+    pub operator: String,
+    pub demo: bool,
+    pub worker: bool,
+    pub sources: Vec<String>,
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct DeadLetterList {
+    pub items: Vec<DeadLetter>,
+    /// Open dead letters by class, over everything (not only this page).
+    pub open_by_class: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct DeadLetterView {
+    #[serde(flatten)]
+    pub detail: DeadLetterDetail,
+    /// The CRM record, when a step of this lead was delivered (e.g. after a replay).
+    #[ts(type = "unknown")]
+    pub crm_record: Option<serde_json::Value>,
+    pub replays: Vec<ReplayHistoryEntry>,
+    /// Whether personal data is shown as it is (after an audited reveal) rather than masked (the default).
+    pub revealed: bool,
+    /// Who had this lead shown unmasked, newest first (the audit).
+    pub reveals: Vec<Reveal>,
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct RevealRequest {
+    /// Why the operator needs to see the lead's personal data (kept in the audit).
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ReplayRequest {
+    pub selection: ReplaySelection,
+    /// The preview's `eligible`: the replay runs only if the selection still matches it.
+    pub expected: i64,
+    /// Why (kept in the audit).
+    pub reason: String,
+    #[serde(default)]
+    pub options: ReplayOptions,
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ResolveRequest {
+    pub selection: ReplaySelection,
+    /// `discarded` or `fixed_manually`.
+    pub resolution: Resolution,
+    /// Why (kept with each dead letter).
+    pub note: String,
+    /// How many the operator saw; nothing happens if the selection changed.
+    pub expected: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct FixRequest {
+    pub selection: ReplaySelection,
+    pub fix: FieldFix,
+    /// Why (kept with each change). Not needed for a dry run.
+    #[serde(default)]
+    pub reason: String,
+    /// Only count and show examples.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// A field fix and the replay of the leads it changes, previewed, confirmed and done as one act.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct FixAndReplayRequest {
+    pub selection: ReplaySelection,
+    pub fix: FieldFix,
+    /// Why: kept with each change and with the replay.
+    pub reason: String,
+    /// How many leads the preview said the fix changes: nothing happens if that is no longer true.
+    pub expected_changed: i64,
+    #[serde(default)]
+    pub options: ReplayOptions,
+}
+
+/// What a fix-and-replay would do: the fix (count, before/after samples) and the replay of the leads it changes.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct FixAndReplayPreview {
+    pub fix: FixReport,
+    /// `null` when the fix changes no lead (then there is nothing to replay).
+    pub replay: Option<ReplayPreview>,
+    /// When the selection was counted: the request pinned to it ([`ReplaySelection::as_of`]) fixes and replays
+    /// exactly the leads counted here, not dead letters of the same cause parked since.
+    pub as_of: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct FixAndReplayReceipt {
+    /// Leads whose data was corrected.
+    pub fixed: i64,
+    /// The replay that sends them again.
+    pub replay_id: i64,
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct EditRequest {
+    #[ts(type = "unknown")]
+    pub payload: serde_json::Value,
+    pub reason: String,
+}
+
+/// A source as the Sources page shows it: its volume against the baseline and its last reconciliation.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct SourceView {
+    #[serde(flatten)]
+    pub status: SourceStatus,
+    /// `generic` or `meta`.
+    pub kind: String,
+    pub reconciles: bool,
+    /// Whether requests must carry a valid signature; an unsigned source takes leads from anyone who reaches it.
+    pub signed: bool,
+    pub last_reconciliation: Option<ReconciliationRun>,
+    /// Leads recovered by reconciliation in the last 7 days.
+    pub recovered_7d: i64,
+    /// Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
+    pub poll: Option<crate::features::poll::PollView>,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct TargetView {
+    pub name: String,
+    /// `http`, `meta_lead`, ... (what the target speaks).
+    pub kind: String,
+    /// Scheme, host and port of the target's URL (never credentials or paths with ids).
+    pub endpoint: String,
+    pub strategy: String,
+    /// Nothing is sent before `until`: the target said when to come back, or refused a credential.
+    pub hold: Option<crate::features::delivery::worker::Hold>,
+    /// The rate requests are paced to (declared, or learned from the target's headers), like `190/10s`.
+    pub rate: Option<String>,
+    /// Requests that may be in flight now (lowered while the target answers 429).
+    pub concurrency: u32,
+    /// How a lead becomes this target's record (the configured rules, as written).
+    #[ts(type = "unknown[]")]
+    pub mapping: Vec<serde_json::Value>,
+    pub breaker: Option<BreakerState>,
+    pub breaker_opened_at: Option<DateTime<Utc>>,
+    pub paused: bool,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+}
+
+/// What a reload of secrets did to one target, in words.
+#[derive(Debug, Clone, Serialize, PartialEq, ts_rs::TS)]
+pub struct SecretReload {
+    pub target: String,
+    pub ok: bool,
+    pub message: String,
+}
+
+/// What a search found.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct LeadSearch {
+    /// Newest first, at most [`FIND_LIMIT`].
+    pub items: Vec<LeadMatch>,
+    /// More leads may match than were returned.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, ts_rs::TS)]
+#[serde(default)]
+pub struct LeadQuery {
+    /// An e-mail address, a phone number (or part of one), a name, the source's id, the CRM's record id or the
+    /// lead's id.
+    pub q: String,
+}
+
+/// A lead's whole story: the lead (masked unless revealed), its steps with attempts, CRM ids and replays, fixes,
+/// and who had it revealed.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct LeadStory {
+    #[serde(flatten)]
+    pub lead: LeadRecord,
+    /// Per step (same order as `steps`), the CRM record's web address when the target's `record_url` is set
+    /// and the step has a CRM id.
+    pub crm_urls: Vec<Option<String>>,
+    /// Whether personal data is shown as it is (after an audited reveal) rather than masked (the default).
+    pub revealed: bool,
+    /// Who had this lead shown unmasked, newest first (the audit).
+    pub reveals: Vec<Reveal>,
+}
+
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct SettingsEdit {
+    pub changes: Vec<Change>,
+}
+
+/// A secret typed into the settings page, for the variable a field names.
+#[derive(Clone, Deserialize, ts_rs::TS)]
+pub struct SecretEntry {
+    pub variable: String,
+    pub value: String,
+}
+
+/// What storing a secret did.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct SecretStored {
+    pub message: String,
+    pub settings: SettingsView,
+}
