@@ -226,3 +226,89 @@ pub struct SecretStored {
     pub message: String,
     pub settings: SettingsView,
 }
+
+// The arguments of operations that take no request of their own (see `operations.rs`): path and query
+// parameters, and a request body, folded into one object.
+
+/// No arguments.
+#[derive(Debug, Clone, Default, Deserialize, ts_rs::TS)]
+pub struct NoArgs {}
+
+/// One thing by its id: a dead letter (its delivery id), a lead (its event id), a replay or an alert.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct IdArgs {
+    pub id: i64,
+}
+
+/// A time range: `1h`, `24h` or `7d` (each operation says which it takes when none is given).
+#[derive(Debug, Clone, Default, Deserialize, ts_rs::TS)]
+#[serde(default)]
+pub struct RangeArgs {
+    pub range: Option<String>,
+}
+
+/// A reveal of a dead letter's or a lead's personal data, with the reason kept in the audit.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct RevealArgs {
+    pub id: i64,
+    #[serde(flatten)]
+    pub request: RevealRequest,
+}
+
+/// An edit of one dead letter's lead.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct EditArgs {
+    pub id: i64,
+    #[serde(flatten)]
+    pub request: EditRequest,
+}
+
+/// A replay's report, of every lead or of one outcome (`delivered`, `failed_new_reason`, …).
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ReportArgs {
+    pub id: i64,
+    #[serde(default)]
+    pub outcome: Option<String>,
+}
+
+/// `cancel`, `pause` or `resume` a replay.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ControlArgs {
+    pub id: i64,
+    #[ts(type = "'cancel' | 'pause' | 'resume'")]
+    pub action: String,
+}
+
+/// One target by name.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct TargetArgs {
+    pub name: String,
+}
+
+/// A target and a stored lead (`source:id`, e.g. `webform:L-1`) to show the request it would send.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct TargetPreviewArgs {
+    pub name: String,
+    pub lead: String,
+}
+
+/// One source by name.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct SourceArgs {
+    pub source: String,
+}
+
+/// A field fix to preview with the replay of the leads it changes.
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct FixAndReplayPreviewArgs {
+    pub selection: ReplaySelection,
+    pub fix: FieldFix,
+}
+
+/// An export: the file name offered and its CSV. HTTP serves it as an attachment (`text/csv`); the desktop window
+/// saves it where the person chooses and answers the page with where it went.
+#[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
+pub struct ExportFile {
+    pub name: String,
+    pub body: String,
+}

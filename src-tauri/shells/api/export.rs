@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use super::dto::ExportFile;
 use super::error::ApiError;
 use super::letters::check_filter;
 use super::masking::mask_letter;
@@ -134,6 +135,18 @@ pub async fn replay_report(app: &App, replay_id: i64) -> Result<String, ApiError
         item.reason = item.reason.as_deref().map(privacy::mask_text);
     }
     replay_report_csv(&items)
+}
+
+/// The dead letters of `filter` as the file to save ([`dead_letters`] under [`file_name`]).
+pub async fn dead_letters_file(app: &App, filter: &DeadLetterFilter) -> Result<ExportFile, ApiError> {
+    let body = dead_letters(app, filter).await?;
+    Ok(ExportFile { name: file_name("dead-letters", app.clock.now()), body })
+}
+
+/// A replay's whole report as the file to save ([`replay_report`] under [`file_name`]).
+pub async fn replay_report_file(app: &App, replay_id: i64) -> Result<ExportFile, ApiError> {
+    let body = replay_report(app, replay_id).await?;
+    Ok(ExportFile { name: file_name(&format!("replay-{replay_id}"), app.clock.now()), body })
 }
 
 /// A file name for an export made at `now`: `leadline-dead-letters-20261201-0930.csv`.

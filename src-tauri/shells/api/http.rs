@@ -7,23 +7,25 @@
 //! [`protect`] wraps the whole surface: requests naming a foreign `Host` are refused (DNS rebinding), and every
 //! answer carries security headers.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::body::Bytes;
+use axum::extract::{Query, RawPathParams, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, MethodRouter};
 use axum::{Extension, Json, Router};
 use futures_util::Stream;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
-use super::{ApiError, App, LiveEvent, ReplayRequest};
-use crate::features::dlq::DeadLetterFilter;
-use crate::features::replay::ReplaySelection;
+use super::error::ApiError;
+use super::operations::{self, Caller, Operation, Reply};
+use crate::features::app::{App, LiveEvent};
 use crate::store::Store;
 
 /// The name the browser token acts under in audits.
@@ -248,51 +250,88 @@ pub fn protect(router: Router, config: &crate::config::ServerConfig) -> Router {
         .layer(middleware::map_response(security_headers))
 }
 
+/// The routes: one per operation of the registry ([`super::operations`]), behind the operator's credential with the
+/// live feed; and, open, the probes and the built UI (with the first link's sign-in).
 pub fn router(app: App) -> Router {
-    let api = Router::new()
-        .route("/api/session", get(session))
-        .route("/api/health", get(health))
-        .route("/api/metrics", get(metrics))
+    let api = operation_routes()
         .route("/api/events", get(events))
-        .route("/api/dead-letters", get(dead_letters))
-        .route("/api/dead-letters/groups", get(dead_letter_groups))
-        .route("/api/dead-letters/resolve", post(resolve_dead_letters))
-        .route("/api/dead-letters/fix", post(fix_dead_letters))
-        .route("/api/dead-letters/fix-and-replay/preview", post(fix_and_replay_preview))
-        .route("/api/dead-letters/fix-and-replay", post(fix_and_replay))
-        .route("/api/export/dead-letters", get(export_dead_letters))
-        .route("/api/export/replays/{id}", get(export_replay_report))
-        .route("/api/dead-letters/{id}", get(dead_letter))
-        .route("/api/dead-letters/{id}/edit", post(edit_dead_letter))
-        .route("/api/dead-letters/{id}/reveal", post(reveal_dead_letter))
-        .route("/api/leads", get(find_leads))
-        .route("/api/leads/{id}", get(lead_story))
-        .route("/api/leads/{id}/reveal", post(reveal_lead))
-        .route("/api/replays/preview", post(replay_preview))
-        .route("/api/replays", get(replays).post(replay))
-        .route("/api/replays/{id}", get(replay_progress))
-        .route("/api/replays/{id}/report", get(replay_report))
-        .route("/api/replays/{id}/{action}", post(control_replay))
-        .route("/api/alerts", get(alerts))
-        .route("/api/alerts/{id}/acknowledge", post(acknowledge))
-        .route("/api/alert-channels", get(alert_channels))
-        .route("/api/sources", get(sources))
-        .route("/api/sources/{name}/reconcile", post(reconcile_now))
-        .route("/api/figures", get(figures))
-        .route("/api/targets", get(targets))
-        .route("/api/targets/{name}/preview", get(target_preview))
-        .route("/api/targets/{name}/check", post(check_target))
-        .route("/api/secrets/reload", post(reload_secrets))
-        .route("/api/settings", get(settings).put(save_settings))
-        .route("/api/settings/secret", post(store_secret))
-        .route("/api/targets/{name}/pause", post(pause))
-        .route("/api/targets/{name}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(app.clone(), require_token))
         // Probes for a process manager or load balancer: no credential, nothing about leads.
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(static_ui);
     api.with_state(app)
+}
+
+/// A route per operation, at its method and path; one path may serve several methods (`/api/settings`).
+fn operation_routes() -> Router<App> {
+    let mut paths: BTreeMap<&'static str, MethodRouter<App>> = BTreeMap::new();
+    for op in operations::all() {
+        let handler = move |State(app): State<App>,
+                            Extension(who): Extension<Operator>,
+                            params: RawPathParams,
+                            RawQuery(query): RawQuery,
+                            headers: HeaderMap,
+                            body: Bytes| serve(op, app, who, params, query, headers, body);
+        let route = paths.remove(op.path).unwrap_or_default();
+        let route = match op.method {
+            operations::Method::Get => route.get(handler),
+            operations::Method::Post => route.post(handler),
+            operations::Method::Put => route.put(handler),
+        };
+        paths.insert(op.path, route);
+    }
+    paths.into_iter().fold(Router::new(), |router, (path, route)| router.route(path, route))
+}
+
+/// One operation over HTTP: its arguments are the JSON body's fields, then the query's, then the path's (each
+/// later one wins), read as [`operations::call`] reads the window's. A refusal is answered 422 with its body; a
+/// file as an attachment.
+async fn serve(
+    op: &'static Operation,
+    app: App,
+    who: Operator,
+    params: RawPathParams,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut args = Map::new();
+    if !body.is_empty() {
+        if !json_content_type(&headers) {
+            return (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                Json(json!({"code": "unsupported_media_type", "message": "the body must be JSON (Content-Type: application/json)"})),
+            )
+                .into_response();
+        }
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Object(fields)) => args = fields,
+            Ok(Value::Null) => {}
+            Ok(_) => return ApiError::BadRequest("the body must be a JSON object".into()).into_response(),
+            Err(e) => return ApiError::BadRequest(format!("the body is not JSON: {e}")).into_response(),
+        }
+    }
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        args.insert(key.into_owned(), Value::String(value.into_owned()));
+    }
+    for (key, value) in &params {
+        args.insert(key.to_string(), Value::String(value.to_string()));
+    }
+    let cx = Caller { app, actor: who.actor, confirm: None };
+    match op.run(cx, Value::Object(args)).await {
+        Ok(Reply::Answer(answer)) => Json(answer).into_response(),
+        Ok(Reply::Refusal(answer)) => (StatusCode::UNPROCESSABLE_ENTITY, Json(answer)).into_response(),
+        Ok(Reply::File(file)) => csv_file(file.name, file.body),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `application/json`, or a `+json` type, with any parameters.
+fn json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// Liveness: the process serves HTTP.
@@ -320,23 +359,6 @@ async fn readyz(State(app): State<App>) -> Response {
     }
     let worker = if app.worker.is_some() { "running" } else { "none in this process" };
     (StatusCode::OK, Json(serde_json::json!({"status": "ready", "database": "ok", "worker": worker}))).into_response()
-}
-
-async fn session(State(app): State<App>, Extension(who): Extension<Operator>) -> Json<super::Session> {
-    Json(super::session(&app, &who.actor))
-}
-
-async fn health(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::health(&app).await?).into_response())
-}
-
-#[derive(Deserialize)]
-struct RangeQuery {
-    range: Option<String>,
-}
-
-async fn metrics(State(app): State<App>, Query(q): Query<RangeQuery>) -> Result<Response, ApiError> {
-    Ok(Json(super::metrics(&app, q.range.as_deref().unwrap_or("1h")).await?).into_response())
 }
 
 /// The live feed. It ends when the server stops, and when its token stops working (revoked or replaced): the
@@ -399,10 +421,6 @@ where
     })
 }
 
-async fn dead_letters(State(app): State<App>, Query(filter): Query<DeadLetterFilter>) -> Result<Response, ApiError> {
-    Ok(Json(super::dead_letters(&app, &filter).await?).into_response())
-}
-
 /// A CSV file for the browser to save (`Content-Disposition: attachment`).
 fn csv_file(name: String, body: String) -> Response {
     (
@@ -413,238 +431,6 @@ fn csv_file(name: String, body: String) -> Response {
         body,
     )
         .into_response()
-}
-
-async fn export_dead_letters(
-    State(app): State<App>,
-    Query(filter): Query<DeadLetterFilter>,
-) -> Result<Response, ApiError> {
-    let body = super::export::dead_letters(&app, &filter).await?;
-    Ok(csv_file(super::export::file_name("dead-letters", app.clock.now()), body))
-}
-
-async fn export_replay_report(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
-    let body = super::export::replay_report(&app, id).await?;
-    Ok(csv_file(super::export::file_name(&format!("replay-{id}"), app.clock.now()), body))
-}
-
-async fn dead_letter_groups(
-    State(app): State<App>,
-    Query(filter): Query<DeadLetterFilter>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::dead_letter_groups(&app, &filter).await?).into_response())
-}
-
-async fn resolve_dead_letters(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(request): Json<super::ResolveRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::resolve_dead_letters(&app, &request, &who.actor).await?).into_response())
-}
-
-async fn fix_dead_letters(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(request): Json<super::FixRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::fix_dead_letters(&app, &request, &who.actor).await?).into_response())
-}
-
-#[derive(Deserialize)]
-struct FixAndReplayPreviewRequest {
-    selection: crate::store::ReplaySelection,
-    fix: crate::features::replay::fix::FieldFix,
-}
-
-async fn fix_and_replay_preview(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(request): Json<FixAndReplayPreviewRequest>,
-) -> Result<Response, ApiError> {
-    let preview = super::fix_and_replay_preview(&app, &request.selection, &request.fix, &who.actor).await?;
-    Ok(Json(preview).into_response())
-}
-
-/// The browser confirms in the page and sends the count it showed (`expected_changed`), which is checked here.
-async fn fix_and_replay(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(request): Json<super::FixAndReplayRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::fix_and_replay(&app, &request, &who.actor).await?).into_response())
-}
-
-async fn edit_dead_letter(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path(id): Path<i64>,
-    Json(request): Json<super::EditRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::edit_dead_letter(&app, id, &request, &who.actor).await?).into_response())
-}
-
-async fn reveal_dead_letter(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path(id): Path<i64>,
-    Json(request): Json<super::RevealRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::reveal_dead_letter(&app, id, &request, &who.actor).await?).into_response())
-}
-
-async fn find_leads(State(app): State<App>, Query(query): Query<super::LeadQuery>) -> Result<Response, ApiError> {
-    Ok(Json(super::find_leads(&app, &query).await?).into_response())
-}
-
-async fn lead_story(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
-    Ok(Json(super::lead_story(&app, id).await?).into_response())
-}
-
-async fn reveal_lead(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path(id): Path<i64>,
-    Json(request): Json<super::RevealRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::reveal_lead(&app, id, &request, &who.actor).await?).into_response())
-}
-
-async fn replays(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::replays(&app).await?).into_response())
-}
-
-#[derive(Deserialize)]
-struct OutcomeQuery {
-    outcome: Option<String>,
-}
-
-async fn replay_report(
-    State(app): State<App>,
-    Path(id): Path<i64>,
-    Query(q): Query<OutcomeQuery>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::replay_report(&app, id, q.outcome.as_deref()).await?).into_response())
-}
-
-async fn control_replay(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path((id, action)): Path<(i64, String)>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::control_replay(&app, id, &action, &who.actor).await?).into_response())
-}
-
-async fn dead_letter(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
-    Ok(Json(super::dead_letter(&app, id).await?).into_response())
-}
-
-async fn replay_preview(State(app): State<App>, Json(selection): Json<ReplaySelection>) -> Result<Response, ApiError> {
-    Ok(Json(super::replay_preview(&app, &selection).await?).into_response())
-}
-
-async fn replay(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(request): Json<ReplayRequest>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::replay(&app, &request, &who.actor).await?).into_response())
-}
-
-async fn replay_progress(State(app): State<App>, Path(id): Path<i64>) -> Result<Response, ApiError> {
-    Ok(Json(super::replay_progress(&app, id).await?).into_response())
-}
-
-async fn alerts(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::alerts(&app).await?).into_response())
-}
-
-async fn alert_channels(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::alert_channels(&app).await?).into_response())
-}
-
-async fn acknowledge(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path(id): Path<i64>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::acknowledge_alert(&app, id, &who.actor).await?).into_response())
-}
-
-async fn sources(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::sources(&app).await?).into_response())
-}
-
-async fn reconcile_now(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    Ok(Json(super::reconcile_now(&app, &name).await?).into_response())
-}
-
-async fn figures(State(app): State<App>, Query(q): Query<RangeQuery>) -> Result<Response, ApiError> {
-    Ok(Json(super::figures(&app, q.range.as_deref().unwrap_or("24h")).await?).into_response())
-}
-
-#[derive(serde::Deserialize)]
-struct PreviewQuery {
-    lead: String,
-}
-
-async fn target_preview(
-    State(app): State<App>,
-    Path(name): Path<String>,
-    Query(q): Query<PreviewQuery>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::target_preview(&app, &name, &q.lead).await?).into_response())
-}
-
-async fn settings(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::settings(&app).await?).into_response())
-}
-
-/// `200` with the settings in force when saved; `422` with the refused fields (and nothing written) otherwise.
-async fn save_settings(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(edit): Json<super::SettingsEdit>,
-) -> Result<Response, ApiError> {
-    let outcome = super::save_settings(&app, &edit, &who.actor).await?;
-    let status = if outcome.saved { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
-    Ok((status, Json(outcome)).into_response())
-}
-
-async fn store_secret(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Json(entry): Json<super::SecretEntry>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::store_secret(&app, &entry, &who.actor).await?).into_response())
-}
-
-async fn reload_secrets(State(app): State<App>, Extension(who): Extension<Operator>) -> Result<Response, ApiError> {
-    Ok(Json(super::reload_secrets(&app, &who.actor).await?).into_response())
-}
-
-async fn check_target(State(app): State<App>, Path(name): Path<String>) -> Result<Response, ApiError> {
-    Ok(Json(super::check_target(&app, &name).await?).into_response())
-}
-
-async fn targets(State(app): State<App>) -> Result<Response, ApiError> {
-    Ok(Json(super::targets(&app).await?).into_response())
-}
-
-async fn pause(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path(name): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::set_target_paused(&app, &name, true, &who.actor).await?).into_response())
-}
-
-async fn resume(
-    State(app): State<App>,
-    Extension(who): Extension<Operator>,
-    Path(name): Path<String>,
-) -> Result<Response, ApiError> {
-    Ok(Json(super::set_target_paused(&app, &name, false, &who.actor).await?).into_response())
 }
 
 /// The built UI (`ui/dist`), embedded in release builds and read from disk in debug builds.

@@ -1,6 +1,7 @@
 //! The single surface the outside world uses: plain async functions with serde DTOs. The HTTP routes
 //! ([`http`]) and the desktop commands are thin adapters over these; tests call them directly.
 
+mod args;
 pub mod confirm;
 mod connections;
 pub mod dto;
@@ -11,6 +12,7 @@ mod letters;
 pub mod lookup;
 mod masking;
 mod monitoring;
+pub mod operations;
 mod replaying;
 pub mod settings;
 pub mod tokens;
