@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leadline::api::operations;
 use leadline::api::{ApiError, ScriptedConfirm};
 use leadline::shells::window::bridge::{self, Client, EngineSide};
 use leadline::shells::window::commands::{self, Context};
@@ -51,12 +52,13 @@ async fn bridged_with(
     (Client::new(door.clone()).unwrap(), door)
 }
 
-/// The commands the UI's desktop backends invoke (`call<…>('name'` in `backend-tauri.ts` and `backend-desk.ts`).
+/// The commands the UI's desktop backends invoke: every operation (`TauriBackend.call` invokes it by name), and the
+/// engine's and the window's own commands (`command<…>('name'` in `backend-tauri.ts` and `backend-desk.ts`).
 fn invoked_by_the_page() -> Vec<String> {
-    let mut names = Vec::new();
+    let mut names: Vec<String> = operations::all().iter().map(|op| op.name.to_string()).collect();
     for file in ["ui/src/lib/backend-tauri.ts", "ui/src/lib/backend-desk.ts"] {
         let text = std::fs::read_to_string(file).unwrap();
-        for line in text.lines().filter(|l| l.contains("call<")) {
+        for line in text.lines().filter(|l| l.contains("command<")) {
             let Some(start) = line.find(">('") else { continue };
             let rest = &line[start + 3..];
             names.push(rest[..rest.find('\'').unwrap()].to_string());
@@ -77,9 +79,8 @@ fn every_command_the_window_invokes_is_answered_by_the_engine_or_the_window() {
         assert!(engine != window, "`{name}` must be answered by exactly one side (engine: {engine}, window: {window})");
     }
     // And the engine answers nothing the page never asks (a renamed command would leave a dead entry).
-    for known in commands::NAMES {
-        let asked = names.iter().any(|n| commands::route(n).is_some_and(|(engine, _)| engine == *known));
-        assert!(asked, "the engine answers `{known}`, which no page invokes");
+    for known in commands::ENGINE_OWN {
+        assert!(names.iter().any(|n| n == known), "the engine answers `{known}`, which no page invokes");
     }
 }
 
@@ -118,7 +119,8 @@ async fn commands_answer_through_the_bridge_as_the_page_reads_them() {
     assert_eq!(engine.quits.load(std::sync::atomic::Ordering::SeqCst), 1, "the engine was asked to quit once");
 
     // An export comes back as its file name and CSV, for the window to save.
-    let csv = client.invoke(commands::CSV_DEAD_LETTERS, json!({ "filter": {} })).await.unwrap();
+    assert_eq!(commands::route("export_dead_letters"), Some(commands::Route::SaveFile));
+    let csv = client.invoke("export_dead_letters", json!({})).await.unwrap();
     assert!(csv["name"].as_str().unwrap().ends_with(".csv"), "{csv}");
     assert!(csv["body"].as_str().unwrap().lines().next().is_some_and(|h| h.contains(',')), "{csv}");
 }
@@ -129,12 +131,10 @@ async fn a_refused_confirmation_changes_nothing_and_the_engine_asked_in_words() 
     let confirm = Arc::new(ScriptedConfirm::always(false));
     let (client, _) = bridged(&app, confirm.clone()).await;
     let request = json!({
-        "request": {
-            "selection": { "ids": [1] },
-            "resolution": "discarded",
-            "note": "spam",
-            "expected": 1
-        }
+        "selection": { "ids": [1] },
+        "resolution": "discarded",
+        "note": "spam",
+        "expected": 1
     });
     let answer = client.invoke("resolve_dead_letters", request).await.unwrap_err();
     assert_eq!(answer["code"], ApiError::Cancelled.code(), "{answer}");

@@ -467,7 +467,9 @@ impl Operation {
             return Ok(Request { method: self.method, path, body });
         }
         let mut query = url::form_urlencoded::Serializer::new(String::new());
-        for (key, value) in &rest {
+        let mut by_name: Vec<(&String, &Value)> = rest.iter().collect();
+        by_name.sort_by_key(|(key, _)| *key);
+        for (key, value) in by_name {
             match value {
                 Value::Null => {}
                 Value::String(s) if s.is_empty() => {}

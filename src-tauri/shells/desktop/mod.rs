@@ -296,9 +296,10 @@ fn window_handler<F: Fn(Invoke<tauri::Wry>) -> bool>(handler: F) -> F {
     handler
 }
 
-/// Sends a command to the engine over the bridge and answers the page with what came back; an export's CSV is
-/// saved here, where the person chooses.
-fn forward(invoke: Invoke<tauri::Wry>, (engine, save): (&'static str, bool)) {
+/// Sends a command to the engine over the bridge and answers the page with what came back; an export's file is
+/// saved here, where the person chooses, and the page hears where it went.
+fn forward(invoke: Invoke<tauri::Wry>, route: commands::Route) {
+    let command = invoke.message.command().to_string();
     let args = match invoke.message.payload() {
         InvokeBody::Json(v) => v.clone(),
         InvokeBody::Raw(_) => Value::Null,
@@ -306,13 +307,13 @@ fn forward(invoke: Invoke<tauri::Wry>, (engine, save): (&'static str, bool)) {
     let handle = invoke.message.webview().app_handle().clone();
     invoke.resolver.respond_async(async move {
         let client = handle.state::<bridge::Client>().inner().clone();
-        let answer = client.invoke(engine, args).await.map_err(InvokeError)?;
-        if !save {
+        let answer = client.invoke(&command, args).await.map_err(InvokeError)?;
+        if route == commands::Route::Answer {
             return Ok(answer);
         }
-        let csv: commands::Csv = serde_json::from_value(answer)
+        let file: api::ExportFile = serde_json::from_value(answer)
             .map_err(|e| InvokeError(serde_json::json!({"code": "internal", "message": e.to_string()})))?;
-        let saved = save_csv(handle, csv.name, csv.body)
+        let saved = save_csv(handle, file.name, file.body)
             .await
             .map_err(|e| InvokeError(serde_json::to_value(e).unwrap_or_default()))?;
         Ok(saved.map(Value::String).unwrap_or(Value::Null))

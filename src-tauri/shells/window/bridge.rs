@@ -2,8 +2,9 @@
 //! engine process, [`crate::shells::desktop`]'s engine process), and reaches the engine here, on a loopback port with a secret made for this
 //! run (handed to the window's process in its environment, never on a command line).
 //!
-//! - `POST /invoke/{command}` with the page's arguments: the command answered by [`commands::dispatch`] (native
-//!   confirmations are shown by the engine process), as `{"ok": …}` or `{"err": {code, message}}`;
+//! - `POST /invoke/{command}` with the page's arguments: the operation answered by [`commands::dispatch`] (native
+//!   confirmations are shown by the engine process; an export's file comes back as `{name, body}`), or one of
+//!   [`commands::ENGINE_OWN`], as `{"ok": …}` or `{"err": {code, message}}`;
 //! - `GET /live`: the live events, one JSON object per line, for the window to pass on to its page.
 //!
 //! Nothing else listens here: the browser's API is the server's (`[server]`), with its own tokens.
@@ -26,8 +27,8 @@ use crate::shells::window::commands::{self, Context};
 pub const ENV_URL: &str = "LEADLINE_BRIDGE_URL";
 pub const ENV_SECRET: &str = "LEADLINE_BRIDGE_SECRET";
 
-/// Commands the engine process answers itself, not [`commands::dispatch`]: start at login (which the tray shows),
-/// whether a system tray shows the icon, and quitting.
+/// The commands the engine process answers itself ([`commands::ENGINE_OWN`]), not [`commands::dispatch`]: start at
+/// login (which the tray shows), whether a system tray shows the icon, and quitting.
 pub trait EngineSide: Send + Sync + 'static {
     fn autostart(&self) -> bool;
     fn set_autostart(&self, on: bool) -> Result<bool, String>;

@@ -4,25 +4,25 @@
 // the local app emits, with `desk-connection` saying when the server is lost and found again.
 
 import { ApiFailure } from './backend';
-import { HttpBackend } from './backend-http';
-import { TauriBackend, call, on } from './backend-tauri';
+import { HttpBackend, type Method } from './backend-http';
+import { TauriBackend, command, on } from './backend-tauri';
 import type { DeskAnswer, DeskView, LiveEvent, Place } from './api/wire';
 
 /** How this computer's app runs (`choose` on a first start). */
 export function deskView() {
-  return call<DeskView>('desk_view');
+  return command<DeskView>('desk_view');
 }
 /** First start: run Leadline here, for one person. */
 export function chooseHere() {
-  return call<DeskView>('choose_here');
+  return command<DeskView>('choose_here');
 }
 /** First start: be a desk of the team server at `server`, with the operator's token (checked on the server first). */
 export function connectTeam(server: string, token: string) {
-  return call<DeskView>('connect_team', { server, token });
+  return command<DeskView>('connect_team', { server, token });
 }
 /** Disconnects from the team server (asked natively), forgets the token and restarts the app. */
 export function leaveTeam() {
-  return call<null>('leave_team');
+  return command<null>('leave_team');
 }
 
 export class DeskBackend extends HttpBackend {
@@ -33,10 +33,10 @@ export class DeskBackend extends HttpBackend {
     super(server);
   }
 
-  protected override async send(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown) {
+  protected override async send(method: Method, path: string, body?: unknown) {
     let answer: DeskAnswer;
     try {
-      answer = await call<DeskAnswer>('desk_call', { method, path, body: body ?? null });
+      answer = await command<DeskAnswer>('desk_call', { method, path, body: body ?? null });
     } catch (e) {
       // The server did not answer (down, no network): the same code as a browser's failed fetch.
       throw new ApiFailure('network', e instanceof Error ? e.message : String(e));
@@ -45,7 +45,7 @@ export class DeskBackend extends HttpBackend {
   }
 
   protected override download(path: string) {
-    return call<string | null>('desk_export', { path });
+    return command<string | null>('desk_export', { path });
   }
 
   autostart() {

@@ -1,66 +1,34 @@
-// Browser mode: JSON over fetch and a Server-Sent-Events feed against `leadline serve`.
+// Browser mode: each operation is an HTTP request to `leadline serve` (its method and path from the registry,
+// `api/operations.ts`), and the live feed is Server-Sent Events.
 
-import { ApiFailure, type Backend } from './backend';
-import { explainError, toQuery } from './format';
-import type {
-  FieldFix,
-  FixAndReplayPreview,
-  FixAndReplayReceipt,
-  FixAndReplayRequest,
-  Alert,
-  ChannelView,
-  ConnectionCheck,
-  SecretReload,
-  RequestPreview,
-  DeadLetterGroup,
-  EditRequest,
-  RevealRequest,
-  FixReport,
-  FixRequest,
-  ReplayOptions,
-  ReplayReportItem,
-  ResolveRequest,
-  ErrorBody,
-  DeadLetterFilter,
-  DeliveryFigures,
-  DeadLetterList,
-  DeadLetterView,
-  LeadSearch,
-  LeadStory,
-  HealthView,
-  LiveEvent,
-  MetricSeries,
-  ReplayPreview,
-  ReplayProgress,
-  ReplayReceipt,
-  ReplaySelection,
-  ReconciliationRun,
-  Session,
-  SourceView,
-  TargetView,
-  Change,
-  SaveOutcome,
-  SecretStored,
-  SettingsView,
-} from './api/wire';
+import { ApiFailure, type AnswerOf, type ArgsParam, type Backend } from './backend';
+import { explainError } from './format';
+import { OPERATIONS, type OperationName } from './api/operations';
+import type { ErrorBody, LiveEvent } from './api/wire';
 
-/** A dead-letter filter as a query string (empty values left out). */
-export function filterQuery(filter: DeadLetterFilter): string {
-  return toQuery({
-    class: filter.class,
-    source: filter.source,
-    target: filter.target,
-    since: filter.since,
-    until: filter.until,
-    text: filter.text,
-    http_status: filter.http_status,
-    cause: filter.cause,
-    lead_field: filter.lead_field,
-    lead_value: filter.lead_value,
-    resolution: filter.resolution,
-    limit: filter.limit,
-    before_id: filter.before_id,
+export type Method = 'GET' | 'POST' | 'PUT';
+
+/** The request for an operation, as the server's router reads it (the same as `Operation::request` in Rust): the
+ * path's `{name}` parameters filled in from the arguments; for a GET the others as the query, in the order of their
+ * names (null and empty text left out); otherwise the others as the JSON body, or none when none is left. */
+export function request(name: OperationName, args: object = {}): { method: Method; path: string; body?: unknown } {
+  const op = OPERATIONS[name];
+  const rest: Record<string, unknown> = { ...args };
+  const path = op.path.replace(/\{(\w+)\}/g, (_, key: string) => {
+    const value = rest[key];
+    if (typeof value !== 'string' && typeof value !== 'number') throw new Error(`${name} needs \`${key}\` for its path`);
+    delete rest[key];
+    return encodeURIComponent(String(value));
   });
+  if (op.method !== 'GET') return Object.keys(rest).length ? { method: op.method, path, body: rest } : { method: op.method, path };
+  const query = new URLSearchParams();
+  for (const key of Object.keys(rest).sort()) {
+    const value = rest[key];
+    if (value === null || value === undefined || value === '') continue;
+    query.append(key, String(value));
+  }
+  const q = query.toString();
+  return { method: op.method, path: q ? `${path}?${q}` : path };
 }
 
 export class HttpBackend implements Backend {
@@ -99,16 +67,9 @@ export class HttpBackend implements Backend {
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
     return name;
   }
-  exportDeadLetters(filter: DeadLetterFilter) {
-    return this.download(`/api/export/dead-letters${filterQuery(filter)}`);
-  }
-  exportReplayReport(id: number) {
-    return this.download(`/api/export/replays/${id}`);
-  }
-
   /** One request to the API: its status and body text. A desk of a team server sends it through the desktop
    * app instead (see backend-desk.ts), which holds the token. */
-  protected async send(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  protected async send(method: Method, path: string, body?: unknown): Promise<{ status: number; text: string }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response: Response;
@@ -125,7 +86,9 @@ export class HttpBackend implements Backend {
     return { status: response.status, text: await response.text() };
   }
 
-  private async call<T>(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown, accept: number[] = []): Promise<T> {
+  async call<N extends OperationName>(name: N, ...args: ArgsParam<N>): Promise<AnswerOf<N>> {
+    const { method, path, body } = request(name, args[0] ?? {});
+    if (OPERATIONS[name].file) return (await this.download(path)) as AnswerOf<N>;
     const { status, text } = await this.send(method, path, body);
     let json: unknown = null;
     try {
@@ -133,118 +96,14 @@ export class HttpBackend implements Backend {
     } catch {
       throw new ApiFailure('internal', `Leadline answered HTTP ${status} with something that is not JSON`);
     }
-    if ((status < 200 || status > 299) && !accept.includes(status)) {
+    // 422 from an operation that may refuse (a settings save) carries the refused fields: an answer to show beside
+    // them, not a failure.
+    const refusal = status === 422 && OPERATIONS[name].refusal;
+    if ((status < 200 || status > 299) && !refusal) {
       const err = json as Partial<ErrorBody> | null;
       throw new ApiFailure(err?.code ?? 'internal', err?.message ?? `HTTP ${status}`);
     }
-    return json as T;
-  }
-
-  session() {
-    return this.call<Session>('GET', '/api/session');
-  }
-  health() {
-    return this.call<HealthView>('GET', '/api/health');
-  }
-  metrics(range: string) {
-    return this.call<MetricSeries>('GET', `/api/metrics${toQuery({ range })}`);
-  }
-  deadLetters(filter: DeadLetterFilter) {
-    return this.call<DeadLetterList>('GET', `/api/dead-letters${filterQuery(filter)}`);
-  }
-  deadLetterGroups(filter: DeadLetterFilter) {
-    return this.call<DeadLetterGroup[]>('GET', `/api/dead-letters/groups${filterQuery(filter)}`);
-  }
-  deadLetter(id: number) {
-    return this.call<DeadLetterView>('GET', `/api/dead-letters/${id}`);
-  }
-  findLeads(q: string) {
-    return this.call<LeadSearch>('GET', `/api/leads?${new URLSearchParams({ q })}`);
-  }
-  leadStory(id: number) {
-    return this.call<LeadStory>('GET', `/api/leads/${id}`);
-  }
-  revealLead(id: number, request: RevealRequest) {
-    return this.call<LeadStory>('POST', `/api/leads/${id}/reveal`, request);
-  }
-  previewReplay(selection: ReplaySelection) {
-    return this.call<ReplayPreview>('POST', '/api/replays/preview', selection);
-  }
-  replay(selection: ReplaySelection, reason: string, expected: number, options: ReplayOptions) {
-    return this.call<ReplayReceipt>('POST', '/api/replays', { selection, reason, expected, options });
-  }
-  replayProgress(id: number) {
-    return this.call<ReplayProgress>('GET', `/api/replays/${id}`);
-  }
-  replays() {
-    return this.call<ReplayProgress[]>('GET', '/api/replays');
-  }
-  replayReport(id: number, outcome: string | null) {
-    return this.call<ReplayReportItem[]>('GET', `/api/replays/${id}/report${toQuery({ outcome })}`);
-  }
-  controlReplay(id: number, action: 'pause' | 'resume' | 'cancel') {
-    return this.call<ReplayProgress>('POST', `/api/replays/${id}/${action}`);
-  }
-  resolveDeadLetters(request: ResolveRequest) {
-    return this.call<number>('POST', '/api/dead-letters/resolve', request);
-  }
-  fixDeadLetters(request: FixRequest) {
-    return this.call<FixReport>('POST', '/api/dead-letters/fix', request);
-  }
-  fixAndReplayPreview(selection: ReplaySelection, fix: FieldFix) {
-    return this.call<FixAndReplayPreview>('POST', '/api/dead-letters/fix-and-replay/preview', { selection, fix });
-  }
-  fixAndReplay(request: FixAndReplayRequest) {
-    return this.call<FixAndReplayReceipt>('POST', '/api/dead-letters/fix-and-replay', request);
-  }
-  editDeadLetter(id: number, request: EditRequest) {
-    return this.call<DeadLetterView>('POST', `/api/dead-letters/${id}/edit`, request);
-  }
-  revealDeadLetter(id: number, request: RevealRequest) {
-    return this.call<DeadLetterView>('POST', `/api/dead-letters/${id}/reveal`, request);
-  }
-  alerts() {
-    return this.call<Alert[]>('GET', '/api/alerts');
-  }
-  acknowledgeAlert(id: number) {
-    return this.call<Alert>('POST', `/api/alerts/${id}/acknowledge`);
-  }
-  alertChannels() {
-    return this.call<ChannelView[]>('GET', '/api/alert-channels');
-  }
-  sources() {
-    return this.call<SourceView[]>('GET', '/api/sources');
-  }
-  reconcileNow(source: string) {
-    return this.call<ReconciliationRun>('POST', `/api/sources/${encodeURIComponent(source)}/reconcile`);
-  }
-  figures(range: string) {
-    return this.call<DeliveryFigures>('GET', `/api/figures${toQuery({ range })}`);
-  }
-  targets() {
-    return this.call<TargetView[]>('GET', '/api/targets');
-  }
-  setTargetPaused(name: string, paused: boolean) {
-    return this.call<TargetView>('POST', `/api/targets/${encodeURIComponent(name)}/${paused ? 'pause' : 'resume'}`);
-  }
-  targetPreview(name: string, lead: string) {
-    return this.call<RequestPreview>('GET', `/api/targets/${encodeURIComponent(name)}/preview?lead=${encodeURIComponent(lead)}`);
-  }
-  checkTarget(name: string) {
-    return this.call<ConnectionCheck>('POST', `/api/targets/${encodeURIComponent(name)}/check`);
-  }
-  reloadSecrets() {
-    return this.call<SecretReload[]>('POST', '/api/secrets/reload');
-  }
-  settings() {
-    return this.call<SettingsView>('GET', '/api/settings');
-  }
-  saveSettings(changes: Change[]) {
-    // 422 carries the refused fields: an answer to show beside them, not a failure.
-    return this.call<SaveOutcome>('PUT', '/api/settings', { changes }, [422]);
-  }
-  storeSecret(variable: string, value: string) {
-    return this.call<SecretStored>('POST', '/api/settings/secret', { variable, value });
+    return json as AnswerOf<N>;
   }
 
   subscribe(onEvent: (e: LiveEvent) => void, onConnection?: (up: boolean, refused?: string) => void): () => void {
@@ -269,7 +128,7 @@ export class HttpBackend implements Backend {
         // token, a 502 from a load balancer while the server restarts) closes it for good. Ask why: a refused
         // credential stops the feed and says so; anything else is tried again in a few seconds.
         if (feed.readyState !== EventSource.CLOSED) return;
-        this.session().then(
+        this.call('session').then(
           () => (retry = setTimeout(connect, 3000)),
           (e: unknown) => {
             if (e instanceof ApiFailure && e.code === 'unauthorized') onConnection?.(false, explainError(e.code, e.message));

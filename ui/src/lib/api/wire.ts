@@ -1045,3 +1045,38 @@ export type ReplayPhase = "canary" | "canary_failed" | "rest";
 export type ReplayOutcome = "delivered" | "in_progress" | "queued" | "failed_same_reason" | "failed_new_reason" | "resolved_by_hand";
 
 export type ReplayEventKind = "started" | "canary_sent" | "canary_passed" | "canary_failed" | "waiting" | "resumed" | "continued" | "paused" | "cancelled" | "finished";
+
+export type NoArgs = Record<symbol, never>;
+
+export type RangeArgs = { range: string | null, };
+
+export type SourceArgs = { source: string, };
+
+export type IdArgs = { id: number, };
+
+export type RevealArgs = { id: number, 
+/**
+ * Why the operator needs to see the lead's personal data (kept in the audit).
+ */
+reason: string, };
+
+export type EditArgs = { id: number, payload: unknown, reason: string, };
+
+export type ExportFile = { name: string, body: string, };
+
+export type LeadQuery = { 
+/**
+ * An e-mail address, a phone number (or part of one), a name, the source's id, the CRM's record id or the
+ * lead's id.
+ */
+q: string, };
+
+export type ReportArgs = { id: number, outcome: string | null, };
+
+export type ControlArgs = { id: number, action: 'cancel' | 'pause' | 'resume', };
+
+export type FixAndReplayPreviewArgs = { selection: ReplaySelection, fix: FieldFix, };
+
+export type TargetArgs = { name: string, };
+
+export type TargetPreviewArgs = { name: string, lead: string, };
