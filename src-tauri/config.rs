@@ -929,6 +929,19 @@ pub enum TargetKind {
     Salesforce,
     /// HubSpot CRM v3: records upserted in batches by a unique property (`POST /crm/v3/objects/{object}/batch/upsert`).
     Hubspot,
+    /// A first contact by WhatsApp: an approved template sent through the WhatsApp Business Cloud API
+    /// (`POST /{version}/{phone-number-id}/messages`, `targets::whatsapp`); settings under `whatsapp`.
+    Whatsapp,
+    /// A first contact by SMS through Twilio's Messages API (`targets::sms`); settings under `sms`.
+    Sms,
+}
+
+impl TargetKind {
+    /// A first-contact step: a message to the lead, which no provider de-duplicates, so Leadline never sends it
+    /// twice (`targets::contact`).
+    pub fn is_first_contact(self) -> bool {
+        matches!(self, TargetKind::Whatsapp | TargetKind::Sms)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -1007,6 +1020,100 @@ pub struct TargetConfig {
     /// staged and paced like a manual replay.
     #[serde(default)]
     pub auto_replay: bool,
+    /// The target a lead's step goes to when this one fails for the lead's data or its number (`whatsapp` →
+    /// `sms` when the number is not on WhatsApp): tried at once, with fresh attempts.
+    #[serde(default)]
+    pub on_failure: Option<String>,
+    /// `kind = "whatsapp"`: the sender's phone number id, the template and its parameters.
+    #[serde(default)]
+    pub whatsapp: Option<WhatsappConfig>,
+    /// `kind = "sms"`: the Twilio account, sender and message body.
+    #[serde(default)]
+    pub sms: Option<SmsConfig>,
+    /// First-contact steps (`whatsapp`, `sms`): the wait for an unconfirmed send, quiet hours, the default
+    /// country of national numbers.
+    #[serde(default)]
+    pub first_contact: FirstContactConfig,
+}
+
+/// The age limit of a first-contact step that sets none: an automatic "we will call you now" to a lead older
+/// than an hour sets a false expectation.
+pub const FIRST_CONTACT_MAX_AGE_MINUTES: u64 = 60;
+
+/// `kind = "whatsapp"` (docs/configuration.md, "First contact").
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WhatsappConfig {
+    /// The WhatsApp Business phone number id messages are sent from (the path segment of `/{id}/messages`).
+    pub phone_number_id: String,
+    /// The approved template's name.
+    pub template: String,
+    /// The template's language code (`de`, `en_US`).
+    pub language: String,
+    /// The template body's parameters in order: names of fields of the mapped record (`first_name`).
+    #[serde(default)]
+    pub parameters: Vec<String>,
+    /// Environment variable holding the app secret that signs status webhooks (`X-Hub-Signature-256`).
+    pub app_secret_env: Option<String>,
+    /// Environment variable holding the token Meta's webhook verification request must echo.
+    pub verify_token_env: Option<String>,
+}
+
+/// `kind = "sms"` (docs/configuration.md, "First contact").
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SmsConfig {
+    /// The Twilio Account SID (`AC…`): the path of the Messages resource and the Basic auth user.
+    pub account_sid: String,
+    /// Environment variable holding the account's auth token (Basic auth password, and the key of
+    /// `X-Twilio-Signature`).
+    pub auth_token_env: String,
+    /// The sender number (E.164), or leave it out and name a Messaging Service.
+    pub from: Option<String>,
+    pub messaging_service_sid: Option<String>,
+    /// The message, with `{field}` replaced by the mapped record's fields (`Hi {first_name}, …`).
+    pub body: String,
+    /// The address Twilio posts status callbacks to: Leadline's `/receipts/sms/{target}` as Twilio reaches it.
+    /// The signature is checked over this exact URL.
+    pub status_callback: Option<String>,
+}
+
+/// What first-contact steps share.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FirstContactConfig {
+    /// How long a send whose answer was lost waits for its receipt (or, for SMS, to show in the provider's list)
+    /// before a person is asked whether the lead got it.
+    pub in_doubt_minutes: u64,
+    /// No message in these hours of the lead's local time (`{ from = "21:00", until = "08:00" }`): held until the
+    /// morning, shown as scheduled.
+    pub quiet_hours: Option<QuietHours>,
+    /// The lead's time zone when its number's country does not tell (an IANA name, `Europe/Berlin`).
+    pub time_zone: Option<String>,
+}
+
+impl Default for FirstContactConfig {
+    fn default() -> Self {
+        FirstContactConfig { in_doubt_minutes: 30, quiet_hours: None, time_zone: None }
+    }
+}
+
+/// Quiet hours, local time of the lead: from `from` until `until` (over midnight when `until` is earlier).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QuietHours {
+    pub from: String,
+    pub until: String,
+}
+
+impl QuietHours {
+    /// The two ends as times of day, or what is wrong with them.
+    pub fn times(&self) -> Result<(chrono::NaiveTime, chrono::NaiveTime), String> {
+        let parse = |v: &str| {
+            chrono::NaiveTime::parse_from_str(v, "%H:%M").map_err(|_| format!("`{v}` is not a time like \"21:00\""))
+        };
+        Ok((parse(&self.from)?, parse(&self.until)?))
+    }
 }
 
 fn default_id_pointer() -> String {
@@ -1262,19 +1369,27 @@ impl Config {
                 (Some(_), None) => {
                     return Err(invalid(format!("{key}.fallback"), "is required with max_lead_age_minutes"))
                 }
-                (None, Some(_)) => {
+                (None, Some(_)) if !target.kind.is_first_contact() => {
                     return Err(invalid(format!("{key}.max_lead_age_minutes"), "is required with fallback"))
                 }
-                (Some(_), Some(f)) if f == name => {
+                (_, Some(f)) if f == name => {
                     return Err(invalid(format!("{key}.fallback"), "cannot be the target itself"))
                 }
-                (Some(_), Some(f)) if !self.targets.contains_key(f) => {
+                (_, Some(f)) if !self.targets.contains_key(f) => {
                     return Err(invalid(
                         format!("{key}.fallback"),
                         format!("names target `{f}`, which is not defined under [targets]"),
                     ))
                 }
                 _ => {}
+            }
+            if let Some(f) = &target.on_failure {
+                if f == name || !self.targets.contains_key(f) {
+                    return Err(invalid(
+                        format!("{key}.on_failure"),
+                        format!("names `{f}`, which is not another target defined under [targets]"),
+                    ));
+                }
             }
         }
         if self.replay.rate_per_second.is_nan() || self.replay.rate_per_second <= 0.0 {
@@ -1461,6 +1576,12 @@ impl TargetConfig {
         self.kind != TargetKind::MetaLead && self.strategy() == Strategy::Upsert
     }
 
+    /// How old a lead may be for this step to run rather than its `fallback`: `max_lead_age_minutes`, or for a
+    /// first-contact step [`FIRST_CONTACT_MAX_AGE_MINUTES`] when it names a fallback without a limit.
+    pub fn max_lead_age(&self) -> Option<u64> {
+        self.max_lead_age_minutes.or((self.kind.is_first_contact()).then_some(FIRST_CONTACT_MAX_AGE_MINUTES))
+    }
+
     pub fn strategy(&self) -> Strategy {
         match self.kind {
             TargetKind::Http => self.strategy.unwrap_or(Strategy::None),
@@ -1471,6 +1592,9 @@ impl TargetConfig {
             TargetKind::Salesforce => Strategy::Upsert,
             // Upserting by a unique property is HubSpot's idempotency: a repeat changes nothing.
             TargetKind::Hubspot => Strategy::Upsert,
+            // A message cannot be updated or searched for by a key of ours: each send is a new message. Leadline's
+            // own record of what was sent (`contact_message`) keeps it to one.
+            TargetKind::Whatsapp | TargetKind::Sms => Strategy::None,
         }
     }
 
@@ -1554,6 +1678,13 @@ impl TargetConfig {
                 ))
             }
             (TargetKind::Hubspot, None) => self.validate_hubspot(key)?,
+            (TargetKind::Whatsapp | TargetKind::Sms, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to a first-contact step (a message is sent once, never repeated)",
+                ))
+            }
+            (TargetKind::Whatsapp | TargetKind::Sms, None) => self.validate_first_contact(key)?,
             _ => {}
         }
         let url = reqwest::Url::parse(&self.url.replace("{external_id}", "x"))
@@ -1737,6 +1868,71 @@ impl TargetConfig {
                 "auth"
             };
             return Err(invalid(format!("{key}.{k}"), "does not apply to kind = \"salesforce\""));
+        }
+        Ok(())
+    }
+
+    /// `whatsapp` and `sms`: their own section, a mapping that writes the recipient `to`, quiet hours that read.
+    fn validate_first_contact(&self, key: &str) -> Result<(), ConfigError> {
+        match (self.kind, &self.whatsapp, &self.sms) {
+            (TargetKind::Whatsapp, None, _) => {
+                return Err(invalid(
+                    format!("{key}.whatsapp"),
+                    "is required for kind = \"whatsapp\": { phone_number_id, template, language }",
+                ))
+            }
+            (TargetKind::Whatsapp, Some(w), _) => {
+                if self.access_token_env.is_none() {
+                    return Err(invalid(
+                        format!("{key}.access_token_env"),
+                        "is required for kind = \"whatsapp\": the variable holding the system user's access token",
+                    ));
+                }
+                let segment = |v: &str| !v.is_empty() && !v.contains(['/', '?', '#', ' ']);
+                if !segment(&w.phone_number_id) {
+                    return Err(invalid(format!("{key}.whatsapp.phone_number_id"), "must be the number's id"));
+                }
+                if w.template.trim().is_empty() || w.language.trim().is_empty() {
+                    return Err(invalid(format!("{key}.whatsapp.template"), "and language must not be empty"));
+                }
+                if self.api_version.is_empty() || self.api_version.contains(['/', '?', '#']) {
+                    return Err(invalid(format!("{key}.api_version"), "must be a version like \"v21.0\""));
+                }
+            }
+            (TargetKind::Sms, _, None) => return Err(invalid(
+                format!("{key}.sms"),
+                "is required for kind = \"sms\": { account_sid, auth_token_env, from or messaging_service_sid, body }",
+            )),
+            (TargetKind::Sms, _, Some(s)) => {
+                if !s.account_sid.starts_with("AC") || s.account_sid.contains(['/', '?', '#']) {
+                    return Err(invalid(format!("{key}.sms.account_sid"), "must be an Account SID (AC…)"));
+                }
+                if s.from.is_some() == s.messaging_service_sid.is_some() {
+                    return Err(invalid(format!("{key}.sms.from"), "or messaging_service_sid: exactly one of them"));
+                }
+                if s.body.trim().is_empty() {
+                    return Err(invalid(format!("{key}.sms.body"), "must not be empty"));
+                }
+            }
+            _ => {}
+        }
+        let writes_to = self.mapping.iter().any(|r| r.to == "to" || r.to == "/to");
+        if !writes_to {
+            return Err(invalid(
+                format!("{key}.mapping"),
+                "must write `to`, the lead's phone number (with phone_e164, so national numbers get a country)",
+            ));
+        }
+        if let Some(q) = &self.first_contact.quiet_hours {
+            q.times().map_err(|m| invalid(format!("{key}.first_contact.quiet_hours"), m))?;
+        }
+        if let Some(tz) = &self.first_contact.time_zone {
+            if tz.parse::<chrono_tz::Tz>().is_err() {
+                return Err(invalid(format!("{key}.first_contact.time_zone"), format!("`{tz}` is not a time zone")));
+            }
+        }
+        if self.first_contact.in_doubt_minutes == 0 {
+            return Err(invalid(format!("{key}.first_contact.in_doubt_minutes"), "must be greater than 0"));
         }
         Ok(())
     }

@@ -10,6 +10,8 @@ pub mod mock_crm;
 pub mod mock_hubspot;
 pub mod mock_pipedrive;
 pub mod mock_salesforce;
+pub mod mock_twilio;
+pub mod mock_whatsapp;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -139,6 +141,10 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         max_lead_age_minutes: None,
         fallback: None,
         auto_replay: false,
+        on_failure: None,
+        whatsapp: None,
+        sms: None,
+        first_contact: Default::default(),
     };
     c.targets.insert(
         "crm".into(),

@@ -4,6 +4,7 @@
 //! asks sources without webhooks for their new leads, figures sum up, settings edits the configuration in the app.
 
 pub mod app;
+pub mod contact;
 pub mod delivery;
 pub mod dlq;
 pub mod figures;

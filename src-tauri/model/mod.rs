@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 
 mod attempt;
+mod contact;
 mod hold;
 mod job;
 pub mod mapping;
@@ -15,6 +16,7 @@ pub mod privacy;
 mod rate;
 mod words;
 pub use attempt::{default_class_for_status, truncate_chars, Failure, Observed, Verdict};
+pub use contact::{ContactMessage, ContactStatus, Receipt};
 pub use hold::{Hold, HoldReason};
 pub use job::Job;
 pub use place::{Page, Place};

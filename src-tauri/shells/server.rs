@@ -110,7 +110,9 @@ impl Server {
         let reloader = tokio::spawn(reload_on_hangup(app.clone()));
         let elections = elections.unwrap_or_else(|| tokio::spawn(async {}));
         let router = crate::shells::api::http::protect(
-            ingest::router(ingest_state).merge(crate::shells::api::http::router(app.clone())),
+            ingest::router(ingest_state)
+                .merge(crate::features::contact::receipts::router(app.clone()))
+                .merge(crate::shells::api::http::router(app.clone())),
             &app.config.server,
         );
         let listener = tokio::net::TcpListener::bind(app.config.server.listen)

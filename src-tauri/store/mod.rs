@@ -47,6 +47,7 @@ macro_rules! dispatch {
 
 mod alert_channels;
 mod alerts;
+mod contacts;
 mod dead_letters;
 mod events;
 mod figures;
@@ -80,6 +81,7 @@ pub use crate::model::{
 };
 pub use alert_channels::{ChannelEntry, ChannelState, ChannelSummary, ChannelTrouble};
 pub use alerts::{Alert, AlertSpec};
+pub use contacts::{ContactTimes, ReceiptApplied, ReceiptEntry};
 pub use dead_letters::{
     lead_field_path, Attempt, DeadLetter, DeadLetterDetail, DeadLetterFilter, DeadLetterGroup, PayloadFix,
     ReplaySelection, ResolveOutcome,

@@ -12,7 +12,7 @@ pub use crate::model::lead_time;
 /// The target to run instead of `config`'s for a lead from `lead_time`, at `now`: its fallback when the step is
 /// time-sensitive and the lead is older than its limit; `None` otherwise.
 pub fn fallback_for(config: &TargetConfig, lead_time: DateTime<Utc>, now: DateTime<Utc>) -> Option<&str> {
-    let limit = chrono::Duration::minutes(i64::try_from(config.max_lead_age_minutes?).unwrap_or(i64::MAX / 60_000));
+    let limit = chrono::Duration::minutes(i64::try_from(config.max_lead_age()?).unwrap_or(i64::MAX / 60_000));
     let fallback = config.fallback.as_deref()?;
     (now - lead_time > limit).then_some(fallback)
 }

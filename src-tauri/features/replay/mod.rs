@@ -119,11 +119,7 @@ fn time_sensitive(config: &Config) -> Vec<Rule> {
         .targets
         .iter()
         .filter_map(|(name, t)| {
-            Some(Rule {
-                target: name.clone(),
-                fallback: t.fallback.clone()?,
-                max_lead_age_minutes: t.max_lead_age_minutes?,
-            })
+            Some(Rule { target: name.clone(), fallback: t.fallback.clone()?, max_lead_age_minutes: t.max_lead_age()? })
         })
         .collect()
 }

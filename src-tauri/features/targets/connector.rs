@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 
 use super::request::AnswerWatch;
-use crate::model::{Failure, Job, Verdict};
+use crate::model::{ContactMessage, ContactStatus, Failure, Job, Verdict};
 
 /// How a target is spoken to.
 #[async_trait::async_trait]
@@ -73,6 +73,32 @@ pub struct Exchange<'a> {
     pub answers: &'a dyn AnswerWatch,
     /// The local table of leads and their CRM records (search-then-create).
     pub links: &'a dyn LinkBook,
+    /// What first-contact steps sent, and the numbers that opted out.
+    pub contacts: &'a dyn ContactBook,
+}
+
+/// The record of first contacts (`contact_message`) and of numbers that opted out, for the `whatsapp` and `sms`
+/// connectors: each write is committed before it returns.
+#[async_trait::async_trait]
+pub trait ContactBook: Send + Sync {
+    /// The message of step `step_key`, if one was sent or tried.
+    async fn message(&self, step_key: &str) -> anyhow::Result<Option<ContactMessage>>;
+    /// Records that `message` is leaving (status `sending`), before its request is made: a crash or a lost
+    /// answer then leaves a message in doubt, never one nobody knows of.
+    async fn sending(&self, message: &ContactMessage) -> anyhow::Result<()>;
+    /// Records what became of the send of `step_key`: accepted (with the provider's id), or refused.
+    async fn answered(
+        &self,
+        step_key: &str,
+        status: ContactStatus,
+        provider_id: Option<&str>,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<()>;
+    /// Whether `recipient` (E.164) opted out of messages.
+    async fn opted_out(&self, recipient: &str) -> anyhow::Result<bool>;
+    /// Marks `recipient` opted out (the provider said it unsubscribed): no step texts it again.
+    async fn opt_out(&self, recipient: &str, reason: &str, at: DateTime<Utc>) -> anyhow::Result<()>;
 }
 
 /// The local table of which CRM record a lead became, for vendors that cannot upsert by Leadline's id
@@ -115,6 +141,13 @@ pub struct AttemptReport {
     /// The target's quota is used up until `retry_after` (HubSpot's daily limit): the lead waits for it without
     /// using an attempt or its time budget — the quota is not the lead's failure.
     pub quota_wait: bool,
+    /// Nothing was sent and nothing failed: the step is due again at this time, without using an attempt (a
+    /// first contact held by quiet hours, or in doubt and waiting for its receipt). `note` says why; `in_doubt`
+    /// is kept.
+    pub not_before: Option<DateTime<Utc>>,
+    /// Nothing was sent: the lead is too old for this time-sensitive step, which runs its `fallback` instead (a
+    /// first contact decides this itself, since quiet hours that held it do not age it).
+    pub run_fallback: bool,
 }
 
 impl AttemptReport {
@@ -134,6 +167,8 @@ impl AttemptReport {
             payload: None,
             credential_refused: None,
             quota_wait: false,
+            not_before: None,
+            run_fallback: false,
         }
     }
 
@@ -175,5 +210,35 @@ impl LinkBook for NoLinks {
     }
     async fn remember(&self, _external_id: &str, _crm_id: &str) -> anyhow::Result<String> {
         anyhow::bail!("no link table here")
+    }
+}
+
+/// A [`ContactBook`] that knows no message and no opt-out and keeps nothing, for a connector used outside the
+/// worker (previews, connection checks).
+pub struct NoContacts;
+
+#[async_trait::async_trait]
+impl ContactBook for NoContacts {
+    async fn message(&self, _step_key: &str) -> anyhow::Result<Option<ContactMessage>> {
+        Ok(None)
+    }
+    async fn sending(&self, _message: &ContactMessage) -> anyhow::Result<()> {
+        anyhow::bail!("no contact record here")
+    }
+    async fn answered(
+        &self,
+        _step_key: &str,
+        _status: ContactStatus,
+        _provider_id: Option<&str>,
+        _error_code: Option<&str>,
+        _at: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        anyhow::bail!("no contact record here")
+    }
+    async fn opted_out(&self, _recipient: &str) -> anyhow::Result<bool> {
+        Ok(false)
+    }
+    async fn opt_out(&self, _recipient: &str, _reason: &str, _at: DateTime<Utc>) -> anyhow::Result<()> {
+        anyhow::bail!("no contact record here")
     }
 }

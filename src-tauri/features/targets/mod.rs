@@ -5,12 +5,14 @@
 //! - [`generic`]: any JSON endpoint (`kind = "http"`), with an idempotency strategy and an optional field mapping.
 //! - [`hubspot`], [`salesforce`], [`pipedrive`]: each CRM in its own API.
 //! - [`meta_lead`]: the first step of a Meta source, which fetches the lead from the Graph API.
+//! - [`whatsapp`], [`sms`]: first-contact steps, a message to the lead, sent once ([`contact`]).
 //!
 //! Beside them: [`mapping`] (a lead → a CRM record), [`classify`] (what a generic answer means), [`vendor`] (what
 //! the vendors' wire formats share) and [`request`] (sending a request, reading its answer).
 
 pub mod classify;
 pub mod connector;
+pub mod contact;
 pub mod generic;
 pub mod hubspot;
 pub mod mapping;
@@ -18,7 +20,9 @@ pub mod meta_lead;
 pub mod pipedrive;
 pub mod request;
 pub mod salesforce;
+pub mod sms;
 pub mod vendor;
+pub mod whatsapp;
 
 use std::sync::Arc;
 
@@ -26,7 +30,8 @@ use crate::clock::Clock;
 use crate::config::{Config, TargetConfig, TargetKind};
 
 pub use connector::{
-    AttemptReport, ConnectionCheck, Connector, Exchange, LinkBook, NearLimit, NoLinks, PacingHints, RequestPreview,
+    AttemptReport, ConnectionCheck, Connector, ContactBook, Exchange, LinkBook, NearLimit, NoContacts, NoLinks,
+    PacingHints, RequestPreview,
 };
 pub use generic::HttpTarget;
 pub use request::{AnswerWatch, Unwatched, EXCERPT_CHARS};
@@ -44,5 +49,7 @@ pub fn connector_for(
         TargetKind::Pipedrive => Arc::new(pipedrive::PipedriveTarget::new(name, config, all, clock)?),
         TargetKind::Salesforce => Arc::new(salesforce::SalesforceTarget::new(name, config, all, clock)?),
         TargetKind::Hubspot => Arc::new(hubspot::HubspotTarget::new(name, config, all, clock)?),
+        TargetKind::Whatsapp => Arc::new(whatsapp::WhatsappStep::new(name, config, all, clock)?),
+        TargetKind::Sms => Arc::new(sms::SmsStep::new(name, config, all, clock)?),
     })
 }

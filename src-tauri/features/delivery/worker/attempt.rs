@@ -11,8 +11,8 @@ use crate::clock::Clock;
 use crate::features::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
 use crate::features::delivery::breaker::Health;
 use crate::features::delivery::pacing::Outcome;
-use crate::features::targets::{AttemptReport, Exchange, LinkBook};
-use crate::model::{ErrorClass, Job, Verdict};
+use crate::features::targets::{AttemptReport, ContactBook, Exchange, LinkBook};
+use crate::model::{ContactMessage, ContactStatus, ErrorClass, Job, Verdict};
 use crate::store::{AttemptRecord, Completion, JobOutcome, Store};
 
 /// Sends `jobs` in one request (one lead, or a batch for a batch-capable target) and decides each one's fate. The
@@ -26,18 +26,18 @@ pub(super) async fn run_request(
     jobs: Vec<Job>,
 ) -> Vec<Completion> {
     let links = StoreLinks { store, target: target.name(), clock: &handle.clock };
-    let cx = Exchange { now: handle.clock.now(), answers: target, links: &links };
+    let contacts = StoreContacts { store, clock: &handle.clock };
+    let cx = Exchange { now: handle.clock.now(), answers: target, links: &links, contacts: &contacts };
     let reports = target.connector().deliver(&jobs, &cx).await;
     let now = handle.clock.now();
     let batch = target.batch_capacity().is_some();
-    let health = if batch {
-        batch_health(reports.iter().flatten())
-    } else {
-        reports.iter().flatten().next().map(|r| health_of(&r.verdict))
-    };
+    // A report that sent nothing now (a first contact held by quiet hours, or waiting for its receipt) says
+    // nothing about the target's health or pace.
+    let sent = || reports.iter().flatten().filter(|r| r.not_before.is_none() && !r.run_fallback);
+    let health = if batch { batch_health(sent()) } else { sent().next().map(|r| health_of(&r.verdict)) };
     // A 503 that says when to come back is the target declaring itself down (a maintenance window), unless the
     // same request delivered something.
-    let unavailable = reports.iter().flatten().any(|r| r.http_status == Some(503) && r.retry_after.is_some());
+    let unavailable = sent().any(|r| r.http_status == Some(503) && r.retry_after.is_some());
     let health = match health {
         Some(Health::Unhealthy) if unavailable => Some(Health::Unavailable),
         other => other,
@@ -50,7 +50,7 @@ pub(super) async fn run_request(
     }
     {
         let mut pacer = target.pacer.lock().expect("pacer lock");
-        match pace_outcome(reports.iter().flatten()) {
+        match pace_outcome(sent()) {
             Some(outcome) => pacer.record(now, outcome),
             // Nothing reached the target (the mapping refused every lead): the request after a hold is still due.
             None => pacer.probe_unused(),
@@ -113,6 +113,38 @@ fn pace_outcome<'a>(reports: impl Iterator<Item = &'a AttemptReport>) -> Option<
         }
     }
     outcome
+}
+
+/// The worker's side of a connector's [`ContactBook`]: the store's `contact_message` and `contact_opt_out`.
+struct StoreContacts<'a> {
+    store: &'a Store,
+    clock: &'a Clock,
+}
+
+#[async_trait::async_trait]
+impl ContactBook for StoreContacts<'_> {
+    async fn message(&self, step_key: &str) -> anyhow::Result<Option<ContactMessage>> {
+        self.store.contact_message(step_key).await
+    }
+    async fn sending(&self, message: &ContactMessage) -> anyhow::Result<()> {
+        self.store.contact_sending(message, self.clock.now()).await
+    }
+    async fn answered(
+        &self,
+        step_key: &str,
+        status: ContactStatus,
+        provider_id: Option<&str>,
+        error_code: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        self.store.contact_answered(step_key, status, provider_id, error_code, at).await
+    }
+    async fn opted_out(&self, recipient: &str) -> anyhow::Result<bool> {
+        self.store.opted_out(recipient).await
+    }
+    async fn opt_out(&self, recipient: &str, reason: &str, at: DateTime<Utc>) -> anyhow::Result<()> {
+        self.store.opt_out(recipient, reason, at).await
+    }
 }
 
 /// The worker's side of a connector's [`LinkBook`]: the store's `crm_link` table of this target.
@@ -181,6 +213,44 @@ pub(super) async fn decide(
     report: AttemptReport,
 ) -> Completion {
     let now = handle.clock.now();
+    if let (true, Some(to)) = (report.run_fallback, target.config().fallback.clone()) {
+        let reason = report.note.clone().unwrap_or_else(|| format!("too old for this step: running {to}"));
+        return Completion::of(
+            job,
+            JobOutcome::Diverted { to },
+            Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: None,
+                class: None,
+                reason,
+                response_excerpt: None,
+            }),
+            now,
+        );
+    }
+    if let Some(at) = report.not_before {
+        // Nothing was sent now and nothing failed (quiet hours; a first contact in doubt waiting for its receipt):
+        // due again at `at`, without using an attempt; the attempt row tells the story ("scheduled", "in doubt").
+        let class = match &report.verdict {
+            Verdict::Failed(f) => Some(f.class),
+            Verdict::Delivered => None,
+        };
+        let reason = report.note.clone().unwrap_or_else(|| "not sent now".into());
+        return Completion::of(
+            job,
+            JobOutcome::Retry { at, counts: false, in_doubt: report.in_doubt },
+            Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: report.http_status,
+                class,
+                reason,
+                response_excerpt: report.excerpt,
+            }),
+            now,
+        );
+    }
     // What holds the target for the team (team mode): a Retry-After, or rate-limit headers saying the budget is
     // used up.
     // (The pacer learnt from the answer's headers when they arrived: `AnswerWatch for TargetRuntime`.)
@@ -316,6 +386,19 @@ pub(super) async fn decide(
                     Some(failure.class),
                     failure.reason.clone(),
                 ),
+                RetryDecision::Dead { .. }
+                    if failure.class == ErrorClass::PermanentData && target.config().on_failure.is_some() =>
+                {
+                    // Another way to reach the lead (`on_failure`: SMS when the number is not on WhatsApp): the
+                    // step runs that target now, with fresh attempts, instead of becoming a dead letter.
+                    let to = target.config().on_failure.clone().unwrap_or_default();
+                    tracing::info!(delivery_id = job.id, target = %job.target, on_failure = %to, "step failed for the lead: trying its on_failure target");
+                    (
+                        JobOutcome::Diverted { to: to.clone() },
+                        Some(failure.class),
+                        format!("{}: trying {to} instead", failure.reason),
+                    )
+                }
                 RetryDecision::Dead { why } => {
                     let reason = if failure.class.is_permanent() || failure.class == ErrorClass::Ambiguous {
                         failure.reason.clone()

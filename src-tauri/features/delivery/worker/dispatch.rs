@@ -303,7 +303,8 @@ fn not_sent(target: &TargetRuntime, probe: bool, terms: SendTerms) {
 /// Splits claimed jobs into those to send and the completions of those too old for this time-sensitive step
 /// (see [`crate::features::delivery::fallback`]), which run the fallback instead.
 fn divert_too_old(jobs: Vec<Job>, config: &TargetConfig, now: DateTime<Utc>) -> (Vec<Job>, Vec<Completion>) {
-    if config.max_lead_age_minutes.is_none() {
+    // A first contact decides by itself: quiet hours that held a lead do not age it (`targets::contact`).
+    if config.max_lead_age().is_none() || config.fallback.is_none() || config.kind.is_first_contact() {
         return (jobs, Vec::new());
     }
     let mut send = Vec::with_capacity(jobs.len());

@@ -1,0 +1,342 @@
+//! First contacts (issue #37): the `whatsapp` and `sms` steps against mocks of the WhatsApp Cloud API and Twilio
+//! that follow the documented requests, answers, receipts and signatures (`demo::mock_whatsapp`,
+//! `demo::mock_twilio`), with the real server and worker on a fresh database (SQLite, or PostgreSQL with
+//! `LEADLINE_TEST_BACKEND=postgres`). What matters is counted at the mocks: one message per lead, whatever was
+//! lost on the way; none to a number that said STOP; none at night; none to a lead too old for it.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chrono::TimeZone;
+use common::*;
+use leadline::demo::mock_crm::MockCrm;
+use leadline::demo::mock_twilio::{self, MockTwilio};
+use leadline::demo::mock_whatsapp::{self, MockWhatsapp};
+use leadline::server::{Server, StartOptions};
+
+struct Contact {
+    server: Server,
+    wa: MockWhatsapp,
+    tw: MockTwilio,
+    crm: MockCrm,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// A port free now, for a server whose address must be in its own configuration (Twilio's status callback).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `web` leads go to `hello` (WhatsApp; SMS when that fails for the number; a call task for leads over 60
+/// minutes old); `text` leads go straight to `sms`. `first_contact` is TOML added to both first-contact steps.
+fn config(
+    port: u16,
+    db: &std::path::Path,
+    crm: SocketAddr,
+    wa: SocketAddr,
+    tw: SocketAddr,
+    first_contact: &str,
+) -> String {
+    let sid = mock_twilio::ACCOUNT_SID;
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+
+[database]
+url = "{db}"
+
+[worker]
+lease_seconds = 5
+poll_interval_ms = 20
+rescue_interval_seconds = 1
+
+[sources.web]
+route = ["hello"]
+
+[sources.text]
+route = ["sms"]
+
+[targets.hello]
+kind = "whatsapp"
+url = "http://{wa}"
+api_version = "v21.0"
+access_token_env = "TEST_WA_TOKEN"
+timeout_ms = 300
+on_failure = "sms"
+fallback = "call_task"
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 50, failure_ratio = 0.0, cooldown_ms = 300 }}
+whatsapp = {{ phone_number_id = "106540352242922", template = "lead_welcome", language = "de", parameters = ["first_name"], app_secret_env = "TEST_WA_SECRET" }}
+first_contact = {{ {first_contact} }}
+
+[[targets.hello.mapping]]
+to = "to"
+from = "phone"
+transform = [{{ phone_e164 = {{ default_country = "+49" }} }}]
+required = true
+
+[[targets.hello.mapping]]
+to = "first_name"
+from = "name"
+transform = ["first_name"]
+
+[targets.sms]
+kind = "sms"
+url = "http://{tw}"
+timeout_ms = 300
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 50, failure_ratio = 0.0, cooldown_ms = 300 }}
+sms = {{ account_sid = "{sid}", auth_token_env = "TEST_TW_TOKEN", from = "+15005550006", body = "Hi {{first_name}}, thanks for your request: we will call you shortly.", status_callback = "http://127.0.0.1:{port}/receipts/sms/sms" }}
+first_contact = {{ {first_contact} }}
+
+[[targets.sms.mapping]]
+to = "to"
+from = "phone"
+transform = [{{ phone_e164 = {{ default_country = "+49" }} }}]
+required = true
+
+[[targets.sms.mapping]]
+to = "first_name"
+from = "name"
+transform = ["first_name"]
+
+[targets.call_task]
+url = "http://{crm}/tasks/{{external_id}}"
+strategy = "upsert"
+timeout_ms = 1000
+"#,
+        db = database_url(db),
+    )
+}
+
+async fn start(first_contact: &str, clock: Option<leadline::api::Clock>) -> Contact {
+    init_test_log();
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (wa, wa_addr) = MockWhatsapp::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (tw, tw_addr) = MockTwilio::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = config(port, &dir.path().join("leadline.db"), crm_addr, wa_addr, tw_addr, first_contact);
+    let mut c = leadline::config::Config::parse(&text, std::path::Path::new("test.toml")).expect("valid config");
+    c.inline_secrets.insert("TEST_WA_TOKEN".into(), mock_whatsapp::TOKEN.into());
+    c.inline_secrets.insert("TEST_WA_SECRET".into(), mock_whatsapp::APP_SECRET.into());
+    c.inline_secrets.insert("TEST_TW_TOKEN".into(), mock_twilio::AUTH_TOKEN.into());
+    let server = Server::start_with(c, StartOptions { clock, ..Default::default() }).await.unwrap();
+    wa.post_receipts_to(&format!("http://{}/receipts/whatsapp/hello", server.addr));
+    Contact { server, wa, tw, crm, http: reqwest::Client::new(), _dir: dir }
+}
+
+impl Contact {
+    async fn post(&self, source: &str, lead: serde_json::Value) {
+        let status = self
+            .http
+            .post(format!("http://{}/ingest/{source}", self.server.addr))
+            .json(&lead)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    }
+
+    /// Waits until no step is due or under way, and no step waits on a receipt.
+    async fn settle(&self) {
+        let store = &self.server.app.store;
+        wait_for("every step to finish", Duration::from_secs(30), async || {
+            let d = store.deliveries().await.unwrap();
+            !d.is_empty() && d.iter().all(|s| s.state == "delivered" || s.state == "dead")
+        })
+        .await;
+    }
+
+    async fn steps(&self) -> Vec<leadline::store::DeliveryRecord> {
+        self.server.app.store.deliveries().await.unwrap()
+    }
+}
+
+fn person(id: &str, phone: &str) -> serde_json::Value {
+    serde_json::json!({"id": id, "name": "Ada Lovelace", "phone": phone})
+}
+
+fn phone(i: usize) -> String {
+    format!("+49151{:08}", 10_000_000 + i)
+}
+
+#[tokio::test]
+async fn lost_and_slow_answers_send_each_lead_one_message() {
+    let c = start("", None).await;
+    // Every fourth WhatsApp answer is lost after the message was taken; every answer is slow; one throughput
+    // limit. Twilio loses two answers too.
+    c.wa.set_faults(mock_whatsapp::Faults {
+        lose_answers: 5,
+        hang: Duration::from_secs(2),
+        latency: Duration::from_millis(40),
+        throttle: 1,
+        ..Default::default()
+    });
+    c.tw.set_faults(mock_twilio::Faults {
+        lose_answers: 2,
+        hang: Duration::from_secs(2),
+        latency: Duration::from_millis(40),
+        rate_limited: 1,
+        ..Default::default()
+    });
+    for i in 0..20 {
+        c.post("web", person(&format!("w{i}"), &phone(i))).await;
+        c.post("text", person(&format!("t{i}"), &phone(100 + i))).await;
+    }
+    c.settle().await;
+    for i in 0..20 {
+        assert_eq!(c.wa.count_to(&phone(i)), 1, "WhatsApp messages to lead w{i}");
+        assert_eq!(c.tw.count_to(&phone(100 + i)), 1, "SMS to lead t{i}");
+    }
+    assert_eq!(c.wa.messages().len(), 20);
+    assert_eq!(c.tw.messages().len(), 20);
+    let steps = c.steps().await;
+    assert!(steps.iter().all(|s| s.state == "delivered"), "{steps:?}");
+    // The lost answers were in doubt, not sent again.
+    let attempts = c.server.app.store.all_attempts().await.unwrap();
+    assert!(attempts.iter().any(|a| a.reason.contains("in doubt") || a.reason.contains("answer was lost")));
+    // The WhatsApp messages carry the template, the lead's first name and the step's key.
+    let m = &c.wa.messages()[0];
+    assert_eq!((m.template.as_str(), m.parameters.as_slice()), ("lead_welcome", &["Ada".to_string()][..]));
+    assert!(m.callback_data.as_deref().is_some_and(|k| k.starts_with("web:w") && k.ends_with(":hello")));
+}
+
+#[tokio::test]
+async fn a_number_not_on_whatsapp_gets_the_sms_instead() {
+    let c = start("", None).await;
+    let not_on_whatsapp = phone(7);
+    c.wa.set_faults(mock_whatsapp::Faults {
+        undeliverable: BTreeSet::from([not_on_whatsapp.trim_start_matches('+').to_string()]),
+        ..Default::default()
+    });
+    c.post("web", person("a", &not_on_whatsapp)).await;
+    c.post("web", person("b", &phone(8))).await;
+    // The failed receipt (131026) comes after the step was delivered: it is ended and its on_failure target runs.
+    wait_for("the SMS fallback", Duration::from_secs(20), async || c.tw.count_to(&not_on_whatsapp) == 1).await;
+    c.settle().await;
+    assert_eq!(c.wa.count_to(&not_on_whatsapp), 1);
+    assert_eq!(c.tw.count_to(&not_on_whatsapp), 1);
+    assert_eq!((c.wa.count_to(&phone(8)), c.tw.count_to(&phone(8))), (1, 0));
+    let steps = c.steps().await;
+    let a = steps.iter().find(|s| s.source_ref == "a").unwrap();
+    assert_eq!((a.target.as_str(), a.fallback_of.as_deref(), a.state.as_str()), ("sms", Some("hello"), "delivered"));
+}
+
+#[tokio::test]
+async fn a_number_that_said_stop_is_never_texted_again() {
+    let c = start("", None).await;
+    let stopped = phone(1);
+    c.tw.set_faults(mock_twilio::Faults { unsubscribed: BTreeSet::from([stopped.clone()]), ..Default::default() });
+    c.post("text", person("s1", &stopped)).await;
+    c.settle().await;
+    assert_eq!(c.tw.refused(), 1, "21610 once");
+    assert!(c.server.app.store.opted_out(&stopped).await.unwrap());
+    // A later lead with the same number, by SMS or as WhatsApp's fallback: no request reaches Twilio.
+    c.tw.set_faults(Default::default());
+    c.post("text", person("s2", &stopped)).await;
+    c.settle().await;
+    assert_eq!((c.tw.count_to(&stopped), c.tw.refused()), (0, 1));
+
+    // An inbound STOP (signed like every Twilio request) opts another number out.
+    let other = phone(2);
+    let url = format!("http://127.0.0.1:{}/receipts/sms/sms", c.server.addr.port());
+    let form: Vec<(String, String)> =
+        [("From", other.as_str()), ("To", "+15005550006"), ("Body", "STOP"), ("OptOutType", "STOP")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let unsigned = c.http.post(&url).form(&form).send().await.unwrap();
+    assert_eq!(unsigned.status(), reqwest::StatusCode::UNAUTHORIZED);
+    let sig = leadline::targets::sms::wire::signature(mock_twilio::AUTH_TOKEN, &url, &form);
+    let signed = c.http.post(&url).header("x-twilio-signature", sig).form(&form).send().await.unwrap();
+    assert!(signed.status().is_success(), "{}", signed.status());
+    c.post("text", person("s3", &other)).await;
+    c.settle().await;
+    assert_eq!(c.tw.count_to(&other), 0);
+    let attempts = c.server.app.store.all_attempts().await.unwrap();
+    assert!(attempts.iter().any(|a| a.reason.contains("opted out")), "shown as opted out");
+}
+
+#[tokio::test]
+async fn quiet_hours_hold_a_message_until_the_morning() {
+    // 23:30 in Berlin.
+    let night = chrono::Utc.with_ymd_and_hms(2026, 12, 5, 22, 30, 0).unwrap();
+    let clock = leadline::api::Clock::manual(night);
+    let c = start(r#"quiet_hours = { from = "21:00", until = "08:00" }"#, Some(clock.clone())).await;
+    c.post("web", person("n", &phone(3))).await;
+    let store = &c.server.app.store;
+    wait_for("the message to be scheduled", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().any(|a| a.reason.starts_with("scheduled"))
+    })
+    .await;
+    c.server.app.worker.as_ref().unwrap().wake.notify_one();
+    let passes = c.server.app.worker.as_ref().unwrap().watch_passes();
+    let start = *passes.borrow();
+    let mut passes = passes;
+    passes.wait_for(|p| *p >= start + 5).await.unwrap();
+    assert_eq!(c.wa.count_to(&phone(3)), 0, "nothing at night");
+    let step = c.steps().await.pop().unwrap();
+    assert_eq!((step.state.as_str(), step.attempts), ("pending", 0));
+    // 08:00 in Berlin: it goes.
+    clock.set(chrono::Utc.with_ymd_and_hms(2026, 12, 6, 7, 0, 1).unwrap());
+    c.settle().await;
+    assert_eq!(c.wa.count_to(&phone(3)), 1);
+}
+
+#[tokio::test]
+async fn a_lead_too_old_for_an_automatic_hello_gets_a_call_task() {
+    let c = start("", None).await;
+    let old = (chrono::Utc::now() - chrono::Duration::hours(3)).to_rfc3339();
+    c.post("web", serde_json::json!({"id": "old", "name": "Ada Lovelace", "phone": phone(4), "created_time": old}))
+        .await;
+    c.settle().await;
+    assert_eq!(c.wa.count_to(&phone(4)), 0);
+    let step = c.steps().await.pop().unwrap();
+    assert_eq!(
+        (step.target.as_str(), step.fallback_of.as_deref(), step.state.as_str()),
+        ("call_task", Some("hello"), "delivered")
+    );
+    let _ = &c.crm;
+}
+
+#[tokio::test]
+async fn a_send_nobody_confirms_goes_to_a_person_and_is_not_repeated() {
+    let t0 = chrono::Utc.with_ymd_and_hms(2026, 12, 5, 12, 0, 0).unwrap();
+    let clock = leadline::api::Clock::manual(t0);
+    let c = start("in_doubt_minutes = 10", Some(clock.clone())).await;
+    // No receipts reach Leadline, and the answer is lost: WhatsApp has the message, Leadline cannot know.
+    c.wa.post_receipts_to("http://127.0.0.1:1/nowhere");
+    c.wa.set_faults(mock_whatsapp::Faults { lose_answers: 1, hang: Duration::from_secs(2), ..Default::default() });
+    c.post("web", person("d", &phone(5))).await;
+    let store = &c.server.app.store;
+    wait_for("the send without an answer", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().any(|a| a.reason.starts_with("sent, no answer"))
+    })
+    .await;
+    // Its retry finds it in doubt, and waits for the receipt instead of sending.
+    clock.set(t0 + chrono::Duration::seconds(1));
+    wait_for("the step to wait in doubt", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().any(|a| a.reason.starts_with("in doubt"))
+    })
+    .await;
+    clock.set(t0 + chrono::Duration::minutes(5));
+    wait_for("a second look", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().filter(|a| a.reason.starts_with("in doubt")).count() >= 2
+    })
+    .await;
+    assert_eq!(c.wa.count_to(&phone(5)), 1);
+    // Eleven minutes later, still no receipt: a person is asked.
+    clock.set(t0 + chrono::Duration::minutes(11));
+    c.settle().await;
+    let step = c.steps().await.pop().unwrap();
+    assert_eq!((step.state.as_str(), step.dead_class.as_deref()), ("dead", Some("ambiguous")));
+    assert!(step.dead_reason.as_deref().unwrap_or_default().contains("did this lead get our message?"));
+    assert_eq!(c.wa.count_to(&phone(5)), 1, "never sent again by itself");
+}
