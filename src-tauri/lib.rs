@@ -32,7 +32,9 @@ pub mod runtime;
 pub mod shells;
 pub mod store;
 
-pub use features::{delivery, dlq, figures, graph, ingest, monitor, pipeline, poll, reconcile, replay, targets};
+pub use features::{
+    contact, delivery, dlq, figures, graph, ingest, monitor, pipeline, poll, reconcile, replay, targets,
+};
 pub use model::privacy;
 #[cfg(feature = "desktop")]
 pub use shells::desktop;

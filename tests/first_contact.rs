@@ -202,6 +202,22 @@ async fn lost_and_slow_answers_send_each_lead_one_message() {
     // The lost answers were in doubt, not sent again.
     let attempts = c.server.app.store.all_attempts().await.unwrap();
     assert!(attempts.iter().any(|a| a.reason.contains("in doubt") || a.reason.contains("answer was lost")));
+    // Speed to first contact, per source: arrival → accepted, → delivered (receipt).
+    let times = c.server.app.store.contact_times(chrono::DateTime::<chrono::Utc>::MIN_UTC).await.unwrap();
+    let speed = leadline::contact::speed::figures(&times);
+    for s in &speed {
+        assert_eq!(s.accepted, 20, "{s:?}");
+        eprintln!(
+            "speed to first contact, source {}: accepted p50 {:?} ms p95 {:?} ms ({}); delivered p50 {:?} ms p95 {:?} ms ({})",
+            s.source, s.accepted_p50_ms, s.accepted_p95_ms, s.accepted, s.delivered_p50_ms, s.delivered_p95_ms, s.delivered
+        );
+    }
+    assert_eq!(speed.len(), 2);
+    eprintln!(
+        "messages per lead: WhatsApp {:?}, SMS {:?}",
+        (0..20).map(|i| c.wa.count_to(&phone(i))).collect::<Vec<_>>(),
+        (0..20).map(|i| c.tw.count_to(&phone(100 + i))).collect::<Vec<_>>()
+    );
     // The WhatsApp messages carry the template, the lead's first name and the step's key.
     let m = &c.wa.messages()[0];
     assert_eq!((m.template.as_str(), m.parameters.as_slice()), ("lead_welcome", &["Ada".to_string()][..]));
