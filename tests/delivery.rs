@@ -9,9 +9,13 @@ use std::time::Duration;
 use common::*;
 use leadline::delivery::worker::WorkerEvent;
 use leadline::demo::mock_crm::Behaviour;
+use leadline::demo::waits::Refusal;
 use leadline::dlq::{self, DeadLetterFilter};
 use reqwest::StatusCode;
 use serde_json::json;
+
+/// A refusal made when its round begins (its times count from then).
+type NewRefusal = fn() -> Refusal;
 
 fn plain_crm(crm: SocketAddr) -> String {
     // No idempotency at all: a second send makes a second record, so duplicates are visible.
@@ -547,6 +551,40 @@ async fn a_retry_after_date_holds_every_lead_of_the_target_until_that_date() {
     let counted: i64 =
         app.server.app.store.deliveries().await.unwrap().iter().filter(|d| d.target == "crm").map(|d| d.attempts).sum();
     assert_eq!(counted, 30, "the rate-limited answer used no attempt");
+    app.server.shutdown().await.unwrap();
+}
+
+/// Every `Retry-After` holds the whole target — on a 503 in seconds, on a 429 as an HTTP date. Eight leads are in
+/// flight when the CRM starts refusing (the target is resumed with a backlog): no request arrives inside a wait the
+/// CRM announced except those already on the wire when it answered, after each wait one request goes alone and the
+/// rest follow only after its answer, and every lead is delivered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_retry_after_holds_the_target_and_one_request_goes_first_after_it() {
+    let app = spawn().await;
+    let refusals: [(&str, NewRefusal); 2] = [
+        ("503, Retry-After: 1 for 2.5 s", || Refusal::seconds(503, 1, Duration::from_millis(2_500))),
+        ("429, Retry-After: <HTTP date> 1.5 s ahead", || {
+            Refusal::until_date(429, chrono::Utc::now() + chrono::Duration::milliseconds(1_500))
+        }),
+    ];
+    for (round, (what, refusal)) in refusals.into_iter().enumerate() {
+        leadline::api::set_target_paused(&app.server.app, "crm", true, "test").await.unwrap();
+        for i in 0..60 {
+            assert_eq!(app.post_plain(&json!({"id": format!("wait-{round}-{i}")})).await, StatusCode::ACCEPTED);
+        }
+        // Every answer takes 20 ms: the eight requests of the first round are all in flight when the first refusal
+        // comes back.
+        app.crm.set_behaviour(Behaviour { refusal: Some(refusal()), latency_ms: 20, ..Default::default() });
+        leadline::api::set_target_paused(&app.server.app, "crm", false, "test").await.unwrap();
+        let h = app.wait_settled(Duration::from_secs(30)).await;
+        assert_eq!(h.overall.dead_open, 0, "{what}: {h:?}");
+        let honoured = app.crm.waits().verdict().unwrap_or_else(|fault| panic!("{what}: {fault}"));
+        eprintln!("generic http target, {what}: {honoured}");
+    }
+    let honoured = app.crm.waits().verdict().unwrap();
+    assert!(honoured.inside.waits >= 2 && honoured.reopenings >= 2, "both refusals announced waits: {honoured:?}");
+    let stats = app.crm.stats();
+    assert_eq!((stats.records, app.crm.distinct_leads(), stats.duplicated_external_ids), (120, 120, 0), "{stats:?}");
     app.server.shutdown().await.unwrap();
 }
 

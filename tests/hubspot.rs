@@ -9,9 +9,11 @@ use std::time::Duration;
 use chrono::Utc;
 use common::TestApp;
 use leadline::api;
+use leadline::config::Config;
 use leadline::delivery::worker::HoldReason;
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_hubspot::{HubspotBehaviour, MockHubspot, Secondly};
+use leadline::demo::waits::Refusal;
 use leadline::server::Server;
 use leadline::store::{AttemptEntry, DeliveryRecord};
 use serde_json::json;
@@ -59,12 +61,18 @@ from = "phone"
 }
 
 async fn spawn(behaviour: HubspotBehaviour) -> (TestApp, MockHubspot) {
+    spawn_changed(behaviour, |_| {}).await
+}
+
+/// [`spawn`], with the configuration changed by `change` before the server starts.
+async fn spawn_changed(behaviour: HubspotBehaviour, change: impl FnOnce(&mut Config)) -> (TestApp, MockHubspot) {
     let (hubspot, hubspot_addr) = MockHubspot::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     hubspot.set(behaviour);
     let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &hubspot_target(hubspot_addr));
     let mut config = common::parse_config(&text);
+    change(&mut config);
     config.inline_secrets.insert(TOKEN_ENV.into(), leadline::demo::mock_hubspot::TOKEN.into());
     let server = Server::start(config).await.unwrap();
     (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, hubspot)
@@ -298,6 +306,50 @@ async fn the_secondly_limit_is_waited_out_and_nothing_is_lost() {
     assert_each_once(&hubspot, &ids);
     assert_eq!(counted_attempts(&app, |_| true).await, 250, "rate-limited answers use no attempts");
     assert!(rate_limited_answers(&app).await.len() >= 100);
+    app.server.shutdown().await.unwrap();
+}
+
+/// HubSpot's maintenance window (the demo's: every upsert answered 503 with `Retry-After`) and a 429 with
+/// `Retry-After` hold the whole target. Four batch requests of five leads are in flight when each begins: no request
+/// reaches HubSpot inside a wait it announced except those already on the wire, after each wait one request goes
+/// alone, and every lead is written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintenance_window_and_a_retry_after_hold_every_request_until_they_end() {
+    let (app, hubspot) = spawn_changed(HubspotBehaviour::default(), |config| {
+        config.worker.batch_size = 5;
+        config.targets.get_mut("crm").expect("the crm target").concurrency = 4;
+    })
+    .await;
+    let latency_ms = 20;
+
+    // The maintenance window, until two of its waits have ended with a request that found it still on.
+    pause(&app, true).await;
+    let mut ids = post_leads(&app, "M", 60).await;
+    hubspot.set(HubspotBehaviour { maintenance_retry_after: Some(1), latency_ms, ..Default::default() });
+    pause(&app, false).await;
+    wait_for("two waits of the maintenance window to end", Duration::from_secs(20), async || {
+        hubspot.waits().reopenings().len() >= 2
+    })
+    .await;
+    hubspot.set(HubspotBehaviour { latency_ms, ..Default::default() });
+    assert_eq!(app.wait_settled(Duration::from_secs(30)).await.overall.dead_open, 0);
+    let honoured = hubspot.waits().verdict().unwrap_or_else(|fault| panic!("maintenance: {fault}"));
+    eprintln!("hubspot, maintenance (503, Retry-After: 1): {honoured}");
+
+    // Too many requests: 429 with Retry-After: 1 for 1.5 s.
+    pause(&app, true).await;
+    ids.extend(post_leads(&app, "R", 60).await);
+    let refusal = Refusal::seconds(429, 1, Duration::from_millis(1_500));
+    hubspot.set(HubspotBehaviour { refusal: Some(refusal), latency_ms, ..Default::default() });
+    pause(&app, false).await;
+    assert_eq!(app.wait_settled(Duration::from_secs(30)).await.overall.dead_open, 0);
+    let honoured = hubspot.waits().verdict().unwrap_or_else(|fault| panic!("429: {fault}"));
+    eprintln!("hubspot, both (the second: 429, Retry-After: 1 for 1.5 s): {honoured}");
+    assert!(honoured.inside.waits >= 8 && honoured.reopenings >= 3, "{honoured:?}");
+
+    let stats = hubspot.stats();
+    assert_eq!((stats.contacts, stats.creates, stats.updates), (120, 120, 0), "{stats:?}");
+    assert_each_once(&hubspot, &ids);
     app.server.shutdown().await.unwrap();
 }
 

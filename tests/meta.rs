@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use common::{spawn, TestApp, SECRET};
 use leadline::api;
 use leadline::demo::mock_crm::{GraphBehaviour, GraphThrottle};
+use leadline::demo::waits::Refusal;
 use leadline::ingest::signature::sign;
 use serde_json::{json, Value};
 
@@ -91,6 +92,43 @@ async fn a_webhook_lead_reaches_the_crm_with_its_answers() {
     // Exactly one Graph request for it: a checkpointed step is never fetched twice.
     let fetches = app.crm.graph_requests().iter().filter(|(_, p)| p.ends_with("/700000000000000001")).count();
     assert_eq!(fetches, 1);
+    app.server.shutdown().await.unwrap();
+}
+
+/// A 503 from the Graph API with `Retry-After` holds the whole `meta_lead` step. Forty leads wait for their fetch
+/// and eight fetches are in flight when Graph starts refusing: no request reaches Graph inside a wait it announced
+/// except those already on the wire, after each wait one fetch goes alone, and every lead is fetched once and
+/// reaches the CRM once, with its answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_from_graph_holds_every_fetch_until_it_ends() {
+    let app = spawn().await;
+    let created = Utc::now() - chrono::Duration::minutes(1);
+    let ids: Vec<String> = (0..40).map(|i| format!("7500000000000000{i:02}")).collect();
+    for id in &ids {
+        list(&app, id, created);
+    }
+    api::set_target_paused(&app.server.app, "meta_fetch", true, "test").await.unwrap();
+    for chunk in ids.chunks(10) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        assert_eq!(webhook(&app, &refs, created).await, 202);
+    }
+    let refusal = Refusal::seconds(503, 1, Duration::from_millis(2_500));
+    // Every fetch takes 20 ms: eight are in flight when the first refusal comes back.
+    app.crm.set_graph(GraphBehaviour { refusal: Some(refusal), latency_ms: 20, ..Default::default() });
+    api::set_target_paused(&app.server.app, "meta_fetch", false, "test").await.unwrap();
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 0, "{h:?}");
+
+    let honoured = app.crm.graph_waits().verdict().unwrap_or_else(|fault| panic!("{fault}"));
+    eprintln!("meta_lead (Graph), 503 with Retry-After: 1 for 2.5 s: {honoured}");
+    assert!(honoured.inside.waits >= 2 && honoured.reopenings >= 2, "{honoured:?}");
+    let fetched = app.crm.graph_waits().requests();
+    for id in &ids {
+        let good = fetched.iter().filter(|r| r.what.ends_with(id.as_str()) && r.status == Some(200)).count();
+        assert_eq!(good, 1, "{id} fetched {good} times");
+        assert_eq!(app.crm.records_for(&format!("meta:{id}")), 1, "{id}");
+        assert_eq!(app.crm.lead_for(&format!("meta:{id}")).unwrap()["fields"]["full_name"], "Ada Lovelace");
+    }
     app.server.shutdown().await.unwrap();
 }
 

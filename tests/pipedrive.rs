@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_pipedrive::{Faults, MockPipedrive, FIELD_KEY, TOKEN};
+use leadline::demo::waits::Refusal;
 use leadline::server::Server;
+
+/// A refusal made when its round begins (its times count from then).
+type NewRefusal = fn() -> Refusal;
 
 const TOKEN_ENV: &str = "TEST_PIPEDRIVE_TOKEN";
 
@@ -149,6 +153,38 @@ async fn wait_up(http: &reqwest::Client, base: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("leadline did not come up at {base}");
+}
+
+/// Every `Retry-After` holds the whole target — a 503 in seconds, a 429 as an HTTP date — across Pipedrive's three
+/// requests per lead. Eight leads are in flight when each refusal begins: no request reaches Pipedrive inside a
+/// wait it announced except those already on the wire, after each wait one request goes alone (the rest only after
+/// its answer), and every lead is one person and one lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_retry_after_holds_every_request_until_it_ends() {
+    let PdApp { app, pd } = spawn_pd(2_000, 8).await;
+    let refusals: [(&str, NewRefusal); 2] = [
+        ("503, Retry-After: 1 for 2.5 s", || Refusal::seconds(503, 1, Duration::from_millis(2_500))),
+        ("429, Retry-After: <HTTP date> 1.5 s ahead", || {
+            Refusal::until_date(429, chrono::Utc::now() + chrono::Duration::milliseconds(1_500))
+        }),
+    ];
+    let mut ids = Vec::new();
+    for (round, (what, refusal)) in refusals.into_iter().enumerate() {
+        leadline::api::set_target_paused(&app.server.app, "crm", true, "test").await.unwrap();
+        let batch: Vec<String> = (0..30).map(|i| format!("W{round}-{i}")).collect();
+        post_all(&app, &batch).await;
+        ids.extend(batch);
+        pd.set_faults(Faults { refusal: Some(refusal()), ..Default::default() });
+        leadline::api::set_target_paused(&app.server.app, "crm", false, "test").await.unwrap();
+        let h = app.wait_settled(Duration::from_secs(30)).await;
+        assert_eq!(h.overall.dead_open, 0, "{what}: {h:?}");
+        let honoured = pd.waits().verdict().unwrap_or_else(|fault| panic!("{what}: {fault}"));
+        eprintln!("pipedrive, {what}: {honoured}");
+    }
+    let honoured = pd.waits().verdict().unwrap();
+    assert!(honoured.inside.waits >= 2 && honoured.reopenings >= 2, "{honoured:?}");
+    assert_each_once(&pd, &ids);
+    app.server.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@ use leadline::api;
 use leadline::delivery::worker::{HoldReason, TargetRuntime};
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_salesforce::{self as mock, MockSalesforce, SalesforceBehaviour};
+use leadline::demo::waits::Refusal;
 use leadline::server::Server;
 use leadline::targets::salesforce::{Pacing, SalesforceTarget};
 use leadline::targets::Connector;
@@ -277,6 +278,28 @@ async fn a_used_up_api_limit_holds_the_target_without_using_attempts() {
     let attempts = app.server.app.store.all_attempts().await.unwrap();
     let limited = attempts.iter().filter(|a| a.class.as_deref() == Some("rate_limited")).count();
     assert_eq!(limited, sent);
+    app.server.shutdown().await.unwrap();
+}
+
+/// A 503 with `Retry-After` as an HTTP date (an org down for maintenance until a given second) holds the whole
+/// target. Eight upserts are in flight when it begins: no request reaches the org inside the wait it announced
+/// except those already on the wire, after the wait one request goes alone, and every lead is one record written
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_date_on_a_503_holds_every_request_until_then() {
+    let (app, sf) = spawn().await;
+    api::set_target_paused(&app.server.app, "crm", true, "test").await.unwrap();
+    let ids = ids("m", 60);
+    post(&app, ids.clone()).await;
+    let until = chrono::Utc::now() + chrono::Duration::milliseconds(1_500);
+    sf.set_behaviour(SalesforceBehaviour { refusal: Some(Refusal::until_date(503, until)), ..Default::default() });
+    api::set_target_paused(&app.server.app, "crm", false, "test").await.unwrap();
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 0);
+    let honoured = sf.waits().verdict().unwrap_or_else(|fault| panic!("{fault}"));
+    eprintln!("salesforce, 503 with Retry-After: <HTTP date> 1.5 s ahead: {honoured}");
+    assert!(honoured.inside.waits >= 1 && honoured.reopenings >= 1, "{honoured:?}");
+    each_once(&sf, &ids);
     app.server.shutdown().await.unwrap();
 }
 

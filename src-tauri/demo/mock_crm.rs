@@ -14,6 +14,9 @@
 //! - `PUT /tasks/{external_id}` — a call task for a sales rep (the follow-up's fallback for old leads).
 //! - `GET /_mock/stats` — counts.
 //!
+//! The CRM's routes (`/crm/…`) and the Graph API's (`/graph/…`) each keep a [`WaitLedger`] (`demo/waits.rs`):
+//! every `Retry-After` they gave and the requests that arrived inside it.
+//!
 //! It also plays the lead *sources'* own endpoints, for the Meta fetch step and reconciliation:
 //! - `GET /graph/{version}/{leadgen_id}?fields=…&access_token=…` — Meta's Graph API lead object (Graph API
 //!   "Retrieving leads": `{id, created_time: "2026-11-30T09:14:00+0000", ad_id, form_id, field_data: [{name,
@@ -39,6 +42,8 @@ use axum::{Json, Router};
 use rand::Rng;
 use serde::Serialize;
 use serde_json::{json, Value};
+
+use super::waits::{Refusal, WaitLedger};
 
 /// How the mock CRM behaves right now. `Default` is a healthy CRM.
 #[derive(Debug, Clone, Default)]
@@ -66,6 +71,8 @@ pub struct Behaviour {
     pub bare_429: bool,
     /// Until this time every request gets 429 with `Retry-After` as an HTTP-date (RFC 9110 §10.2.3).
     pub limited_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Every request is refused (429 or 503 with `Retry-After`, seconds or a date) while this lasts.
+    pub refusal: Option<Refusal>,
     /// Keyed creates (`POST /crm/leads`) need `Authorization: Bearer <this>`; another token gets 401.
     pub require_bearer: Option<String>,
 }
@@ -77,6 +84,11 @@ pub struct GraphBehaviour {
     pub token_expired: bool,
     /// Every request is answered as throttled.
     pub throttled: Option<GraphThrottle>,
+    /// Every request is refused (503 "temporarily unavailable", Graph's transient code 2, or 429) with
+    /// `Retry-After` while this lasts.
+    pub refusal: Option<Refusal>,
+    /// Delay before answering a lead's fetch.
+    pub latency_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -113,7 +125,8 @@ pub struct Stats {
     pub requests: u64,
     /// Requests answered 429.
     pub rate_limited: u64,
-    /// Requests that arrived after a 429 with an HTTP-date `Retry-After` was answered and before that date.
+    /// Requests to the CRM's routes that arrived inside a `Retry-After` they gave (on the wire or later: see
+    /// [`WaitLedger`]).
     pub requests_inside_retry_after: u64,
 }
 
@@ -135,8 +148,6 @@ struct Inner {
     requests: u64,
     rate_limited: u64,
     bucket: Option<(Instant, f64)>,
-    announced_until: Option<chrono::DateTime<chrono::Utc>>,
-    inside_retry_after: u64,
     /// Leads the sources list (sent as a webhook or not): (list name, id, created, payload).
     listed: Vec<(String, String, i64, Value)>,
     graph: GraphBehaviour,
@@ -165,11 +176,19 @@ pub struct MockCrm {
     inner: Arc<Mutex<Inner>>,
     /// HubSpot's CRM v3 API on the same address (`/crm/v3/...`): the demo's CRM.
     hubspot: super::mock_hubspot::MockHubspot,
+    /// The waits the CRM's routes announced, and the Graph API's.
+    crm_waits: WaitLedger,
+    graph_waits: WaitLedger,
 }
 
 enum Gate {
-    Pass { hang: Option<Duration>, latency: Duration },
+    Pass {
+        hang: Option<Duration>,
+        latency: Duration,
+    },
     Answer(Response),
+    /// An answer that takes the CRM's time like a write would (`latency_ms`): a refusal.
+    AnswerAfter(Response, Duration),
 }
 
 impl MockCrm {
@@ -188,19 +207,35 @@ impl MockCrm {
     }
 
     pub fn router(&self) -> Router {
-        Router::new()
+        let crm = Router::new()
             .route("/crm/leads", post(create))
             .route("/crm/plain", post(create_plain))
             .route("/crm/leads/{external_id}", put(upsert))
             .route("/crm/leads/search/{external_id}", get(search))
+            .with_state(self.clone());
+        let graph = Router::new()
+            .route("/graph/{version}/{form_id}/leads", get(graph_leads))
+            .route("/graph/{version}/{leadgen_id}", get(graph_lead))
+            .with_state(self.clone());
+        Router::new()
             .route("/notify/{external_id}", put(notify))
             .route("/tasks/{external_id}", put(task))
             .route("/_mock/stats", get(stats))
-            .route("/graph/{version}/{form_id}/leads", get(graph_leads))
-            .route("/graph/{version}/{leadgen_id}", get(graph_lead))
             .route("/source/{name}/leads", get(source_leads))
             .with_state(self.clone())
+            .merge(self.crm_waits.layer(crm))
+            .merge(self.graph_waits.layer(graph))
             .merge(self.hubspot.router())
+    }
+
+    /// The waits the CRM's routes (`/crm/…`) announced and the requests inside them.
+    pub fn waits(&self) -> &WaitLedger {
+        &self.crm_waits
+    }
+
+    /// The waits the Graph API (`/graph/…`) announced and the requests inside them.
+    pub fn graph_waits(&self) -> &WaitLedger {
+        &self.graph_waits
     }
 
     /// The HubSpot mock served on the same address.
@@ -236,7 +271,7 @@ impl MockCrm {
             tasks: inner.tasks.len(),
             requests: inner.requests,
             rate_limited: inner.rate_limited,
-            requests_inside_retry_after: inner.inside_retry_after,
+            requests_inside_retry_after: self.crm_waits.inside().total(),
         }
     }
 
@@ -273,6 +308,8 @@ impl MockCrm {
         keep_newest(&mut inner.keys_seen, keep);
         keep_newest(&mut inner.listed, keep);
         keep_newest(&mut inner.graph_log, keep);
+        self.crm_waits.forget_old(keep);
+        self.graph_waits.forget_old(keep);
         let now = Instant::now();
         inner.idempotency.retain(|_, (_, _, ready)| now.saturating_duration_since(*ready) < keys_for);
         if inner.notifications.len() > keep {
@@ -312,19 +349,14 @@ impl MockCrm {
         let b = inner.behaviour.clone();
         let latency = Duration::from_millis(b.latency_ms);
         let wall = chrono::Utc::now();
-        if inner.announced_until.is_some_and(|until| wall < until) {
-            inner.inside_retry_after += 1;
-        }
-        if let Some(until) = b.limited_until.filter(|u| wall < *u) {
-            inner.rate_limited += 1;
-            let mut r = error_response(429, None);
-            // An HTTP-date has whole seconds: announce the next second after `until`, and count against what was
-            // announced, not against `until` itself.
-            let date = httpdate::fmt_http_date(std::time::SystemTime::from(until + chrono::Duration::seconds(1)));
-            let announced = httpdate::parse_http_date(&date).map(chrono::DateTime::<chrono::Utc>::from).ok();
-            r.headers_mut().insert(axum::http::header::RETRY_AFTER, date.parse().expect("http date"));
-            inner.announced_until = announced;
-            return Gate::Answer(r);
+        // "Come back at <date>" (429), or a refusal for a while (429 or 503, seconds or a date): the ledger
+        // counts the requests that arrive inside the wait each answer announced.
+        let refusal = b.refusal.or(b.limited_until.map(|until| Refusal::until_date(429, until)));
+        if let Some((r, retry_after)) = refusal.and_then(|r| Some((r, r.retry_after(wall)?))) {
+            if r.status == 429 {
+                inner.rate_limited += 1;
+            }
+            return Gate::AnswerAfter(with_retry_after(error_response(r.status, None), &retry_after), latency);
         }
         if let (true, Some((rate, burst))) = (is_write, b.token_bucket) {
             let now = Instant::now();
@@ -416,9 +448,17 @@ fn error_response(status: u16, retry_after: Option<u64>) -> Response {
         }
         _ => json!({"status": "error", "message": format!("mock CRM error {status}")}),
     };
-    let mut response = (code, Json(body)).into_response();
-    if let Some(s) = retry_after.filter(|_| matches!(status, 429 | 503)) {
-        response.headers_mut().insert(axum::http::header::RETRY_AFTER, s.to_string().parse().expect("digits"));
+    let response = (code, Json(body)).into_response();
+    match retry_after.filter(|_| matches!(status, 429 | 503)) {
+        Some(s) => with_retry_after(response, &s.to_string()),
+        None => response,
+    }
+}
+
+/// `response` with `Retry-After: value` (seconds or an HTTP date).
+fn with_retry_after(mut response: Response, value: &str) -> Response {
+    if let Ok(v) = value.parse() {
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
     }
     response
 }
@@ -443,6 +483,10 @@ fn phone_problem(envelope: &Value) -> Option<Response> {
 async fn pass(crm: &MockCrm, envelope: &Value, is_write: bool) -> Result<Option<Duration>, Response> {
     match crm.gate(is_write) {
         Gate::Answer(r) => Err(r),
+        Gate::AnswerAfter(r, latency) => {
+            tokio::time::sleep(latency).await;
+            Err(r)
+        }
         Gate::Pass { hang, latency } => {
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
@@ -630,6 +674,13 @@ fn graph_gate(crm: &MockCrm, path: String, token: Option<&str>) -> Option<Respon
     let mut inner = crm.inner.lock().expect("mock lock");
     inner.graph_log.push((chrono::Utc::now(), path));
     let g = inner.graph.clone();
+    if let Some((r, retry_after)) = g.refusal.and_then(|r| Some((r, r.retry_after(chrono::Utc::now())?))) {
+        // Graph's transient error (code 2, "is_transient": true), as a maintenance or an overloaded backend answers.
+        let body = json!({"error": {"message": "Service temporarily unavailable", "type": "OAuthException",
+            "code": 2, "is_transient": true, "fbtrace_id": "mock"}});
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        return Some(with_retry_after((status, Json(body)).into_response(), &retry_after));
+    }
     if g.token_expired || token != Some(GRAPH_TOKEN) {
         let body = json!({"error": {"message": "Error validating access token: Session has expired.",
             "type": "OAuthException", "code": 190, "error_subcode": 463, "fbtrace_id": "mock"}});
@@ -662,6 +713,10 @@ async fn graph_lead(
     Path((version, leadgen_id)): Path<(String, String)>,
     axum::extract::Query(q): axum::extract::Query<ListQuery>,
 ) -> Response {
+    let latency = crm.inner.lock().expect("mock lock").graph.latency_ms;
+    if latency > 0 {
+        tokio::time::sleep(Duration::from_millis(latency)).await;
+    }
     if let Some(r) = graph_gate(&crm, format!("/graph/{version}/{leadgen_id}"), q.access_token.as_deref()) {
         return r;
     }

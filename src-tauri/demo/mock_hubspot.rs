@@ -2,8 +2,9 @@
 //!
 //! Used by the integration tests (switched mid-test) and meant for the demo. It stores contacts keyed by their
 //! unique property, counts creates, updates and requests, enforces a token-bucket "secondly" limit when
-//! configured, and records every request's arrival and every rate-limit wait it announced, so a test can check
-//! that nothing arrived inside an announced wait.
+//! configured, and records every request's arrival and every wait it announced — a `Retry-After`, or one interval
+//! of its secondly limit — in a [`WaitLedger`] (`demo/waits.rs`), so a test can check that nothing arrived inside
+//! an announced wait.
 //!
 //! Endpoints (shapes from developers.hubspot.com: "Upsert contacts" (CRM v3 batch upsert), the CRM error and
 //! batch-error schemas, "API usage guidelines" for 429s, and the properties API):
@@ -28,6 +29,8 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
+
+use super::waits::{Announced, Refusal, WaitLedger};
 
 /// The private app token the mock accepts.
 pub const TOKEN: &str = "demo-hubspot-token";
@@ -60,6 +63,8 @@ pub struct HubspotBehaviour {
     pub strict_phone: bool,
     /// Down for maintenance: every upsert is answered `503` with `Retry-After` of this many seconds.
     pub maintenance_retry_after: Option<u64>,
+    /// Every upsert is refused (`503` for maintenance, or `429`) with `Retry-After` while this lasts.
+    pub refusal: Option<Refusal>,
     /// Added to every upsert's answer time.
     pub latency_ms: u64,
     /// Share of upserts answered `502 Bad Gateway` before anything is written (a network blip).
@@ -94,7 +99,8 @@ pub struct HubspotStats {
     pub upsert_requests: u64,
     /// Requests answered 429.
     pub rate_limited: u64,
-    /// Requests that arrived while a wait this mock announced (a 429) was still running.
+    /// Requests that arrived while a wait this mock announced (a `Retry-After`, a secondly 429) was still running,
+    /// on the wire or later (see [`WaitLedger`]).
     pub early_requests: u64,
     /// Inputs in the largest batch received.
     pub largest_batch: usize,
@@ -108,8 +114,6 @@ struct Inner {
     stats: HubspotStats,
     /// Token bucket: tokens left and when they were counted.
     bucket: Option<(f64, Instant)>,
-    /// The end of every wait announced in a 429.
-    announced: Vec<DateTime<Utc>>,
     /// Every request: arrival and status.
     log: Vec<(DateTime<Utc>, u16)>,
     /// Properties that exist, and whether their values are unique.
@@ -138,7 +142,6 @@ impl Default for Inner {
             by_unique: HashMap::new(),
             stats: HubspotStats::default(),
             bucket: None,
-            announced: Vec::new(),
             log: Vec::new(),
             properties,
             forgotten: 0,
@@ -149,6 +152,7 @@ impl Default for Inner {
 #[derive(Clone, Default)]
 pub struct MockHubspot {
     inner: Arc<Mutex<Inner>>,
+    waits: WaitLedger,
 }
 
 impl MockHubspot {
@@ -167,11 +171,17 @@ impl MockHubspot {
     }
 
     pub fn router(&self) -> Router {
-        Router::new()
+        let api = Router::new()
             .route("/crm/v3/objects/contacts/batch/upsert", post(batch_upsert))
             .route("/crm/v3/properties/contacts/{name}", get(property))
             .route("/crm/v3/objects/contacts/{id}", get(read_contact))
-            .with_state(self.clone())
+            .with_state(self.clone());
+        self.waits.layer(api)
+    }
+
+    /// The waits this mock announced and the requests that arrived inside them.
+    pub fn waits(&self) -> &WaitLedger {
+        &self.waits
     }
 
     pub fn set(&self, behaviour: HubspotBehaviour) {
@@ -198,13 +208,16 @@ impl MockHubspot {
         }
         let old_log = inner.log.len().saturating_sub(keep);
         inner.log.drain(..old_log);
-        let old_announced = inner.announced.len().saturating_sub(keep);
-        inner.announced.drain(..old_announced);
+        self.waits.forget_old(keep);
     }
 
     pub fn stats(&self) -> HubspotStats {
         let inner = self.inner.lock().expect("mock lock");
-        HubspotStats { contacts: inner.contacts.len(), ..inner.stats.clone() }
+        HubspotStats {
+            contacts: inner.contacts.len(),
+            early_requests: self.waits.inside().total(),
+            ..inner.stats.clone()
+        }
     }
 
     /// The contact whose unique property `property` is `value`.
@@ -222,11 +235,6 @@ impl MockHubspot {
     pub fn requests(&self) -> Vec<(DateTime<Utc>, u16)> {
         self.inner.lock().expect("mock lock").log.clone()
     }
-
-    /// The end of every wait announced in a 429 so far.
-    pub fn announced_waits(&self) -> Vec<DateTime<Utc>> {
-        self.inner.lock().expect("mock lock").announced.clone()
-    }
 }
 
 fn error_id() -> String {
@@ -238,9 +246,6 @@ fn error_id() -> String {
 fn gate(inner: &mut Inner, headers: &HeaderMap) -> Option<Response> {
     let now = Utc::now();
     inner.stats.requests += 1;
-    if inner.announced.iter().any(|until| *until > now) {
-        inner.stats.early_requests += 1;
-    }
     let b = inner.behaviour.clone();
     let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     if bearer != Some(TOKEN) {
@@ -295,11 +300,10 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Option<Response> {
         if tokens < 1.0 {
             inner.bucket = Some((tokens, clock));
             inner.stats.rate_limited += 1;
-            inner.announced.push(now + chrono::Duration::milliseconds(limit.interval_ms as i64));
             // Shape: 429 body {"status":"error","message":"You have reached your secondly limit.","errorType":
             // "RATE_LIMIT","correlationId","policyName":"SECONDLY"} with X-HubSpot-RateLimit-Max / -Remaining /
             // -Interval-Milliseconds headers ("API usage guidelines"); the wait announced is one interval.
-            return Some(answer(
+            let mut refused = answer(
                 StatusCode::TOO_MANY_REQUESTS,
                 json!({"status": "error", "message": "You have reached your secondly limit.", "errorType": "RATE_LIMIT",
                        "correlationId": error_id(), "policyName": "SECONDLY"}),
@@ -308,11 +312,23 @@ fn gate(inner: &mut Inner, headers: &HeaderMap) -> Option<Response> {
                     ("X-HubSpot-RateLimit-Remaining", "0".into()),
                     ("X-HubSpot-RateLimit-Interval-Milliseconds", limit.interval_ms.to_string()),
                 ],
-            ));
+            );
+            refused.extensions_mut().insert(Announced(now + chrono::Duration::milliseconds(limit.interval_ms as i64)));
+            return Some(refused);
         }
         inner.bucket = Some((tokens - 1.0, clock));
     }
     None
+}
+
+/// A 503 with `Retry-After`: HubSpot documents no body for it; the text is the mock's.
+fn maintenance(retry_after: &str) -> Response {
+    answer(
+        StatusCode::SERVICE_UNAVAILABLE,
+        json!({"status": "error", "message": "Scheduled maintenance: HubSpot is temporarily unavailable.",
+               "correlationId": error_id(), "category": "SERVICE_UNAVAILABLE"}),
+        &[("Retry-After", retry_after.to_string())],
+    )
 }
 
 fn answer(status: StatusCode, body: Value, headers: &[(&str, String)]) -> Response {
@@ -349,16 +365,26 @@ async fn batch_upsert(State(mock): State<MockHubspot>, headers: HeaderMap, body:
     let response = {
         let mut inner = mock.inner.lock().expect("mock lock");
         let now = Utc::now();
-        let response = if let Some(seconds) = b.maintenance_retry_after {
+        let refused = b.refusal.and_then(|r| Some((r.status, r.retry_after(now)?)));
+        let response = if let Some((status, retry_after)) = refused {
             inner.stats.requests += 1;
             inner.stats.upsert_requests += 1;
-            // A generic 503 with Retry-After: HubSpot documents no body for it; the text is the mock's.
-            answer(
-                StatusCode::SERVICE_UNAVAILABLE,
-                json!({"status": "error", "message": "Scheduled maintenance: HubSpot is temporarily unavailable.",
-                       "correlationId": error_id(), "category": "SERVICE_UNAVAILABLE"}),
-                &[("Retry-After", seconds.to_string())],
-            )
+            if status == 429 {
+                inner.stats.rate_limited += 1;
+                // Shape: the 429 body of "API usage guidelines" (see `gate`), with the Retry-After HubSpot may add.
+                answer(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    json!({"status": "error", "message": "You have reached your secondly limit.",
+                           "errorType": "RATE_LIMIT", "correlationId": error_id(), "policyName": "SECONDLY"}),
+                    &[("Retry-After", retry_after)],
+                )
+            } else {
+                maintenance(&retry_after)
+            }
+        } else if let Some(seconds) = b.maintenance_retry_after {
+            inner.stats.requests += 1;
+            inner.stats.upsert_requests += 1;
+            maintenance(&seconds.to_string())
         } else if blip {
             inner.stats.requests += 1;
             inner.stats.upsert_requests += 1;

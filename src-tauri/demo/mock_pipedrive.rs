@@ -7,7 +7,9 @@
 //! - `POST /v1/leads` — "Add a lead"; `GET /v1/leads?person_id=` — "Get all leads" filtered by person;
 //! - `GET /v1/users/me` — "Get current user data"; `GET /v1/personFields` — "Get all person fields".
 //!
-//! Every request needs the token in `x-api-token`; a wrong or revoked one gets 401.
+//! Every request needs the token in `x-api-token`; a wrong or revoked one gets 401. Every request, every
+//! `Retry-After` the mock gave and the requests that arrived inside it are kept in a [`WaitLedger`]
+//! (`demo/waits.rs`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
+
+use super::waits::{Refusal, WaitLedger};
 
 /// The API token the mock accepts.
 pub const TOKEN: &str = "pipedrive-test-token";
@@ -50,6 +54,8 @@ pub struct Faults {
     pub hang_after_lead_create: Option<Duration>,
     /// Lead creates wait, writing nothing, while this is set; released ones are refused with 503.
     pub hold_lead_creates: bool,
+    /// Every request is refused (`503`, or `429` "Request over limit") with `Retry-After` while this lasts.
+    pub refusal: Option<Refusal>,
 }
 
 /// Request counts.
@@ -79,6 +85,7 @@ struct Inner {
 #[derive(Clone, Default)]
 pub struct MockPipedrive {
     inner: Arc<Mutex<Inner>>,
+    waits: WaitLedger,
 }
 
 impl MockPipedrive {
@@ -97,13 +104,19 @@ impl MockPipedrive {
     }
 
     pub fn router(&self) -> Router {
-        Router::new()
+        let api = Router::new()
             .route("/api/v2/persons/search", get(search_persons))
             .route("/api/v2/persons", post(add_person))
             .route("/v1/leads", post(add_lead).get(get_leads))
             .route("/v1/users/me", get(users_me))
             .route("/v1/personFields", get(person_fields))
-            .with_state(self.clone())
+            .with_state(self.clone());
+        self.waits.layer(api)
+    }
+
+    /// Every request, the waits the mock announced and the requests that arrived inside them.
+    pub fn waits(&self) -> &WaitLedger {
+        &self.waits
     }
 
     pub fn set_faults(&self, f: Faults) {
@@ -151,6 +164,25 @@ impl MockPipedrive {
     fn gate(&self, headers: &HeaderMap, what: &str) -> Option<Response> {
         let mut inner = self.lock();
         inner.counts.requests += 1;
+        let refused = inner.faults.refusal.and_then(|r| Some((r.status, r.retry_after(chrono::Utc::now())?)));
+        if let Some((status, retry_after)) = refused {
+            inner.log.push((Instant::now(), what.to_string(), status));
+            let (status, message) = match status {
+                429 => {
+                    inner.counts.rate_limited += 1;
+                    (StatusCode::TOO_MANY_REQUESTS, "Request over limit")
+                }
+                other => (
+                    StatusCode::from_u16(other).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                    "Service temporarily unavailable",
+                ),
+            };
+            let mut r = error(status, message);
+            if let Ok(v) = retry_after.parse() {
+                r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+            }
+            return Some(r);
+        }
         let ok = headers.get("x-api-token").and_then(|v| v.to_str().ok()) == Some(TOKEN);
         if ok && !inner.faults.token_revoked {
             return None;

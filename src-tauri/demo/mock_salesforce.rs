@@ -7,10 +7,14 @@
 //! Using an External ID", "sObject Rows by External ID", "Status Codes and Error Responses", "Limit Info Header",
 //! "sObject Describe"; Salesforce Help: "OAuth 2.0 Refresh Token Flow for Renewed Sessions"). Each answer below
 //! names the one it follows.
+//!
+//! The REST API's routes (not the login host's token endpoint) keep a [`WaitLedger`] (`demo/waits.rs`): every
+//! request, every `Retry-After` they gave and the requests that arrived inside it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -19,6 +23,8 @@ use axum::routing::{get, patch, post};
 use axum::{Form, Json, Router};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
+
+use super::waits::{Refusal, WaitLedger};
 
 /// The connected app's consumer key and secret, and the refresh token the mock accepts at first.
 pub const CLIENT_ID: &str = "3MVG9mock-consumer-key";
@@ -41,6 +47,12 @@ pub struct SalesforceBehaviour {
     pub limit_exceeded: bool,
     /// Updates answer 204 without a body (as before API 46.0) instead of 200.
     pub update_204: bool,
+    /// Every API request is refused (`503` `SERVER_UNAVAILABLE`, or `429`) with `Retry-After` while this lasts.
+    pub refusal: Option<Refusal>,
+    /// The concurrent-request limit as a token bucket `(requests per second, burst)`: an API request that finds it
+    /// empty is refused with 403 `REQUEST_LIMIT_EXCEEDED` "ConcurrentPerOrgLongTxn Limit exceeded.", which names
+    /// neither a rate nor a time.
+    pub concurrent_limit: Option<(f64, f64)>,
 }
 
 /// A record as the mock keeps it.
@@ -65,11 +77,14 @@ struct OrgState {
     patches: Vec<DateTime<Utc>>,
     api_used: u64,
     api_max: u64,
+    /// The concurrent-request bucket: tokens left and when they were counted.
+    bucket: Option<(f64, Instant)>,
 }
 
 #[derive(Clone)]
 pub struct MockSalesforce {
     inner: Arc<Mutex<OrgState>>,
+    waits: WaitLedger,
 }
 
 impl MockSalesforce {
@@ -84,6 +99,7 @@ impl MockSalesforce {
                 api_max: 100_000,
                 ..Default::default()
             })),
+            waits: WaitLedger::default(),
         };
         let app = mock.router();
         tokio::spawn(async move {
@@ -95,11 +111,16 @@ impl MockSalesforce {
     }
 
     pub fn router(&self) -> Router {
-        Router::new()
-            .route("/services/oauth2/token", post(token))
+        let api = Router::new()
             .route("/services/data/{version}/sobjects/{object}/describe", get(describe))
             .route("/services/data/{version}/sobjects/{object}/{field}/{value}", patch(upsert))
-            .with_state(self.clone())
+            .with_state(self.clone());
+        Router::new().route("/services/oauth2/token", post(token)).with_state(self.clone()).merge(self.waits.layer(api))
+    }
+
+    /// Every REST API request, the waits the API announced and the requests that arrived inside them.
+    pub fn waits(&self) -> &WaitLedger {
+        &self.waits
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, OrgState> {
@@ -185,6 +206,31 @@ fn gate(s: &mut OrgState, headers: &HeaderMap) -> Option<Response> {
         // An expired or revoked session: 401 with INVALID_SESSION_ID ("Status Codes and Error Responses").
         let answer = errors(StatusCode::UNAUTHORIZED, "INVALID_SESSION_ID", "Session expired or invalid", &[]);
         return Some(with_usage(s, answer));
+    }
+    if let Some((status, retry_after)) = s.behaviour.refusal.and_then(|r| Some((r.status, r.retry_after(Utc::now())?)))
+    {
+        // "Status Codes and Error Responses": 503 when the server is down for maintenance or overloaded; the error
+        // code is the one Salesforce uses for it.
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        let answer = errors(status, "SERVER_UNAVAILABLE", "Server temporarily unavailable. Please try again.", &[]);
+        let mut r = with_usage(s, answer);
+        if let Ok(v) = retry_after.parse() {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+        }
+        return Some(r);
+    }
+    if let Some((rate, burst)) = s.behaviour.concurrent_limit {
+        let now = Instant::now();
+        let (tokens, since) = s.bucket.unwrap_or((burst, now));
+        let tokens = (tokens + now.duration_since(since).as_secs_f64() * rate).min(burst);
+        let refused = tokens < 1.0;
+        s.bucket = Some((if refused { tokens } else { tokens - 1.0 }, now));
+        if refused {
+            // "API Request Limits and Allocations": too many concurrent long-running requests; it passes in seconds.
+            let answer =
+                errors(StatusCode::FORBIDDEN, "REQUEST_LIMIT_EXCEEDED", "ConcurrentPerOrgLongTxn Limit exceeded.", &[]);
+            return Some(with_usage(s, answer));
+        }
     }
     if s.behaviour.limit_exceeded {
         // The org's total request limit: 403 REQUEST_LIMIT_EXCEEDED ("API Request Limits and Allocations").

@@ -12,6 +12,7 @@ pub mod mock_pipedrive;
 pub mod mock_salesforce;
 pub mod mock_twilio;
 pub mod mock_whatsapp;
+pub mod waits;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
