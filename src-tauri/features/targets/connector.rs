@@ -148,6 +148,10 @@ pub struct AttemptReport {
     /// Nothing was sent: the lead is too old for this time-sensitive step, which runs its `fallback` instead (a
     /// first contact decides this itself, since quiet hours that held it do not age it).
     pub run_fallback: bool,
+    /// Not sent after all: another request's answer held the target while this one was prepared
+    /// ([`super::request::Outcome::HeldBack`]), before anything of this attempt could have changed the CRM. The
+    /// lead goes back to the queue without using an attempt, like one never sent.
+    pub held_back: bool,
 }
 
 impl AttemptReport {
@@ -169,6 +173,7 @@ impl AttemptReport {
             quota_wait: false,
             not_before: None,
             run_fallback: false,
+            held_back: false,
         }
     }
 

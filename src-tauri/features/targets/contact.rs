@@ -257,6 +257,8 @@ pub enum SendOutcome {
     },
     /// The request never left (no connection).
     NotSent(String),
+    /// Not sent: the provider's answer to another request held the target while this one was prepared.
+    HeldBack,
     /// Sent, and no answer came back: the message may be out.
     NoAnswer(String),
 }
@@ -484,6 +486,11 @@ pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option
                 reason: format!("could not connect to send the message: {why}"),
                 field: None,
             });
+        }
+        SendOutcome::HeldBack => {
+            // Nothing went out: the step goes back to the queue without using an attempt.
+            record(ContactStatus::Refused, None, None).await;
+            report.held_back = true;
         }
         SendOutcome::NoAnswer(why) => {
             // Its receipt may already be in (it carries the step's key): then the message is known to be out.

@@ -2,7 +2,10 @@
 //!
 //! [`send`] tells the target's [`AnswerWatch`] the moment an answer's status and headers arrive, before its body
 //! is read or classified: a `Retry-After` or a used-up rate-limit window then holds the whole target at once, so
-//! no other request of the target leaves while this one's answer is still being read.
+//! no other request of the target leaves while this one's answer is still being read. And it asks the watch, the
+//! moment before a request leaves, whether it still may ([`AnswerWatch::clear_to_send`]): a request let through
+//! by the pacer may take a while to prepare (a link read from the store, a session, the earlier request of the
+//! same lead), and another request's answer may have held the target meanwhile.
 
 use std::time::Duration;
 
@@ -21,6 +24,12 @@ pub const EXCERPT_CHARS: usize = 2_000;
 /// its limits and holds from them). Requests that never got an answer are not reported.
 pub trait AnswerWatch: Send + Sync {
     fn answered(&self, status: u16, headers: &HeaderMap);
+
+    /// Whether a request may still leave now: `false` once the target was held after this request was let
+    /// through (it then stays unsent: [`Outcome::HeldBack`]).
+    fn clear_to_send(&self) -> bool {
+        true
+    }
 }
 
 /// An [`AnswerWatch`] that ignores everything: connection checks and previews, which are not deliveries.
@@ -39,16 +48,25 @@ pub struct Response {
     pub headers: HeaderMap,
 }
 
-/// What became of a request: an answer, never sent (connection failed), or sent without an answer.
+/// What became of a request: an answer, never sent (connection failed), sent without an answer, or held back.
 pub enum Outcome {
     Answered(Response),
     Unsent(String),
     Unanswered(String),
+    /// Not sent: the target was held after this request was let through (see [`AnswerWatch::clear_to_send`]).
+    /// Nothing reached the target; the lead waits for the hold without using an attempt.
+    HeldBack,
 }
+
+/// What a connection check says of a request held back (a check is never held: it is sent [`Unwatched`]).
+pub const HELD_BACK: &str = "not sent: the target asked to wait (Retry-After)";
 
 /// Sends `request`; a `Retry-After` date in the answer is read on `clock` when the answer arrived. `watch` hears
 /// the status and headers before the body is read.
 pub async fn send(request: reqwest::RequestBuilder, clock: &Clock, watch: &dyn AnswerWatch) -> Outcome {
+    if !watch.clear_to_send() {
+        return Outcome::HeldBack;
+    }
     let response = match request.send().await {
         Ok(r) => r,
         Err(e) if e.is_connect() || e.is_builder() => return Outcome::Unsent(error_chain(&e)),

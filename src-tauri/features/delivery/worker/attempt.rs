@@ -27,8 +27,12 @@ pub(super) async fn run_request(
 ) -> Vec<Completion> {
     let links = StoreLinks { store, target: target.name(), clock: &handle.clock };
     let contacts = StoreContacts { store, clock: &handle.clock };
-    let cx = Exchange { now: handle.clock.now(), answers: target, links: &links, contacts: &contacts };
-    let reports = target.connector().deliver(&jobs, &cx).await;
+    let watch = target.watch_request();
+    let cx = Exchange { now: handle.clock.now(), answers: &watch, links: &links, contacts: &contacts };
+    // A request held back (the target was held while it was prepared) was not sent: its leads go back to the queue
+    // without using an attempt, and neither the breaker nor the pacer counts it.
+    let reports: Vec<Option<AttemptReport>> =
+        target.connector().deliver(&jobs, &cx).await.into_iter().map(|r| r.filter(|r| !r.held_back)).collect();
     let now = handle.clock.now();
     let batch = target.batch_capacity().is_some();
     // A report that sent nothing now (a first contact held by quiet hours, or waiting for its receipt) says
@@ -52,8 +56,11 @@ pub(super) async fn run_request(
         let mut pacer = target.pacer.lock().expect("pacer lock");
         match pace_outcome(sent()) {
             Some(outcome) => pacer.record(now, outcome),
-            // Nothing reached the target (the mapping refused every lead): the request after a hold is still due.
-            None => pacer.probe_unused(),
+            // Nothing reached the target (the mapping refused every lead, or it was held back): the request after
+            // a hold is still due — unless a hold came since this one was let through (that hold's own first request
+            // may be out already).
+            None if pacer.holds() == watch.holds() => pacer.probe_unused(),
+            None => {}
         }
     }
     let mut out = Vec::with_capacity(jobs.len());
@@ -253,7 +260,7 @@ pub(super) async fn decide(
     }
     // What holds the target for the team (team mode): a Retry-After, or rate-limit headers saying the budget is
     // used up.
-    // (The pacer learnt from the answer's headers when they arrived: `AnswerWatch for TargetRuntime`.)
+    // (The pacer learnt from the answer's headers when they arrived: `RequestWatch`.)
     let mut team_hold = target.pacer.lock().expect("pacer lock").held_until(now);
     if let (Some(until), Verdict::Failed(f)) = (report.retry_after, &report.verdict) {
         if f.class == ErrorClass::RateLimited {

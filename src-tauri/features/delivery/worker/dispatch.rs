@@ -232,7 +232,15 @@ pub(super) async fn dispatch_once(
                     }
                     completions.extend(match unsent {
                         Some(until) => chunk.iter().map(|job| release(job, until)).collect(),
-                        None => run_request(&store, &handle, &target, chunk).await,
+                        None => {
+                            let done = run_request(&store, &handle, &target, chunk).await;
+                            if done.iter().all(|c| matches!(c.outcome, JobOutcome::Released { .. })) {
+                                // Nothing reached the target (held back by a hold that came while the request was
+                                // prepared): the breaker's probe, or the first request after the hold, is another's.
+                                not_sent(&target, probe, terms);
+                            }
+                            done
+                        }
                     });
                 }
                 for completion in completions {

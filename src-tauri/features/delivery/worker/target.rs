@@ -236,13 +236,46 @@ impl TargetRuntime {
     }
 }
 
-/// The pacer hears each answer the moment its status and headers arrive, before the body is read: a
-/// `Retry-After` (on a 429 or a 503), a used-up window or a daily allowance holds the whole target at once.
-impl AnswerWatch for TargetRuntime {
+impl TargetRuntime {
+    /// The pacer's watch over one request let through now (see [`RequestWatch`]).
+    pub(super) fn watch_request(&self) -> RequestWatch<'_> {
+        RequestWatch { target: self, holds: self.pacer.lock().expect("pacer lock").holds() }
+    }
+}
+
+/// The pacer's watch over one request (or the few requests of one attempt) after it was let through.
+///
+/// It hears each answer the moment its status and headers arrive, before the body is read: a `Retry-After` (on a
+/// 429 or a 503), a used-up window or a daily allowance holds the whole target at once. And just before each
+/// request leaves, it says whether the request still may: not if a hold came since it was let through (another
+/// request's answer, while this one read a link from the store or waited for a session) or one is in force — the
+/// request stays unsent and its lead waits for the hold without using an attempt, so nothing reaches the target
+/// inside a wait it announced but what was already on its way.
+pub(super) struct RequestWatch<'a> {
+    target: &'a TargetRuntime,
+    /// The pacer's count of holds when the request was let through.
+    holds: u64,
+}
+
+impl RequestWatch<'_> {
+    /// The pacer's count of holds when the request was let through.
+    pub(super) fn holds(&self) -> u64 {
+        self.holds
+    }
+}
+
+impl AnswerWatch for RequestWatch<'_> {
     fn answered(&self, status: u16, headers: &HeaderMap) {
-        let hints = self.connector().pacing_hints();
+        let target = self.target;
+        let hints = target.connector().pacing_hints();
         let Ok(status) = reqwest::StatusCode::from_u16(status) else { return };
-        self.pacer.lock().expect("pacer lock").learn(self.clock.now(), status, headers, &hints);
+        target.pacer.lock().expect("pacer lock").learn(target.clock.now(), status, headers, &hints);
+    }
+
+    fn clear_to_send(&self) -> bool {
+        let target = self.target;
+        let holds = target.pacer.lock().expect("pacer lock").holds();
+        holds == self.holds && target.hold(target.clock.now()).is_none()
     }
 }
 

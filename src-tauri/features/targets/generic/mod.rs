@@ -23,7 +23,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use super::classify::classify;
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
 use super::mapping;
-use super::request::{client_for, error_chain, excerpt, masked_headers, send, AnswerWatch, Outcome, Unwatched};
+use super::request::{
+    client_for, error_chain, excerpt, masked_headers, send, AnswerWatch, Outcome, Unwatched, HELD_BACK,
+};
 use crate::clock::Clock;
 use crate::config::{AuthConfig, Config, Strategy, TargetConfig};
 use crate::model::{ErrorClass, Failure, Job, Observed, Verdict};
@@ -42,6 +44,8 @@ enum Lookup {
     Found(String),
     NotFound,
     Failed(LookupFailure),
+    /// Not sent: the target was held meanwhile.
+    HeldBack,
 }
 
 /// A look-up that did not answer "found" or "not found", classified like any other answer: a 429 is a rate
@@ -146,6 +150,7 @@ impl HttpTarget {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 ConnectionCheck { ok: false, message: format!("cannot reach {url}: {why}") }
             }
+            Outcome::HeldBack => ConnectionCheck { ok: false, message: HELD_BACK.into() },
             Outcome::Answered(resp) => match resp.status {
                 401 => ConnectionCheck {
                     ok: false,
@@ -229,6 +234,10 @@ impl HttpTarget {
                     return report;
                 }
                 Lookup::NotFound => {}
+                Lookup::HeldBack => {
+                    report.held_back = true;
+                    return report;
+                }
                 Lookup::Failed(failure) => {
                     // Searching is harmless to repeat; the doubt (if any) stays until a look-up answers.
                     let reason = format!("could not check whether the CRM already has the lead: {}", failure.reason);
@@ -300,6 +309,7 @@ impl HttpTarget {
                 });
             }
             Outcome::Unanswered(why) => self.after_no_answer(&mut report, &external_id, why, strategy, answers).await,
+            Outcome::HeldBack => report.held_back = true,
             Outcome::Answered(resp) => {
                 report.http_status = Some(resp.status);
                 report.excerpt = excerpt(&resp.body);
@@ -393,6 +403,18 @@ impl HttpTarget {
                         failure.report(report, reason);
                         report.in_doubt = true;
                     }
+                    Lookup::HeldBack => {
+                        // The write went out: this attempt counts, and the lead is looked up before any resend.
+                        report.verdict = Verdict::Failed(Failure {
+                            class: ErrorClass::Transient,
+                            reason: format!(
+                                "no answer ({why}); the target asked to wait before the look-up, which is made \
+                                 before any resend"
+                            ),
+                            field: None,
+                        });
+                        report.in_doubt = true;
+                    }
                 }
             }
         }
@@ -437,6 +459,7 @@ impl HttpTarget {
                     excerpt: excerpt(&resp.body),
                 })
             }
+            Outcome::HeldBack => Lookup::HeldBack,
             Outcome::Unsent(why) | Outcome::Unanswered(why) => Lookup::Failed(LookupFailure {
                 // Reading again is always safe: no answer to a search is a transient problem, never "ambiguous".
                 class: ErrorClass::Transient,

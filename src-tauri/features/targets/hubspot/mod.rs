@@ -7,7 +7,7 @@ use chrono_tz::Tz;
 use serde_json::{Map, Value};
 
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
-use super::request::{excerpt, masked_headers, send, Outcome, Unwatched};
+use super::request::{excerpt, masked_headers, send, Outcome, Unwatched, HELD_BACK};
 use super::vendor::{encode_component, json_id, VendorVerdict};
 use super::{mapping, HttpTarget};
 use crate::model::{ErrorClass, Failure, Job, Verdict};
@@ -131,6 +131,11 @@ impl HubspotTarget {
             vec![r; input_ids.len()]
         };
         let reports = match sent {
+            Outcome::HeldBack => {
+                let mut r = AttemptReport::new(now);
+                r.held_back = true;
+                vec![r; input_ids.len()]
+            }
             Outcome::Unsent(why) => failed_all(format!("could not connect to HubSpot: {why}")),
             Outcome::Unanswered(why) => failed_all(format!(
                 "no answer from HubSpot ({why}); safe to retry: the upsert by {} is idempotent",
@@ -208,6 +213,7 @@ impl HubspotTarget {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 return ConnectionCheck { ok: false, message: format!("cannot reach HubSpot at {url}: {why}") }
             }
+            Outcome::HeldBack => return ConnectionCheck { ok: false, message: HELD_BACK.into() },
             Outcome::Answered(resp) => resp,
         };
         let clock = Clock { now: self.http.clock.now(), account_tz: self.account_tz };

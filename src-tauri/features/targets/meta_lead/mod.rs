@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
-use super::request::{excerpt, send, Outcome, Unwatched};
+use super::request::{excerpt, send, Outcome, Unwatched, HELD_BACK};
 use super::vendor::encode_component;
 use crate::config::{Config, TargetConfig};
 use crate::features::graph::{self, GraphErrorKind};
@@ -106,6 +106,7 @@ impl MetaLeadStep {
         let sent = send(request, &self.clock, cx.answers).await;
         report.duration_ms = started.elapsed().as_millis() as i64;
         match sent {
+            Outcome::HeldBack => report.held_back = true,
             // Reading is always safe to repeat: no answer is simply a temporary problem.
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 report.verdict = Verdict::Failed(Failure {
@@ -179,6 +180,7 @@ impl MetaLeadStep {
                 ok: false,
                 message: format!("cannot reach Meta's Graph API at {}: {}", self.base, strip_token(&why, &self.token)),
             },
+            Outcome::HeldBack => ConnectionCheck { ok: false, message: HELD_BACK.into() },
             Outcome::Answered(resp) if (200..300).contains(&resp.status) => {
                 let me: Value = serde_json::from_slice(&resp.body).unwrap_or_default();
                 let name = me.get("name").and_then(Value::as_str).unwrap_or("(no name)");

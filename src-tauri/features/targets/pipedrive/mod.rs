@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
 use super::mapping;
-use super::request::{client_for, excerpt, send, AnswerWatch, Outcome, Response, Unwatched};
+use super::request::{client_for, excerpt, send, AnswerWatch, Outcome, Response, Unwatched, HELD_BACK};
 use super::vendor::VendorVerdict;
 use crate::config::{Config, TargetConfig};
 use crate::model::{ErrorClass, Failure, Job, Verdict};
@@ -49,6 +49,8 @@ enum Sent {
     Failed(Failure),
     /// Sent, no answer: the CRM may have acted on it.
     NoAnswer(String),
+    /// Not sent: the target was held meanwhile ([`Outcome::HeldBack`]).
+    HeldBack,
 }
 
 impl PipedriveTarget {
@@ -94,6 +96,7 @@ impl PipedriveTarget {
                 field: None,
             }),
             Outcome::Unanswered(why) => Sent::NoAnswer(why),
+            Outcome::HeldBack => Sent::HeldBack,
         }
     }
 
@@ -189,6 +192,8 @@ impl PipedriveTarget {
         };
         let url = format!("{}{LEADS_PATH}", self.base);
         match self.send(self.request(reqwest::Method::POST, &url).json(&body), "lead", cx.answers).await {
+            // The person is linked: the next attempt looks the lead up before creating it.
+            Sent::HeldBack => report.held_back = true,
             Sent::Failed(f) => report.verdict = Verdict::Failed(f),
             Sent::Answer(resp) => {
                 let v = parse_answer(resp.status, &resp.body, &resp.headers, self.clock.now());
@@ -228,6 +233,19 @@ impl PipedriveTarget {
                             "no answer to the lead create ({why}); the look-up found no lead, and the next attempt \
                              looks again before creating"
                         ),
+                            field: None,
+                        });
+                        report.in_doubt = true;
+                    }
+                    None if report.held_back => {
+                        // The create went out: this attempt counts, and the lead is looked up before any resend.
+                        report.held_back = false;
+                        report.verdict = Verdict::Failed(Failure {
+                            class: ErrorClass::Transient,
+                            reason: format!(
+                                "no answer to the lead create ({why}); Pipedrive asked to wait before the look-up, \
+                                 which is made before any resend"
+                            ),
                             field: None,
                         });
                         report.in_doubt = true;
@@ -272,6 +290,10 @@ impl PipedriveTarget {
             }
         };
         match self.send(self.request(reqwest::Method::GET, &url), "person search", cx.answers).await {
+            Sent::HeldBack => {
+                report.held_back = true;
+                return None;
+            }
             Sent::Failed(f) => {
                 report.verdict = Verdict::Failed(f);
                 return None;
@@ -311,6 +333,10 @@ impl PipedriveTarget {
         let url = format!("{}{PERSONS_PATH}", self.base);
         match self.send(self.request(reqwest::Method::POST, &url).json(&plan.person), "person create", cx.answers).await
         {
+            Sent::HeldBack => {
+                report.held_back = true;
+                None
+            }
             Sent::Failed(f) => {
                 report.verdict = Verdict::Failed(f);
                 None
@@ -363,6 +389,10 @@ impl PipedriveTarget {
     ) -> Option<Option<String>> {
         let url = leads_of_person_url(&self.base, person_id);
         match self.send(self.request(reqwest::Method::GET, &url), "lead look-up", answers).await {
+            Sent::HeldBack => {
+                report.held_back = true;
+                None
+            }
             Sent::Failed(f) => {
                 report.verdict = Verdict::Failed(f);
                 None
@@ -422,6 +452,7 @@ impl PipedriveTarget {
             Sent::NoAnswer(why) => {
                 return ConnectionCheck { ok: false, message: format!("Pipedrive did not answer at {me}: {why}") }
             }
+            Sent::HeldBack => return ConnectionCheck { ok: false, message: HELD_BACK.into() },
         };
         match resp.status {
             401 => {
@@ -450,6 +481,7 @@ impl PipedriveTarget {
             Sent::NoAnswer(why) => {
                 return ConnectionCheck { ok: false, message: format!("Pipedrive did not answer at {fields}: {why}") }
             }
+            Sent::HeldBack => return ConnectionCheck { ok: false, message: HELD_BACK.into() },
         };
         let company = company.map(|c| format!(" ({c})")).unwrap_or_default();
         match ((200..300).contains(&resp.status), person_fields_hold(&resp.body, &self.field_key)) {

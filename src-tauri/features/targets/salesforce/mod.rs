@@ -7,7 +7,7 @@ use chrono::Duration;
 
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, NearLimit, PacingHints, RequestPreview};
 use super::mapping;
-use super::request::{client_for, excerpt, send, Outcome, Unwatched};
+use super::request::{client_for, excerpt, send, Outcome, Unwatched, HELD_BACK};
 use super::vendor::VendorVerdict;
 use crate::model::{ErrorClass, Failure, Job, Verdict};
 pub use wire::DAILY_LIMIT_HOLD;
@@ -160,6 +160,7 @@ impl SalesforceTarget {
                 class: ErrorClass::Transient,
                 reason: format!("cannot reach Salesforce's login host {url}: {why}"),
             }),
+            Outcome::HeldBack => Err(TokenError { class: ErrorClass::Transient, reason: HELD_BACK.into() }),
         }
     }
 
@@ -223,6 +224,7 @@ impl SalesforceTarget {
                 .timeout(std::time::Duration::from_millis(self.config.timeout_ms))
                 .json(&body);
             match send(request, &self.clock, cx.answers).await {
+                Outcome::HeldBack => report.held_back = true,
                 Outcome::Unsent(why) => {
                     self.apply(
                         &mut report,
@@ -322,6 +324,7 @@ impl SalesforceTarget {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 return fail(format!("the session was refreshed, but {} cannot be reached: {why}", token.instance_url))
             }
+            Outcome::HeldBack => return fail(HELD_BACK.into()),
         };
         let usage = resp
             .headers

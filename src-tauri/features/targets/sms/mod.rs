@@ -109,6 +109,7 @@ impl Channel for SmsStep {
                 },
             },
             Outcome::Unsent(why) => SendOutcome::NotSent(why),
+            Outcome::HeldBack => SendOutcome::HeldBack,
             Outcome::Unanswered(why) => SendOutcome::NoAnswer(why),
         }
     }
@@ -128,6 +129,7 @@ impl Channel for SmsStep {
             }
             Outcome::Answered(resp) => LookUp::Unknown(format!("Twilio's list answered HTTP {}", resp.status)),
             Outcome::Unsent(why) | Outcome::Unanswered(why) => LookUp::Unknown(format!("Twilio's list: {why}")),
+            Outcome::HeldBack => LookUp::Unknown("Twilio asked to wait before its list is read".into()),
         }
     }
 
@@ -188,6 +190,7 @@ impl Connector for SmsStep {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 ConnectionCheck { ok: false, message: format!("Twilio did not answer at {url}: {why}") }
             }
+            Outcome::HeldBack => ConnectionCheck { ok: false, message: super::request::HELD_BACK.into() },
         }
     }
 

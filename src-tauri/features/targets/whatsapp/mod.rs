@@ -105,6 +105,7 @@ impl Channel for WhatsappStep {
                 }
             }
             Outcome::Unsent(why) => SendOutcome::NotSent(why),
+            Outcome::HeldBack => SendOutcome::HeldBack,
             Outcome::Unanswered(why) => SendOutcome::NoAnswer(why),
         }
     }
@@ -171,6 +172,7 @@ impl Connector for WhatsappStep {
             Outcome::Unsent(why) | Outcome::Unanswered(why) => {
                 ConnectionCheck { ok: false, message: format!("WhatsApp did not answer at {url}: {why}") }
             }
+            Outcome::HeldBack => ConnectionCheck { ok: false, message: super::request::HELD_BACK.into() },
         }
     }
 
