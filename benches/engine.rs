@@ -38,6 +38,11 @@
 //!    loopback sink by 1, 2 and 4 `leadline serve` processes on one database (this build's binary, started as
 //!    child processes; each claims with `SKIP LOCKED`, the team's writes take turns on one advisory lock): jobs
 //!    per second for each count.
+//! 8. Refusals that name no rate (SQLite only, `--only-refusals`; not run otherwise): a backlog of R × 30 s leads
+//!    (`--refusal-seconds`) drained into a target allowing R requests/s (R = 40 and 200; a token bucket, burst
+//!    R/10) that refuses the rest naming no rate and no time — a generic CRM's bare `429`, and Salesforce's
+//!    concurrent-request `403 REQUEST_LIMIT_EXCEEDED` — with no `rate` declared: leads delivered per second, over
+//!    the whole drain and from its 10th second on, and the share of requests refused.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -723,6 +728,136 @@ mapping = [
     server.shutdown().await.unwrap();
 }
 
+/// A target that refuses above its limit without saying how many or for how long (figure 8).
+#[derive(Clone, Copy)]
+enum Refuser {
+    /// The generic CRM's token bucket answering a bare `429`: no `Retry-After`, no rate-limit headers.
+    Bare429,
+    /// Salesforce's concurrent-request limit: `403 REQUEST_LIMIT_EXCEEDED` "ConcurrentPerOrgLongTxn".
+    SalesforceConcurrent,
+}
+
+/// Figure 8: a backlog of `allowed × seconds` leads drained into a target that allows `allowed` requests a second
+/// (a token bucket, burst a tenth of that) and refuses the rest in words that name no rate and no time; no rate is
+/// declared, so the pace is learned from the refusals alone. Prints the leads delivered per second over the whole
+/// drain and from its 10th second on (once the pace is found), as shares of the limit, and the share of requests
+/// refused.
+async fn bench_refusals(refuser: Refuser, allowed: f64, seconds: usize) {
+    use leadline::demo::mock_salesforce::{self as sf_mock, MockSalesforce, SalesforceBehaviour};
+    let leads = (allowed as usize) * seconds;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("refusals.db");
+    queue_leads(
+        &db,
+        leads,
+        "r",
+        |id| serde_json::json!({ "id": id, "name": "Ada Lovelace", "email": format!("{id}@example.com") }),
+    )
+    .await;
+    let burst = (allowed / 10.0).max(1.0);
+    // What was sent and what was refused, read from the mock at the end.
+    let counts: Box<dyn Fn() -> (u64, u64)>;
+    let config = match refuser {
+        Refuser::Bare429 => {
+            let (crm, crm_addr) =
+                leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            crm.set_behaviour(leadline::demo::mock_crm::Behaviour {
+                token_bucket: Some((allowed, burst)),
+                bare_429: true,
+                ..Default::default()
+            });
+            let mut config = config(&format!("sqlite://{}", db.display()), crm_addr, true);
+            let sink = config.targets.get_mut("sink").unwrap();
+            sink.concurrency = 16;
+            sink.backoff.max_attempts = 1000;
+            counts = Box::new(move || {
+                let stats = crm.stats();
+                (stats.requests, stats.rate_limited)
+            });
+            config
+        }
+        Refuser::SalesforceConcurrent => {
+            let (sf, addr) = MockSalesforce::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+            sf.set_behaviour(SalesforceBehaviour { concurrent_limit: Some((allowed, burst)), ..Default::default() });
+            let text = format!(
+                r#"
+[server]
+listen = "127.0.0.1:0"
+[database]
+url = "sqlite://{db}"
+[worker]
+batch_size = 256
+poll_interval_ms = 5
+[sources.bench]
+route = ["sink"]
+[targets.sink]
+kind = "salesforce"
+url = "http://{addr}"
+external_id_field = "Leadline_Id__c"
+client_id_env = "BENCH_SF_CLIENT_ID"
+client_secret_env = "BENCH_SF_CLIENT_SECRET"
+refresh_token_env = "BENCH_SF_REFRESH_TOKEN"
+concurrency = 16
+timeout_ms = 5000
+backoff = {{ max_attempts = 1000 }}
+mapping = [
+  {{ to = "LastName", from = "name", transform = ["last_name"] }},
+  {{ to = "Email", from = "email" }},
+  {{ to = "Company", constant = "Unknown" }},
+]
+"#,
+                db = db.display(),
+            );
+            let mut config = Config::parse(&text, Path::new("bench.toml")).expect("bench config");
+            config.inline_secrets.insert("BENCH_SF_CLIENT_ID".into(), sf_mock::CLIENT_ID.into());
+            config.inline_secrets.insert("BENCH_SF_CLIENT_SECRET".into(), sf_mock::CLIENT_SECRET.into());
+            config.inline_secrets.insert("BENCH_SF_REFRESH_TOKEN".into(), sf_mock::REFRESH_TOKEN.into());
+            counts = Box::new(move || {
+                let requests = sf.waits().requests();
+                let refused = requests.iter().filter(|r| r.status == Some(403)).count();
+                (requests.len() as u64, refused as u64)
+            });
+            config
+        }
+    };
+    let start = Instant::now();
+    let server = Server::start(config).await.unwrap();
+    let mut at_ten = None;
+    let delivered = loop {
+        let h = leadline::api::health(&server.app).await.unwrap().queue.overall;
+        if at_ten.is_none() && start.elapsed() >= Duration::from_secs(10) {
+            at_ten = Some((start.elapsed(), h.delivered as usize));
+        }
+        if h.delivered as usize >= leads || h.dead_open > 0 {
+            break h.delivered as usize;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let elapsed = start.elapsed();
+    let (requests, refused) = counts();
+    let overall = delivered as f64 / elapsed.as_secs_f64();
+    let settled = match at_ten {
+        Some((t, n)) if elapsed > t => {
+            let rate = (delivered - n) as f64 / (elapsed - t).as_secs_f64();
+            format!("{rate:.1}/s = {:.0} % of the limit", 100.0 * rate / allowed)
+        }
+        _ => "(drained within 10 s)".into(),
+    };
+    println!(
+        "refusals: {delivered} leads into {} allowing {allowed:.0} requests/s, no rate declared: {overall:.1} leads/s \
+         = {:.0} % of the limit over {:.1} s; from the 10th second on {settled}; {refused} of {requests} requests \
+         refused ({:.2} %)",
+        match refuser {
+            Refuser::Bare429 => "a CRM answering bare 429s",
+            Refuser::SalesforceConcurrent => "Salesforce answering 403 REQUEST_LIMIT_EXCEEDED (concurrent)",
+        },
+        100.0 * overall / allowed,
+        elapsed.as_secs_f64(),
+        100.0 * refused as f64 / requests.max(1) as f64,
+    );
+    server.shutdown().await.unwrap();
+}
+
 /// Figures 1 to 4 on each backend in `backends`, side by side in `table`.
 async fn store_figures(dbs: &Databases, backends: &[Backend], table: &mut Table) {
     let only = |name: &str| std::env::args().any(|a| a == name);
@@ -788,7 +923,7 @@ fn main() {
         "both" => vec![Backend::Sqlite, Backend::Postgres],
         other => panic!("--backend {other}: expected sqlite, postgres or both"),
     };
-    let store_figures_run = !only("--only-pacing") && !only("--only-hubspot");
+    let store_figures_run = !only("--only-pacing") && !only("--only-hubspot") && !only("--only-refusals");
     let team_run = only("--only-team");
     // Declared before the runtime, so it is dropped (the cluster stopped) after everything using it, and also
     // when a figure panics.
@@ -839,6 +974,14 @@ fn main() {
             if only("--only-delivery") || only("--only-dead-letters") || only("--only-ingest") {
                 return;
             }
+        }
+        if only("--only-refusals") {
+            let seconds = arg("--refusal-seconds", 30);
+            for allowed in [40.0, 200.0] {
+                bench_refusals(Refuser::Bare429, allowed, seconds).await;
+                bench_refusals(Refuser::SalesforceConcurrent, allowed, seconds).await;
+            }
+            return;
         }
         if only("--only-hubspot") {
             let leads = arg("--hubspot-leads", 5_000);
