@@ -1034,6 +1034,10 @@ pub struct TargetConfig {
     /// country of national numbers.
     #[serde(default)]
     pub first_contact: FirstContactConfig,
+    /// Opt-in data fallback (docs/configuration.md, "Missing data"): a lead whose only refused fields are on
+    /// `drop` goes again at once without them, tagged, instead of becoming a dead letter.
+    #[serde(default)]
+    pub missing_data: Option<MissingDataConfig>,
 }
 
 /// The age limit of a first-contact step that sets none: an automatic "we will call you now" to a lead older
@@ -1114,6 +1118,35 @@ impl QuietHours {
         };
         Ok((parse(&self.from)?, parse(&self.until)?))
     }
+}
+
+/// `missing_data = { drop = ["phone"], tag = { property = "lead_status_note", value = "missing data: {fields}" },
+/// task = "call_task" }`: which CRM fields a lead may go without, how the record says so, and who checks it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MissingDataConfig {
+    /// The CRM fields (as the mapping's `to` names them) a lead may be written without when the CRM, or the
+    /// mapping, refuses them. Never the field the target upserts by.
+    pub drop: Vec<String>,
+    /// Written into the record sent without them, so the CRM's users see what is missing.
+    pub tag: Option<MissingDataTag>,
+    /// A target run as a follow-up step for each lead written without a field (a call task in the CRM); without
+    /// one, Leadline lists the lead as "Needs a person".
+    pub task: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MissingDataTag {
+    /// The CRM field the tag is written to (a name, or a JSON pointer like the mapping's `to`).
+    pub property: String,
+    /// The text written; `{fields}` becomes the fields left out (`phone, website`).
+    #[serde(default = "default_missing_data_tag")]
+    pub value: String,
+}
+
+fn default_missing_data_tag() -> String {
+    "missing data: {fields}".to_string()
 }
 
 fn default_id_pointer() -> String {
@@ -1391,6 +1424,44 @@ impl Config {
                     ));
                 }
             }
+            if let Some(md) = &target.missing_data {
+                let key = format!("{key}.missing_data");
+                if target.mapping.is_empty() {
+                    return Err(invalid(
+                        key,
+                        "needs a field mapping: a lead goes without a field by leaving its rule out of the record",
+                    ));
+                }
+                if md.drop.is_empty() || md.drop.iter().any(|f| f.trim().is_empty()) {
+                    return Err(invalid(format!("{key}.drop"), "must list at least one field, none of them empty"));
+                }
+                if let Some(upsert) = target.upsert_key_field() {
+                    if md.drop.iter().any(|f| f == upsert) {
+                        return Err(invalid(
+                            format!("{key}.drop"),
+                            format!("cannot list `{upsert}`: the target finds its record by it"),
+                        ));
+                    }
+                }
+                if let Some(tag) = &md.tag {
+                    if tag.property.trim().is_empty() {
+                        return Err(invalid(format!("{key}.tag.property"), "must not be empty"));
+                    }
+                    if md.drop.contains(&tag.property) {
+                        return Err(invalid(format!("{key}.tag.property"), "cannot be a field on the drop list"));
+                    }
+                }
+                match &md.task {
+                    Some(t) if t == name => return Err(invalid(format!("{key}.task"), "cannot be the target itself")),
+                    Some(t) if !self.targets.contains_key(t) => {
+                        return Err(invalid(
+                            format!("{key}.task"),
+                            format!("names target `{t}`, which is not defined under [targets]"),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
         }
         if self.replay.rate_per_second.is_nan() || self.replay.rate_per_second <= 0.0 {
             return Err(invalid("replay.rate_per_second", "must be greater than 0"));
@@ -1580,6 +1651,22 @@ impl TargetConfig {
     /// first-contact step [`FIRST_CONTACT_MAX_AGE_MINUTES`] when it names a fallback without a limit.
     pub fn max_lead_age(&self) -> Option<u64> {
         self.max_lead_age_minutes.or((self.kind.is_first_contact()).then_some(FIRST_CONTACT_MAX_AGE_MINUTES))
+    }
+
+    /// The tag a record sent without some fields carries (`missing_data.tag`), if any.
+    pub fn missing_data_tag(&self) -> Option<crate::features::targets::mapping::Tag<'_>> {
+        let tag = self.missing_data.as_ref()?.tag.as_ref()?;
+        Some(crate::features::targets::mapping::Tag { property: &tag.property, value: &tag.value })
+    }
+
+    /// The CRM field a target finds a lead's record by (HubSpot's `id_property`, Salesforce's
+    /// `external_id_field`): a lead refused for it is never written without it.
+    pub fn upsert_key_field(&self) -> Option<&str> {
+        match self.kind {
+            TargetKind::Hubspot => self.id_property.as_deref(),
+            TargetKind::Salesforce => self.external_id_field.as_deref(),
+            _ => None,
+        }
     }
 
     pub fn strategy(&self) -> Strategy {

@@ -401,6 +401,7 @@ async fn test_connection_and_preview_say_what_they_do_in_plain_words() {
         received_at: chrono::Utc::now(),
         payload: lead("V-1"),
         previous: Default::default(),
+        dropped: Vec::new(),
     };
     let p = target.preview(&job).unwrap();
     assert_eq!(p.method, "POST");

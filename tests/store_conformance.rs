@@ -81,6 +81,7 @@ fn finished(job: &Job, outcome: JobOutcome, now: DateTime<Utc>) -> Completion {
             response_excerpt: None,
         }),
         now,
+        missing_task: None,
     }
 }
 

@@ -55,8 +55,8 @@ pub struct HubspotBehaviour {
     pub quiet_usage_headers: bool,
     /// Inputs whose `email` property is one of these (case-insensitively) are refused as `INVALID_EMAIL`.
     pub reject_emails: Vec<String>,
-    /// Refuse a whole batch holding a rejected input with `400 VALIDATION_ERROR` (naming it in `context.ids`)
-    /// instead of answering `207 Multi-Status`.
+    /// Refuse a whole batch holding a rejected input (an e-mail, or with `strict_phone` a phone) with
+    /// `400 VALIDATION_ERROR` (naming it in `context.ids`) instead of answering `207 Multi-Status`.
     pub reject_whole_batch: bool,
     /// A validation rule on `phone` (the demo's "field-format change"): inputs whose phone is not in E.164
     /// (`+` and digits) are refused as `INVALID_PHONE_NUMBER`.
@@ -450,6 +450,28 @@ fn upsert_locked(inner: &mut Inner, headers: &HeaderMap, body: &str, now: DateTi
                    "category": "VALIDATION_ERROR",
                    "errors": [{"message": "Email address is invalid", "code": "INVALID_EMAIL", "in": "email"}],
                    "context": {"ids": ids}}),
+            &[],
+        );
+    }
+
+    let bad_phone = |input: &Value| {
+        let phone = input.pointer("/properties/phone").and_then(Value::as_str).unwrap_or("");
+        let e164 = phone.len() > 7 && phone.starts_with('+') && phone[1..].chars().all(|c| c.is_ascii_digit());
+        !phone.is_empty() && !e164
+    };
+    let bad_phones: Vec<&str> = (inputs.iter())
+        .filter(|i| inner.behaviour.strict_phone && bad_phone(i))
+        .filter_map(|i| i.get("id").and_then(Value::as_str))
+        .collect();
+    if inner.behaviour.reject_whole_batch && !bad_phones.is_empty() {
+        // Shape: whole-request 400 VALIDATION_ERROR naming the property in errors[].in and the inputs in context.
+        return answer(
+            StatusCode::BAD_REQUEST,
+            json!({"status": "error", "message": "Property values were not valid", "correlationId": error_id(),
+                   "category": "VALIDATION_ERROR",
+                   "errors": [{"message": "Phone number is not valid: use the international format",
+                               "code": "INVALID_PHONE_NUMBER", "in": "phone"}],
+                   "context": {"ids": bad_phones}}),
             &[],
         );
     }

@@ -146,6 +146,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         whatsapp: None,
         sms: None,
         first_contact: Default::default(),
+        missing_data: None,
     };
     c.targets.insert(
         "crm".into(),

@@ -28,6 +28,9 @@ pub struct Job {
     pub payload: serde_json::Value,
     /// Results of the earlier, delivered steps of the same event, by target name.
     pub previous: serde_json::Map<String, serde_json::Value>,
+    /// The CRM fields this step goes without (the target's `missing_data` fallback: the CRM or the mapping
+    /// refused only fields on its drop list). Empty: the whole record.
+    pub dropped: Vec<String>,
 }
 
 impl Job {
@@ -39,7 +42,10 @@ impl Job {
     /// Deterministic idempotency key: `source:source_ref:target`, the same on every retry of a step. Suffixed by
     /// the lead revision the step sends for certain (`:rev-2`, see [`Job::key_revision`]) so that a CRM's stored
     /// answer to the earlier content is not replayed for the new one, and by the replay generation after a manual
-    /// replay so that a CRM's stored answer to the earlier attempt (often an error) is not replayed.
+    /// replay so that a CRM's stored answer to the earlier attempt (often an error) is not replayed. A step sent
+    /// without some fields (see [`Job::dropped`]) is an operation of its own (`:without-phone`): the CRM's stored
+    /// refusal of the whole record is not replayed for it, and every resend of it (a crash, a replay) has the
+    /// same key.
     pub fn idempotency_key(&self) -> String {
         let mut key = format!("{}:{}:{}", self.source, self.source_ref, self.target);
         if self.key_revision > 1 {
@@ -47,6 +53,9 @@ impl Job {
         }
         if self.replay_generation != 0 {
             key.push_str(&format!(":replay-{}", self.replay_generation));
+        }
+        if !self.dropped.is_empty() {
+            key.push_str(&format!(":without-{}", self.dropped.join("+")));
         }
         key
     }

@@ -659,6 +659,36 @@ pub fn mapping_input(job: &Job) -> serde_json::Value {
     serde_json::Value::Object(input)
 }
 
+/// A target's missing-data tag: the CRM field it is written to and its text, where `{fields}` stands for the
+/// fields left out (`missing data: {fields}`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tag<'a> {
+    pub property: &'a str,
+    pub value: &'a str,
+}
+
+/// The CRM record for `job` by `rules`, or the data failure that names the field. A job sent without some fields
+/// ([`Job::dropped`], the target's `missing_data`) leaves out the rules writing them and carries `tag` instead.
+pub fn record_for(rules: &[FieldRule], tag: Option<Tag<'_>>, job: &Job) -> Result<Map<String, Value>, Failure> {
+    if job.dropped.is_empty() {
+        return mapped_record(rules, job);
+    }
+    let rules: Vec<FieldRule> = rules.iter().filter(|r| !job.dropped.contains(&r.to)).cloned().collect();
+    let mut record = if rules.is_empty() { Map::new() } else { mapped_record(&rules, job)? };
+    if let Some(tag) = tag {
+        let failure = |reason: String| Failure {
+            class: ErrorClass::PermanentConfig,
+            reason: format!("not sent: {reason}"),
+            field: Some(tag.property.to_string()),
+        };
+        let to = path(tag.property, "missing_data.tag.property").map_err(|e| failure(e.to_string()))?;
+        let text = tag.value.replace("{fields}", &job.dropped.join(", "));
+        insert(&mut record, &to, Value::String(text))
+            .ok_or_else(|| failure(format!("the missing-data tag `{}` overlaps a mapped field", tag.property)))?;
+    }
+    Ok(record)
+}
+
 /// The CRM record for `job` by `rules`, or the data failure that names the field.
 pub fn mapped_record(rules: &[FieldRule], job: &Job) -> Result<Map<String, Value>, Failure> {
     apply(rules, &mapping_input(job)).map_err(|e| Failure {
@@ -675,6 +705,62 @@ pub fn mapped_record(rules: &[FieldRule], job: &Job) -> Result<Map<String, Value
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_job_without_a_field_leaves_its_rule_out_and_carries_the_tag() {
+        let rules: Vec<FieldRule> = vec![
+            FieldRule {
+                to: "email".into(),
+                from: Some("email".into()),
+                constant: None,
+                transform: vec![],
+                default: None,
+                required: true,
+            },
+            FieldRule {
+                to: "phone".into(),
+                from: Some("phone".into()),
+                constant: None,
+                transform: vec![Transform::PhoneE164 { default_country: "+49".into() }],
+                default: None,
+                required: false,
+            },
+        ];
+        let mut job = crate::model::Job {
+            id: 1,
+            event_id: 1,
+            step_index: 0,
+            target: "crm".into(),
+            attempts: 0,
+            pending_since: DateTime::UNIX_EPOCH,
+            lease_token: 1,
+            in_doubt: false,
+            trigger: "scheduled".into(),
+            replay_generation: 0,
+            key_revision: 1,
+            source: "form".into(),
+            source_ref: "1".into(),
+            received_at: DateTime::UNIX_EPOCH,
+            revision: 1,
+            payload: json!({"email": "ada@example.com", "phone": "call me"}),
+            previous: Map::new(),
+            dropped: Vec::new(),
+        };
+        let tag = Tag { property: "lead_status_note", value: "missing data: {fields}" };
+        // The mapping refuses the phone, naming the CRM field.
+        let refused = record_for(&rules, Some(tag), &job).unwrap_err();
+        assert_eq!((refused.class, refused.field.as_deref()), (ErrorClass::PermanentData, Some("phone")));
+        // Without it: the rule is left out, the tag written.
+        job.dropped = vec!["phone".into()];
+        let record = record_for(&rules, Some(tag), &job).unwrap();
+        assert_eq!(
+            Value::Object(record),
+            json!({"email": "ada@example.com", "lead_status_note": "missing data: phone"})
+        );
+        assert_eq!(job.idempotency_key(), "form:1:crm:without-phone");
+        // No tag configured: only left out.
+        assert_eq!(Value::Object(record_for(&rules, None, &job).unwrap()), json!({"email": "ada@example.com"}));
+    }
 
     /// The example from `docs/configuration.md`, under a target.
     const EXAMPLE: &str = r#"

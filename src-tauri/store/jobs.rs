@@ -49,6 +49,23 @@ pub enum JobOutcome {
     Diverted {
         to: String,
     },
+    /// Refused only for a field the target's `missing_data` lets it go without: due again at `at` (at once)
+    /// without the fields `dropped`, no attempt used; `field` is remembered with the refusal's `reason`.
+    WithoutFields {
+        at: DateTime<Utc>,
+        dropped: Vec<String>,
+        field: String,
+        reason: String,
+    },
+}
+
+/// Who checks a lead delivered without some fields (a target's `missing_data`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MissingTask {
+    /// Leadline lists it as "Needs a person".
+    Person,
+    /// A follow-up step to this target is added to the lead's route, due at once (a call task in the CRM).
+    FollowUp(String),
 }
 
 impl JobOutcome {
@@ -56,7 +73,7 @@ impl JobOutcome {
     pub fn attempt_outcome(&self) -> &'static str {
         match self {
             JobOutcome::Delivered { .. } => "delivered",
-            JobOutcome::Retry { .. } => "retry",
+            JobOutcome::Retry { .. } | JobOutcome::WithoutFields { .. } => "retry",
             JobOutcome::Dead { .. } => "dead",
             JobOutcome::Released { .. } | JobOutcome::Diverted { .. } => "released",
         }
@@ -74,9 +91,11 @@ pub struct Completion {
     pub outcome: JobOutcome,
     pub attempt: Option<AttemptRecord>,
     pub now: DateTime<Utc>,
+    /// Delivered without some fields: who checks it (written with the delivery, in the same commit).
+    pub missing_task: Option<MissingTask>,
 }
 
-type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64, i64);
+type ClaimRow = (i64, i64, i64, String, i64, i64, i64, i64, String, i64, i64, Option<String>);
 
 impl Completion {
     /// What `job` came to: `outcome`, with the attempt made for it (if one was), written at `now`.
@@ -90,8 +109,14 @@ impl Completion {
             outcome,
             attempt,
             now,
+            missing_task: None,
         }
     }
+}
+
+/// The fields a step goes without, as `delivery.dropped_fields` stores them (a JSON list; NULL for none).
+fn dropped_of(stored: Option<&str>) -> Vec<String> {
+    stored.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default()
 }
 
 /// A claim to make: up to `limit` due jobs of `target`, oldest due first, leased to `owner` until `lease_until`.
@@ -281,6 +306,7 @@ backends! {
                 revision,
                 payload: serde_json::from_str(&payload).unwrap_or_default(),
                 previous: prev,
+                dropped: Vec::new(),
             }))
         }
 
@@ -362,8 +388,65 @@ backends! {
                 .execute(&mut *tx)
                 .await
                 .context("cannot divert job to its fallback")?,
+                JobOutcome::WithoutFields { at, dropped, field, reason } => {
+                    let done = sqlx::query(
+                        "UPDATE delivery SET state = 'pending', next_attempt_at = $1, dropped_fields = $2,
+                                lease_owner = NULL, lease_until = NULL
+                          WHERE id = $3 AND lease_token = $4 AND state = 'running'",
+                    )
+                    .bind(ms(*at))
+                    .bind(serde_json::to_string(dropped)?)
+                    .bind(c.job_id)
+                    .bind(c.lease_token)
+                    .execute(&mut *tx)
+                    .await
+                    .context("cannot send the job again without a field")?;
+                    if done.rows_affected() > 0 {
+                        sqlx::query(
+                            "INSERT INTO missing_field (delivery_id, field, reason, at) VALUES ($1, $2, $3, $4)
+                             ON CONFLICT (delivery_id, field) DO UPDATE SET reason = excluded.reason, at = excluded.at",
+                        )
+                        .bind(c.job_id)
+                        .bind(field)
+                        .bind(reason)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await
+                        .context("cannot record the missing field")?;
+                    }
+                    done
+                }
             };
             Ok(done.rows_affected())
+        }
+
+        /// A delivered step that went without some fields: who checks it. A follow-up step is added to the
+        /// lead's route after its last step, due at once; otherwise the step is listed as "Needs a person".
+        async fn missing_task_in(tx: &mut Conn, c: &Completion, task: &MissingTask) -> anyhow::Result<()> {
+            let now = ms(c.now);
+            let state = match task {
+                MissingTask::Person => "open",
+                MissingTask::FollowUp(_) => "follow_up",
+            };
+            sqlx::query("UPDATE delivery SET missing_task = $1 WHERE id = $2 AND dropped_fields IS NOT NULL")
+                .bind(state)
+                .bind(c.job_id)
+                .execute(&mut *tx)
+                .await
+                .context("cannot record the missing-data task")?;
+            if let MissingTask::FollowUp(target) = task {
+                sqlx::query(
+                    "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
+                     SELECT $1, MAX(step_index) + 1, $2, 'pending', $3, $3, $3 FROM delivery WHERE event_id = $1",
+                )
+                .bind(c.event_id)
+                .bind(target)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .context("cannot add the follow-up step")?;
+            }
+            Ok(())
         }
     }
     sqlite {
@@ -391,7 +474,7 @@ backends! {
                                 WHERE state = 'pending' AND target = $3 AND next_attempt_at <= $4
                                 ORDER BY next_attempt_at LIMIT $5)
               RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
-                        replay_generation, key_revision",
+                        replay_generation, key_revision, dropped_fields",
             )
             .bind(&request.owner)
             .bind(ms(request.lease_until))
@@ -421,7 +504,7 @@ backends! {
             let events: std::collections::HashMap<i64, (String, String, i64, String, String, i64)> =
                 events.into_iter().map(|(id, s, r, at, p, prev, rev)| (id, (s, r, at, p, prev, rev))).collect();
             let mut jobs = Vec::with_capacity(rows.len());
-            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation, key_revision) in
+            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation, key_revision, dropped) in
                 rows
             {
                 let (source, source_ref, received_at, payload, previous, revision) =
@@ -444,6 +527,7 @@ backends! {
                     revision: *revision,
                     payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
                     previous: serde_json::from_str(previous).unwrap_or_default(),
+                    dropped: dropped_of(dropped.as_deref()),
                 });
             }
             Ok(jobs)
@@ -500,6 +584,9 @@ backends! {
                             .context("cannot store the fetched lead")?;
                     }
                     next_steps.push(serde_json::json!([c.event_id, c.step_index + 1, ms(c.now)]));
+                    if let Some(task) = &c.missing_task {
+                        missing_task_in(tx, c, task).await?;
+                    }
                 }
                 // The next step of each route becomes due now that its input exists.
                 sqlx::query(
@@ -604,7 +691,7 @@ backends! {
                                 ORDER BY next_attempt_at LIMIT $5
                                 FOR UPDATE SKIP LOCKED)
               RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
-                        replay_generation, key_revision",
+                        replay_generation, key_revision, dropped_fields",
             )
             .bind(&request.owner)
             .bind(ms(request.lease_until))
@@ -642,7 +729,7 @@ backends! {
             let events: std::collections::HashMap<i64, (String, String, i64, String, i64)> =
                 events.into_iter().map(|(id, s, r, at, p, rev)| (id, (s, r, at, p, rev))).collect();
             let mut jobs = Vec::with_capacity(rows.len());
-            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation, key_revision) in
+            for (id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger, generation, key_revision, dropped) in
                 rows
             {
                 let (source, source_ref, received_at, payload, revision) =
@@ -665,6 +752,7 @@ backends! {
                     revision: *revision,
                     payload: serde_json::from_str(payload).unwrap_or(serde_json::Value::Null),
                     previous: previous.remove(&event_id).unwrap_or_default(),
+                    dropped: dropped_of(dropped.as_deref()),
                 });
             }
             Ok(jobs)
@@ -729,6 +817,9 @@ backends! {
                     n_event.push(c.event_id);
                     n_step.push(c.step_index + 1);
                     n_at.push(ms(c.now));
+                    if let Some(task) = &c.missing_task {
+                        missing_task_in(tx, c, task).await?;
+                    }
                 }
                 // The next step of each route becomes due now that its input exists.
                 if !n_event.is_empty() {

@@ -58,6 +58,7 @@ mod jobs;
 mod links;
 mod lookup;
 mod metrics;
+mod missing_data;
 mod operators;
 mod polls;
 pub mod postgres;
@@ -94,12 +95,13 @@ pub use health::{QueueHealth, TargetHealth};
 pub use inspect::{
     AttemptEntry, BreakerTransitionRecord, CrmLinkRecord, DeliveryRecord, EventRecord, ReplayItemRecord,
 };
-pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome};
+pub use jobs::{AttemptRecord, ClaimRequest, Completion, Job, JobOutcome, MissingTask};
 pub use lookup::{LeadMatch, LeadRecord, LeadStatus, LeadStep, FIND_LIMIT};
 pub use metrics::{
     speed_bucket, speed_edges_ms, GaugeReading, MetricBucket, MetricsRecord, MetricsRetention, Pruned, METRIC_COUNTERS,
     SPEED_EDGE_COUNT,
 };
+pub use missing_data::{Episode, EpisodeCount, MissingDataCounts, MissingDataLead, MissingField};
 pub use operators::{OperatorToken, Reveal, TargetPause};
 pub use polls::{PollCursor, PollPass};
 pub use replays::{

@@ -240,6 +240,47 @@ pub async fn edit(
     Ok(())
 }
 
+/// Corrects a lead delivered without some fields (a target's `missing_data`): one field of the lead fixed (kept in
+/// the audit like any fix, the value as received with it), then the step sent again with every field, under a key
+/// of its own, as an update of the CRM record it made (the target upserts by the same key, or finds its link).
+pub async fn correct_missing(
+    store: &Store,
+    config: &Config,
+    delivery_id: i64,
+    fix: &FieldFix,
+    actor: &str,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<(), ReplayError> {
+    if reason.trim().is_empty() {
+        return Err(ReplayError::Invalid("say why: the reason is kept with the change".into()));
+    }
+    let Some(missing) = store.missing_data_of(delivery_id).await? else {
+        return Err(ReplayError::Invalid(format!("{delivery_id} was not delivered with missing data")));
+    };
+    if missing.task.as_deref() == Some("corrected") {
+        return Err(ReplayError::Invalid("this lead was corrected already".into()));
+    }
+    let (source, payload) = store.lead_data(missing.event_id).await?;
+    check_field(config, &source, &fix.field)?;
+    let Some((fixed, before, after)) = apply(&payload, fix) else {
+        return Err(ReplayError::Invalid("the correction changes nothing".into()));
+    };
+    let change = LeadFix {
+        event_id: missing.event_id,
+        payload: fixed,
+        operation: serde_json::to_value(fix).context("fix")?,
+        before,
+        after,
+    };
+    store.record_lead_fixes(&[change], actor, reason.trim(), now).await?;
+    if !store.send_corrected(delivery_id, now).await? {
+        return Err(ReplayError::Invalid("the step is no longer delivered with missing data".into()));
+    }
+    tracing::info!(delivery_id, field = ?fix.field, actor, "missing data corrected: sent again as an update");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

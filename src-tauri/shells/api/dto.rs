@@ -206,6 +206,10 @@ pub struct LeadStory {
     pub revealed: bool,
     /// Who had this lead shown unmasked, newest first (the audit).
     pub reveals: Vec<Reveal>,
+    /// Every death of any of its steps, oldest first: each its own episode, never overwritten.
+    pub episodes: Vec<crate::store::Episode>,
+    /// Its steps delivered without a field the CRM refused (a target's `missing_data`): which field, why.
+    pub missing_data: Vec<crate::store::MissingDataLead>,
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]

@@ -65,5 +65,7 @@ async fn lead_story_as_stored(app: &App, event_id: i64) -> Result<LeadStory, Api
             Some(template.replace("{crm_id}", &crate::features::targets::vendor::encode_component(id)))
         })
         .collect();
-    Ok(LeadStory { lead, crm_urls, revealed: true, reveals })
+    let episodes = app.store.episodes_of_lead(event_id).await?;
+    let missing_data = app.store.missing_data_of_lead(event_id).await?;
+    Ok(LeadStory { lead, crm_urls, revealed: true, reveals, episodes, missing_data })
 }

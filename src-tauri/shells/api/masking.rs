@@ -53,6 +53,14 @@ pub(crate) fn mask_story(mut story: LeadStory) -> LeadStory {
         f.before = privacy::mask_field_value(field, &f.before);
         f.after = privacy::mask_field_value(field, &f.after);
     }
+    for e in &mut story.episodes {
+        e.reason = e.reason.as_deref().map(privacy::mask_text);
+    }
+    for m in &mut story.missing_data {
+        for f in &mut m.fields {
+            f.reason = privacy::mask_text(&f.reason);
+        }
+    }
     story.revealed = false;
     story
 }

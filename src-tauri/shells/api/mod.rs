@@ -11,6 +11,7 @@ pub mod http;
 mod letters;
 pub mod lookup;
 mod masking;
+pub mod missing_data;
 mod monitoring;
 pub mod operations;
 mod replaying;
@@ -31,6 +32,7 @@ pub use letters::{
     reveal_dead_letter,
 };
 pub use lookup::{find_leads, lead_story, reveal_lead};
+pub use missing_data::{close_missing_task, correct_missing_data, missing_data, CorrectionRequest};
 pub use monitoring::{
     acknowledge_alert, alert_channels, alerts, figures, health, metrics, reconcile_now, session, sources,
 };

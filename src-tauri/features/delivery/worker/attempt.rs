@@ -10,10 +10,11 @@ use super::{HoldReason, WorkerEvent, WorkerHandle};
 use crate::clock::Clock;
 use crate::features::delivery::backoff::{decide_retry, RetryDecision, RetryInput};
 use crate::features::delivery::breaker::Health;
+use crate::features::delivery::missing_data::fields_to_drop;
 use crate::features::delivery::pacing::Outcome;
 use crate::features::targets::{AttemptReport, ContactBook, Exchange, LinkBook};
 use crate::model::{ContactMessage, ContactStatus, ErrorClass, Job, Verdict};
-use crate::store::{AttemptRecord, Completion, JobOutcome, Store};
+use crate::store::{AttemptRecord, Completion, JobOutcome, MissingTask, Store};
 
 /// Sends `jobs` in one request (one lead, or a batch for a batch-capable target) and decides each one's fate. The
 /// breaker and the pacer count the request once, not once per lead. One completion per job, in order. Never
@@ -360,6 +361,10 @@ pub(super) async fn decide(
             if let Some(note) = &report.note {
                 result.insert("note".into(), note.clone().into());
             }
+            if !job.dropped.is_empty() {
+                // What a follow-up step maps (`/$previous_steps/<target>/without`).
+                result.insert("without".into(), job.dropped.clone().into());
+            }
             let reason = report.note.clone().unwrap_or_else(|| match report.http_status {
                 Some(s) => format!("delivered (HTTP {s})"),
                 None => "delivered".into(),
@@ -376,6 +381,36 @@ pub(super) async fn decide(
             )
         }
         Verdict::Failed(failure) => {
+            let missing_data = target.config().missing_data.as_ref();
+            let upsert_key = target.config().upsert_key_field();
+            if let Some(dropped) = fields_to_drop(missing_data, upsert_key, &job.dropped, failure) {
+                // Refused only for a field the target may go without: the lead goes again at once without it
+                // (tagged, under a key of its own), no attempt used, instead of dying.
+                let field = dropped.last().cloned().unwrap_or_default();
+                tracing::info!(delivery_id = job.id, field = %field, "sent again without a refused field");
+                return Completion::of(
+                    job,
+                    JobOutcome::WithoutFields {
+                        at: now,
+                        dropped: dropped.clone(),
+                        field: field.clone(),
+                        reason: failure.reason.clone(),
+                    },
+                    Some(AttemptRecord {
+                        started_at: report.started_at,
+                        duration_ms: report.duration_ms,
+                        http_status: report.http_status,
+                        class: Some(failure.class),
+                        reason: format!(
+                            "{} — sent again at once without {} (missing data)",
+                            failure.reason,
+                            dropped.join(", ")
+                        ),
+                        response_excerpt: report.excerpt,
+                    }),
+                    now,
+                );
+            }
             let decision = decide_retry(
                 &RetryInput {
                     failure,
@@ -438,7 +473,8 @@ pub(super) async fn decide(
             }
         }
     };
-    Completion::of(
+    let delivered = matches!(outcome, JobOutcome::Delivered { .. });
+    let mut completion = Completion::of(
         job,
         outcome,
         Some(AttemptRecord {
@@ -450,5 +486,12 @@ pub(super) async fn decide(
             response_excerpt: report.excerpt,
         }),
         now,
-    )
+    );
+    if delivered && !job.dropped.is_empty() {
+        completion.missing_task = Some(match target.config().missing_data.as_ref().and_then(|m| m.task.clone()) {
+            Some(step) => MissingTask::FollowUp(step),
+            None => MissingTask::Person,
+        });
+    }
+    completion
 }

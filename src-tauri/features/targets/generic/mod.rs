@@ -107,7 +107,7 @@ impl HttpTarget {
         if self.config.mapping.is_empty() {
             return Ok(wire::envelope(job));
         }
-        mapping::mapped_record(&self.config.mapping, job).map(serde_json::Value::Object)
+        mapping::record_for(&self.config.mapping, self.config.missing_data_tag(), job).map(serde_json::Value::Object)
     }
 
     /// The request `deliver` would make for `job` now (no look-up is made).

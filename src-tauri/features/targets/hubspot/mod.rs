@@ -70,7 +70,7 @@ impl HubspotTarget {
     /// else the lead's external id; it is always among the properties, so HubSpot's answer echoes it and the
     /// result can be tied back to the lead.
     pub fn input(&self, job: &Job) -> Result<(String, Map<String, Value>), Failure> {
-        let mut properties = mapping::mapped_record(&self.http.config.mapping, job)?;
+        let mut properties = mapping::record_for(&self.http.config.mapping, self.http.config.missing_data_tag(), job)?;
         let id = match properties.get(&self.id_property) {
             None => job.external_id(),
             Some(v) => json_id(v).ok_or_else(|| Failure {
@@ -305,6 +305,7 @@ mod tests {
             received_at: clock().now,
             payload: json!({ "fields": fields }),
             previous: Map::new(),
+            dropped: Vec::new(),
         }
     }
 

@@ -130,7 +130,7 @@ impl PipedriveTarget {
     async fn deliver_into(&self, report: &mut AttemptReport, job: &Job, linked: Option<String>, cx: &Exchange<'_>) {
         let external_id = job.external_id();
         // Data problems stop the lead before any request.
-        let plan = match mapping::mapped_record(&self.config.mapping, job)
+        let plan = match mapping::record_for(&self.config.mapping, self.config.missing_data_tag(), job)
             .and_then(|record| plan(&record, &external_id, &self.field_key).map_err(|v| failure_of(&v)))
         {
             Ok(p) => p,
@@ -419,7 +419,7 @@ impl PipedriveTarget {
     /// create, with the search before it and the lead create after it in `notes`.
     pub fn preview_one(&self, job: &Job) -> Result<RequestPreview, Failure> {
         let external_id = job.external_id();
-        let record = mapping::mapped_record(&self.config.mapping, job)?;
+        let record = mapping::record_for(&self.config.mapping, self.config.missing_data_tag(), job)?;
         let plan = plan(&record, &external_id, &self.field_key).map_err(|v| failure_of(&v))?;
         let mut lead = create_lead_body(&plan.title, 0, &plan.lead_extra).map_err(|v| failure_of(&v))?;
         lead["person_id"] = Value::String("<the person's id>".into());

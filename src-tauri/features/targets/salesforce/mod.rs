@@ -185,7 +185,7 @@ impl SalesforceTarget {
         let now = cx.now;
         let started = std::time::Instant::now();
         let mut report = AttemptReport::new(now);
-        let fields = match mapping::mapped_record(&self.config.mapping, job) {
+        let fields = match mapping::record_for(&self.config.mapping, self.config.missing_data_tag(), job) {
             Ok(f) => f,
             Err(failure) => {
                 report.verdict = Verdict::Failed(failure);
@@ -265,7 +265,7 @@ impl SalesforceTarget {
     /// The upsert `deliver` would send for `job` now (nothing is sent). Without a session yet, the instance URL
     /// is a placeholder: a token refresh comes first and its answer names the instance.
     pub fn preview_one(&self, job: &Job) -> Result<RequestPreview, Failure> {
-        let fields = mapping::mapped_record(&self.config.mapping, job)?;
+        let fields = mapping::record_for(&self.config.mapping, self.config.missing_data_tag(), job)?;
         let instance = self.session.try_lock().ok().and_then(|s| s.token.as_ref().map(|t| t.instance_url.clone()));
         let mut notes = Vec::new();
         if instance.is_none() {
@@ -433,6 +433,7 @@ mod tests {
             received_at: now,
             payload,
             previous: Map::new(),
+            dropped: Vec::new(),
         }
     }
 

@@ -594,7 +594,15 @@ revealed: boolean,
 /**
  * Who had this lead shown unmasked, newest first (the audit).
  */
-reveals: Array<Reveal>, event_id: number, source: string, source_ref: string, received_at: string, 
+reveals: Array<Reveal>, 
+/**
+ * Every death of any of its steps, oldest first: each its own episode, never overwritten.
+ */
+episodes: Array<Episode>, 
+/**
+ * Its steps delivered without a field the CRM refused (a target's `missing_data`): which field, why.
+ */
+missing_data: Array<MissingDataLead>, event_id: number, source: string, source_ref: string, received_at: string, 
 /**
  * `webhook` or `reconciliation`.
  */
@@ -1070,6 +1078,36 @@ export type LeadQuery = {
  * lead's id.
  */
 q: string, };
+
+export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
+/**
+ * `open`, `replayed`, `fixed_manually` or `discarded`.
+ */
+resolution: string, resolved_at: string | null, resolved_by: string | null, 
+/**
+ * How: the operator's note, or the replay's reason.
+ */
+resolution_note: string | null, 
+/**
+ * The replay that sent the step again after this death.
+ */
+replay_id: number | null, };
+
+export type MissingField = { field: string, reason: string, at: string, };
+
+export type MissingDataLead = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, delivered_at: string | null, 
+/**
+ * The CRM record it became.
+ */
+crm_id: string | null, 
+/**
+ * Each field left out and the refusal that dropped it.
+ */
+fields: Array<MissingField>, 
+/**
+ * `open` ("Needs a person"), `follow_up` (a follow-up step asks), `done` (checked), `corrected`.
+ */
+task: string | null, };
 
 export type ReportArgs = { id: number, outcome: string | null, };
 

@@ -1,0 +1,279 @@
+//! Missing data (issue #38): a lead the CRM refuses only for a field on the target's `missing_data.drop` list is
+//! written without it, tagged, in the same delivery, with a task for a person — never a dead letter, never a
+//! second record — and a corrected value goes to the same record as an update. The real server and worker against
+//! the HubSpot mock, on SQLite and (with `LEADLINE_TEST_BACKEND=postgres`) PostgreSQL.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestApp;
+use leadline::api;
+use leadline::demo::mock_crm::MockCrm;
+use leadline::demo::mock_hubspot::{HubspotBehaviour, MockHubspot};
+use leadline::replay::fix::{FieldFix, FieldOp};
+use leadline::server::Server;
+use leadline::store::{Completion, JobOutcome};
+use serde_json::json;
+
+const TOKEN_ENV: &str = "TEST_HUBSPOT_TOKEN";
+const BAD_PHONE: &str = "0151 1234567";
+
+/// HubSpot upserting by `leadline_id`, allowed to go without `phone`, tagging `hs_lead_status`; `task` names the
+/// follow-up step, if any.
+fn hubspot_target(addr: std::net::SocketAddr, task: Option<&str>) -> String {
+    let task = task.map(|t| format!(", task = \"{t}\"")).unwrap_or_default();
+    format!(
+        r#"
+[targets.crm]
+kind = "hubspot"
+url = "http://{addr}"
+auth = {{ bearer_env = "{TOKEN_ENV}" }}
+id_property = "leadline_id"
+timeout_ms = 2000
+concurrency = 1
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
+missing_data = {{ drop = ["phone"], tag = {{ property = "hs_lead_status", value = "missing data: {{fields}}" }}{task} }}
+
+[[targets.crm.mapping]]
+to = "email"
+from = "email"
+transform = ["trim", "lowercase"]
+required = true
+
+[[targets.crm.mapping]]
+to = "firstname"
+from = "name"
+transform = ["first_name"]
+
+[[targets.crm.mapping]]
+to = "phone"
+from = "phone"
+"#
+    )
+}
+
+async fn spawn(behaviour: HubspotBehaviour, task: Option<&str>) -> (TestApp, MockHubspot) {
+    common::init_test_log();
+    let (hubspot, hubspot_addr) = MockHubspot::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    hubspot.set(behaviour);
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &hubspot_target(hubspot_addr, task));
+    let mut config = common::parse_config(&text);
+    config.inline_secrets.insert(TOKEN_ENV.into(), leadline::demo::mock_hubspot::TOKEN.into());
+    let server = Server::start(config).await.unwrap();
+    (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, hubspot)
+}
+
+async fn pause(app: &TestApp, paused: bool) {
+    api::set_target_paused(&app.server.app, "crm", paused, "test").await.unwrap();
+}
+
+/// Posts `n` leads `{prefix}-000`… to the `plain` source (routed to HubSpot alone); every `bad_every`th has a
+/// phone HubSpot refuses. Returns (good ids, bad ids).
+async fn post_leads(app: &TestApp, prefix: &str, n: usize, bad_every: usize) -> (Vec<String>, Vec<String>) {
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let id = format!("{prefix}-{i:03}");
+        let mut lead = common::lead(&id);
+        if i % bad_every == 0 {
+            lead["phone"] = json!(BAD_PHONE);
+            bad.push(id.clone());
+        } else {
+            good.push(id.clone());
+        }
+        assert_eq!(app.post_plain(&lead).await, 202);
+    }
+    (good, bad)
+}
+
+/// The lead's HubSpot contact, written exactly once; with its phone, or without it and tagged.
+fn assert_written_once(hubspot: &MockHubspot, id: &str, with_phone: bool) -> String {
+    let c = hubspot.contact("leadline_id", &format!("plain:{id}")).unwrap_or_else(|| panic!("{id} missing"));
+    assert_eq!(c.writes, 1, "{id} written {} times", c.writes);
+    assert_eq!(c.properties["email"], format!("{}@example.com", id.to_lowercase()));
+    if with_phone {
+        assert_eq!(c.properties["phone"], "+4915112345678", "{id}");
+        assert!(c.properties.get("hs_lead_status").is_none(), "{id} tagged: {:?}", c.properties);
+    } else {
+        assert!(c.properties.get("phone").is_none(), "{id} keeps its refused phone: {:?}", c.properties);
+        assert_eq!(c.properties["hs_lead_status"], "missing data: phone", "{id}");
+    }
+    c.id
+}
+
+#[tokio::test]
+async fn a_batch_with_bad_phones_delivers_every_lead_the_bad_ones_tagged_with_one_record_and_one_task() {
+    let (app, hubspot) = spawn(HubspotBehaviour { strict_phone: true, ..Default::default() }, Some("notify")).await;
+    pause(&app, true).await;
+    let (good, bad) = post_leads(&app, "B", 40, 5).await;
+    pause(&app, false).await;
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 0, "no lead is a dead letter for its phone alone");
+
+    let stats = hubspot.stats();
+    assert_eq!(stats.contacts, 40, "{stats:?}");
+    assert_eq!((stats.creates, stats.updates), (40, 0), "one record each: {stats:?}");
+    assert_eq!(stats.upsert_requests, 2, "the batch, then the refused leads at once without their phone");
+    for id in &good {
+        assert_written_once(&hubspot, id, true);
+    }
+    for id in &bad {
+        assert_written_once(&hubspot, id, false);
+        // One task each: the follow-up step, delivered once.
+        assert_eq!(app.crm.notifications_for(&format!("plain:{id}")), 1, "{id}");
+    }
+    for id in &good {
+        assert_eq!(app.crm.notifications_for(&format!("plain:{id}")), 0, "{id}");
+    }
+
+    let counts = app.server.app.store.missing_data_counts().await.unwrap();
+    assert_eq!(counts.delivered, bad.len() as i64);
+    assert_eq!(counts.by_target, vec![("crm".to_string(), bad.len() as i64)]);
+    assert_eq!(counts.needs_a_person, 0, "a follow-up step asks, not Leadline");
+    let leads = app.server.app.store.missing_data_leads(100).await.unwrap();
+    assert_eq!(leads.len(), bad.len());
+    for lead in &leads {
+        assert_eq!(lead.fields.len(), 1);
+        assert_eq!(lead.fields[0].field, "phone");
+        let reason = &lead.fields[0].reason;
+        assert!(reason.contains("HubSpot rejected property phone"), "{reason}");
+        assert!(!reason.contains("1234567"), "the reason never quotes the lead: {reason}");
+        assert_eq!(lead.task.as_deref(), Some("follow_up"));
+        assert!(lead.crm_id.is_some());
+    }
+    // The refusal is in the step's attempts, the delivery after it used no second attempt.
+    let step = app.server.app.store.delivery_of("plain", &bad[0], "crm").await.unwrap().unwrap();
+    let outcomes = app.server.app.store.attempt_outcomes(step.id).await.unwrap();
+    assert_eq!(outcomes, vec!["retry", "delivered"]);
+    let result: serde_json::Value = serde_json::from_str(&step.result.unwrap()).unwrap();
+    assert_eq!(result["without"], json!(["phone"]));
+    eprintln!(
+        "figures: 40 leads, {} with a refused phone: 0 dead letters, {} delivered with missing data",
+        bad.len(),
+        counts.delivered
+    );
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_batch_refused_whole_for_bad_phones_still_delivers_them_and_a_bad_email_still_dies() {
+    let behaviour = HubspotBehaviour {
+        strict_phone: true,
+        reject_whole_batch: true,
+        reject_emails: vec!["c-email@example.com".into()],
+        ..Default::default()
+    };
+    let (app, hubspot) = spawn(behaviour, None).await;
+    pause(&app, true).await;
+    let (good, bad) = post_leads(&app, "C", 10, 4).await;
+    assert_eq!(app.post_plain(&common::lead("C-email")).await, 202);
+    pause(&app, false).await;
+    let h = app.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(h.overall.dead_open, 1, "the bad e-mail is not on the drop list: a dead letter as before");
+    let dead = app.server.app.store.delivery_of("plain", "C-email", "crm").await.unwrap().unwrap();
+    assert_eq!((dead.state.as_str(), dead.dead_field.as_deref()), ("dead", Some("email")));
+
+    for id in &good {
+        assert_written_once(&hubspot, id, true);
+    }
+    for id in &bad {
+        assert_written_once(&hubspot, id, false);
+    }
+    // Without a follow-up step, Leadline's own "Needs a person" task.
+    let counts = app.server.app.store.missing_data_counts().await.unwrap();
+    assert_eq!((counts.delivered, counts.needs_a_person), (bad.len() as i64, bad.len() as i64));
+    let step = app.server.app.store.delivery_of("plain", &bad[0], "crm").await.unwrap().unwrap();
+    assert!(app.server.app.store.close_missing_task(step.id).await.unwrap());
+    assert!(!app.server.app.store.close_missing_task(step.id).await.unwrap(), "closed once");
+    let counts = app.server.app.store.missing_data_counts().await.unwrap();
+    assert_eq!(counts.needs_a_person, bad.len() as i64 - 1);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_crash_between_the_refusal_and_the_send_without_the_field_makes_no_second_record() {
+    let (app, hubspot) = spawn(HubspotBehaviour { strict_phone: true, ..Default::default() }, None).await;
+    let store = &app.server.app.store;
+    let handle = app.server.app.worker.clone().expect("a worker");
+    let target = handle.targets.current()["crm"].clone();
+    // The worker claims nothing while the target is paused: this test plays a worker that dies.
+    pause(&app, true).await;
+    let (_, bad) = post_leads(&app, "K", 2, 1).await;
+    let now = app.server.app.clock.now();
+    let lease = now + chrono::Duration::milliseconds(200);
+
+    // Lead K-000: the refusal is committed, then the process dies before the send without the phone.
+    // Lead K-001: the refusal is committed, the send without the phone reaches HubSpot, and the process dies
+    // before its answer is committed.
+    let jobs = store.claim("crm", 2, "dying-worker", now, lease).await.unwrap();
+    assert_eq!(jobs.len(), 2);
+    let refused = leadline::delivery::worker::execute_batch(store, &handle, &target, jobs).await;
+    for c in &refused {
+        assert!(matches!(&c.outcome, JobOutcome::WithoutFields { dropped, .. } if dropped == &["phone"]), "{c:?}");
+    }
+    assert_eq!(store.complete(&refused).await.unwrap(), 2);
+    assert_eq!(hubspot.stats().contacts, 0);
+    let now = app.server.app.clock.now();
+    let lease = now + chrono::Duration::milliseconds(200);
+    let again = store.claim("crm", 2, "dying-worker", now, lease).await.unwrap();
+    let k1 = again.into_iter().find(|j| j.source_ref == bad[1]).expect("K-001 due at once");
+    assert_eq!(k1.dropped, vec!["phone".to_string()]);
+    assert!(k1.idempotency_key().ends_with(":without-phone"), "{}", k1.idempotency_key());
+    let sent: Vec<Completion> = leadline::delivery::worker::execute_batch(store, &handle, &target, vec![k1]).await;
+    assert!(matches!(sent[0].outcome, JobOutcome::Delivered { .. }), "{:?}", sent[0].outcome);
+    assert_eq!(hubspot.stats().contacts, 1, "K-001 is in HubSpot; its answer is lost with the process");
+
+    // A new worker takes over: the rescuer returns K-001 in doubt once its lease ran out; both go without the
+    // phone, each to one record.
+    pause(&app, false).await;
+    common::wait_for("both delivered", Duration::from_secs(30), async || {
+        let steps = app.server.app.store.deliveries().await.unwrap();
+        steps.iter().filter(|d| d.target == "crm" && d.state == "delivered").count() == 2
+    })
+    .await;
+    let stats = hubspot.stats();
+    assert_eq!((stats.contacts, stats.creates), (2, 2), "no second record: {stats:?}");
+    for id in &bad {
+        let c = hubspot.contact("leadline_id", &format!("plain:{id}")).unwrap();
+        assert!(c.properties.get("phone").is_none());
+        assert_eq!(c.properties["hs_lead_status"], "missing data: phone");
+    }
+    assert_eq!(app.server.app.store.missing_data_counts().await.unwrap().delivered, 2);
+    app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_corrected_phone_reaches_the_same_record_as_an_update() {
+    let (app, hubspot) = spawn(HubspotBehaviour { strict_phone: true, ..Default::default() }, None).await;
+    let (_, bad) = post_leads(&app, "U", 1, 1).await;
+    app.wait_settled(Duration::from_secs(30)).await;
+    let id = &bad[0];
+    let record = assert_written_once(&hubspot, id, false);
+    let step = app.server.app.store.delivery_of("plain", id, "crm").await.unwrap().unwrap();
+
+    // The value as received is kept (the API masks it), so a person can correct it.
+    let story = api::lead_story(&app.server.app, step.event_id).await.unwrap();
+    let missing = story.missing_data.iter().find(|m| m.delivery_id == step.id).expect("the step's missing data");
+    assert_eq!(missing.fields[0].field, "phone");
+    assert_ne!(story.lead.payload["phone"], BAD_PHONE, "masked: {}", story.lead.payload);
+
+    let fix = FieldFix { field: "phone".into(), op: FieldOp::NormalizePhone { country_code: "+49".into() } };
+    api::correct_missing_data(&app.server.app, step.id, &fix, "the customer confirmed it", "ops").await.unwrap();
+    app.wait_settled(Duration::from_secs(30)).await;
+
+    let stats = hubspot.stats();
+    assert_eq!((stats.contacts, stats.creates, stats.updates), (1, 1, 1), "{stats:?}");
+    let c = hubspot.contact("leadline_id", &format!("plain:{id}")).unwrap();
+    assert_eq!(c.id, record, "the same record");
+    assert_eq!(c.properties["phone"], "+491511234567");
+    let counts = app.server.app.store.missing_data_counts().await.unwrap();
+    assert_eq!(counts.delivered, 0, "corrected: no longer delivered with missing data");
+    let lead = app.server.app.store.missing_data_of(step.id).await.unwrap().unwrap();
+    assert_eq!(lead.task.as_deref(), Some("corrected"));
+    // A correction that changes nothing, or of a lead not delivered with missing data, is refused.
+    assert!(api::correct_missing_data(&app.server.app, step.id, &fix, "again", "ops").await.is_err());
+    app.server.shutdown().await.unwrap();
+}
