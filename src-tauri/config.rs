@@ -1654,9 +1654,9 @@ impl TargetConfig {
     }
 
     /// The tag a record sent without some fields carries (`missing_data.tag`), if any.
-    pub fn missing_data_tag(&self) -> Option<crate::features::targets::mapping::Tag<'_>> {
+    pub fn missing_data_tag(&self) -> Option<crate::model::mapping::Tag<'_>> {
         let tag = self.missing_data.as_ref()?.tag.as_ref()?;
-        Some(crate::features::targets::mapping::Tag { property: &tag.property, value: &tag.value })
+        Some(crate::model::mapping::Tag { property: &tag.property, value: &tag.value })
     }
 
     /// The CRM field a target finds a lead's record by (HubSpot's `id_property`, Salesforce's
