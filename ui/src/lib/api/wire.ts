@@ -1079,20 +1079,6 @@ export type LeadQuery = {
  */
 q: string, };
 
-export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
-/**
- * `open`, `replayed`, `fixed_manually` or `discarded`.
- */
-resolution: string, resolved_at: string | null, resolved_by: string | null, 
-/**
- * How: the operator's note, or the replay's reason.
- */
-resolution_note: string | null, 
-/**
- * The replay that sent the step again after this death.
- */
-replay_id: number | null, };
-
 export type MissingField = { field: string, reason: string, at: string, };
 
 export type MissingDataLead = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, delivered_at: string | null, 
@@ -1108,6 +1094,20 @@ fields: Array<MissingField>,
  * `open` ("Needs a person"), `follow_up` (a follow-up step asks), `done` (checked), `corrected`.
  */
 task: string | null, };
+
+export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
+/**
+ * `open`, `replayed`, `fixed_manually` or `discarded`.
+ */
+resolution: string, resolved_at: string | null, resolved_by: string | null, 
+/**
+ * How: the operator's note, or the replay's reason.
+ */
+resolution_note: string | null, 
+/**
+ * The replay that sent the step again after this death.
+ */
+replay_id: number | null, };
 
 export type ReportArgs = { id: number, outcome: string | null, };
 
