@@ -728,6 +728,8 @@ pub enum SourceKind {
     Generic,
     /// Meta Lead Ads webhooks (`leadgen` changes, `X-Hub-Signature-256`).
     Meta,
+    /// Google Ads lead form webhooks (Google's `WebhookLead` JSON; the `google_key` in the body is the proof).
+    GoogleAds,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -763,6 +765,24 @@ pub struct SourceConfig {
     /// Refuse to start when this source has no signature check (a generic source without `signature`).
     #[serde(default)]
     pub require_signature: bool,
+    /// `google_ads` sources: environment variable (or keyring entry) holding the key entered beside the webhook
+    /// URL in Google Ads; Google sends it back in every lead's `google_key`.
+    pub key_env: Option<String>,
+    /// `google_ads` sources: deliver the leads Google marks `is_test` (the form editor's "send test data") along
+    /// the route like any other. By default they are stored and shown as test leads and reach no target.
+    #[serde(default)]
+    pub deliver_test_leads: bool,
+}
+
+impl SourceKind {
+    /// The kind as the configuration spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Generic => "generic",
+            SourceKind::Meta => "meta",
+            SourceKind::GoogleAds => "google_ads",
+        }
+    }
 }
 
 impl SourceConfig {
@@ -770,7 +790,7 @@ impl SourceConfig {
     pub fn is_signed(&self) -> bool {
         match self.kind {
             SourceKind::Generic => self.signature.is_some(),
-            SourceKind::Meta => true,
+            SourceKind::Meta | SourceKind::GoogleAds => true,
         }
     }
 }
@@ -1391,6 +1411,35 @@ impl Config {
                         }
                     }
                 }
+                SourceKind::GoogleAds => {
+                    if source.key_env.is_none() {
+                        return Err(invalid(
+                            format!("{key}.key_env"),
+                            "is required for kind = \"google_ads\" (the key Google sends back in every lead)",
+                        ));
+                    }
+                    for (set, name) in [
+                        (source.signature.is_some(), "signature"),
+                        (source.app_secret_env.is_some(), "app_secret_env"),
+                        (source.verify_token_env.is_some(), "verify_token_env"),
+                        (source.reconcile.is_some(), "reconcile"),
+                        (source.poll.is_some(), "poll"),
+                    ] {
+                        if set {
+                            return Err(invalid(
+                                format!("{key}.{name}"),
+                                "does not apply to kind = \"google_ads\" (Google's lead form webhook carries its key \
+                                 in the body, and Google offers no list of leads to compare with)",
+                            ));
+                        }
+                    }
+                }
+            }
+            if source.kind != SourceKind::GoogleAds && (source.key_env.is_some() || source.deliver_test_leads) {
+                return Err(invalid(
+                    format!("{key}.key_env"),
+                    "and deliver_test_leads apply only to kind = \"google_ads\"",
+                ));
             }
         }
         for (name, target) in &self.targets {
@@ -1630,6 +1679,12 @@ impl ReconcileConfig {
                 if self.form_ids.is_empty() {
                     return Err(invalid(format!("{key}.form_ids"), "must list at least one lead form id"));
                 }
+            }
+            other => {
+                return Err(invalid(
+                    key.to_string(),
+                    format!("a source of kind = \"{}\" has no list of leads to read", other.as_str()),
+                ))
             }
         }
         Ok(())

@@ -15,6 +15,7 @@
 //! far below 2^53.
 
 use leadline::api::operations;
+use leadline::api::WebhookSetup;
 use leadline::api::{
     BreakerView, DeadLetterList, DeadLetterView, EditRequest, ErrorBody, FixAndReplayPreview, FixAndReplayReceipt,
     FixAndReplayRequest, FixRequest, HealthVerdict, HealthView, LiveEvent, ReplayRequest, ResolveRequest,
@@ -135,6 +136,7 @@ fn generated() -> String {
         Place::decl(&cfg),
         Page::decl(&cfg),
         SourceView::decl(&cfg),
+        WebhookSetup::decl(&cfg),
         SourceStatus::decl(&cfg),
         SourceState::decl(&cfg),
         Assessment::decl(&cfg),

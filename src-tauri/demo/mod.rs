@@ -35,6 +35,9 @@ pub const META_SECRET_ENV: &str = "LEADLINE_DEMO_META_APP_SECRET";
 pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
 pub const META_TOKEN_ENV: &str = "LEADLINE_DEMO_META_ACCESS_TOKEN";
 pub const HUBSPOT_TOKEN_ENV: &str = "LEADLINE_DEMO_HUBSPOT_TOKEN";
+pub const GOOGLE_KEY_ENV: &str = "LEADLINE_DEMO_GOOGLE_KEY";
+/// The key the demo's Google Ads lead form sends back in `google_key`.
+pub const GOOGLE_KEY: &str = "demo-google-lead-form-key";
 /// The demo's Meta lead form.
 pub const META_FORM: &str = "4242";
 /// The demo's Facebook page.
@@ -66,6 +69,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             max_body_bytes: None,
             require_signature: false,
             poll: None,
+            key_env: None,
+            deliver_test_leads: false,
         },
     );
     c.sources.insert(
@@ -90,6 +95,28 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             max_body_bytes: None,
             require_signature: false,
             poll: None,
+            key_env: None,
+            deliver_test_leads: false,
+        },
+    );
+    c.sources.insert(
+        "google_ads".into(),
+        SourceConfig {
+            kind: SourceKind::GoogleAds,
+            id_field: "id".into(),
+            // Google's webhook carries the answers themselves: straight to the CRM, with the Meta leads' mapping.
+            route: vec!["crm".into()],
+            signature: None,
+            app_secret_env: None,
+            verify_token_env: None,
+            reconcile: None,
+            page_id: None,
+            failing_alert_minutes: 15,
+            max_body_bytes: None,
+            require_signature: false,
+            poll: None,
+            key_env: Some(GOOGLE_KEY_ENV.into()),
+            deliver_test_leads: false,
         },
     );
     c.sources.insert(
@@ -107,6 +134,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             max_body_bytes: None,
             require_signature: false,
             poll: None,
+            key_env: None,
+            deliver_test_leads: false,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
@@ -182,6 +211,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
     );
     c.targets.insert("call_task".into(), target(format!("{base}/tasks/{{external_id}}"), Strategy::Upsert, 4));
     c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
+    c.inline_secrets.insert(GOOGLE_KEY_ENV.into(), GOOGLE_KEY.into());
     c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
     c.inline_secrets.insert(META_VERIFY_ENV.into(), "demo-verify-token".into());
     c.inline_secrets.insert(META_TOKEN_ENV.into(), mock_crm::GRAPH_TOKEN.into());
@@ -306,7 +336,8 @@ fn traffic_per_minute(hour: u32, per_minute: f64) -> f64 {
 /// rhythm [`run_traffic`] follows, so [`seed_history`] can give the sources a believable past.
 pub fn hourly_rate(source: &str, hour: u32, per_minute: f64) -> f64 {
     let share = match source {
-        "webform" => 0.5,
+        "webform" => 0.375,
+        "google_ads" => 0.125,
         "meta_ads" | "partner_api" => 0.25,
         _ => 0.0,
     };
@@ -364,7 +395,7 @@ pub fn history_points(
     rng: &mut impl Rng,
 ) -> Vec<EventCountPoint> {
     use chrono::{Datelike, Timelike};
-    const SOURCES: [&str; 3] = ["webform", "meta_ads", "partner_api"];
+    const SOURCES: [&str; 4] = ["webform", "meta_ads", "partner_api", "google_ads"];
     let hour_ms = 3_600_000i64;
     let current = now.timestamp_millis() / hour_ms * hour_ms;
     let silent_ms = partner_silent_from.timestamp_millis();
@@ -482,7 +513,8 @@ fn hubspot_mapping() -> Vec<crate::features::targets::mapping::FieldRule> {
         {"to": "lastname", "from": ["name", "/lead/name", "/fields/full_name"], "transform": ["trim", "last_name"]},
         {"to": "phone", "from": ["phone", "/lead/phone", "/fields/phone_number"], "transform": ["trim"]},
         {"to": "leadline_source", "from": "$source", "transform": [{"map": {"values": {
-            "webform": "Web form", "meta_ads": "Facebook Lead Ads", "partner_api": "Partner API"}, "default": "Other"}}]},
+            "webform": "Web form", "meta_ads": "Facebook Lead Ads", "google_ads": "Google Ads lead form",
+            "partner_api": "Partner API"}, "default": "Other"}}]},
         {"to": "hs_lead_status", "constant": "NEW"}
     ]))
     .expect("the demo's mapping is valid")
@@ -534,6 +566,20 @@ pub fn synthetic_request(
             {"name": "when_should_we_call?", "values": [when]}
         ]);
         (format!("http://{ingest}/ingest/meta_ads"), body, Some(("X-Hub-Signature-256".into(), sig)), Some(answers))
+    } else if n % 8 == 6 {
+        // Google's `WebhookLead` (Webhook implementation guide): answers by column id, int64 ids, the key in the
+        // body; now and then a test lead from the form editor's "send test data".
+        let body = json!({"lead_id": format!("GL-{n}-{}", rng.random::<u32>()), "api_version": "1.0",
+        "form_id": 40_000_000_123u64, "campaign_id": 50_000_000_456u64, "adgroup_id": 60_000_000_789u64,
+        "creative_id": 70_000_000_012u64, "gcl_id": format!("Cj0KCQ-demo-{n}"), "google_key": GOOGLE_KEY,
+        "is_test": n % 80 == 6,
+        "user_column_data": [
+            {"column_name": "Full Name", "string_value": format!("{first} {last}"), "column_id": "FULL_NAME"},
+            {"column_name": "User Email", "string_value": email, "column_id": "EMAIL"},
+            {"column_name": "User Phone", "string_value": phone, "column_id": "PHONE_NUMBER"}
+        ]})
+        .to_string();
+        (format!("http://{ingest}/ingest/google_ads"), body, None, None)
     } else if pick == 1 && partner_active {
         let body = json!({"lead": {"ref": format!("P-{n}"), "name": format!("{first} {last}"), "phone": phone,
             "email": email, "product": "solar-check"}})

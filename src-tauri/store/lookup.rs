@@ -28,11 +28,15 @@ pub enum LeadStatus {
     DeadLetter,
     /// Nothing left to go, and a dead letter was resolved by hand (discarded or entered in the CRM by a person).
     Resolved,
+    /// A test lead (Google's "send test data"): stored and shown, sent nowhere — it has no steps.
+    Test,
 }
 
 impl LeadStatus {
-    fn of(open_dead: i64, unfinished: i64, resolved_dead: i64) -> LeadStatus {
-        if open_dead > 0 {
+    fn of(steps: i64, open_dead: i64, unfinished: i64, resolved_dead: i64) -> LeadStatus {
+        if steps == 0 {
+            LeadStatus::Test
+        } else if open_dead > 0 {
             LeadStatus::DeadLetter
         } else if unfinished > 0 {
             LeadStatus::Waiting
@@ -241,7 +245,7 @@ backends! {
                     via: r.4,
                     purged: r.5.is_some(),
                     steps: r.6,
-                    status: LeadStatus::of(r.7, r.8, r.9),
+                    status: LeadStatus::of(r.6, r.7, r.8, r.9),
                 })
                 .collect())
         }
@@ -299,6 +303,7 @@ backends! {
                 .collect::<anyhow::Result<Vec<LeadStep>>>()?;
             let count = |f: &dyn Fn(&LeadStep) -> bool| steps.iter().filter(|s| f(s)).count() as i64;
             let status = LeadStatus::of(
+                steps.len() as i64,
                 count(&|s| s.state == "dead" && s.resolution.as_deref() == Some("open")),
                 count(&|s| matches!(s.state.as_str(), "waiting" | "pending" | "running")),
                 count(&|s| s.state == "dead" && s.resolution.as_deref() != Some("open")),

@@ -15,6 +15,8 @@ use leadline::server::Server;
 use leadline::store::QueueHealth;
 
 pub const SECRET: &str = "test-secret";
+/// The key of the tests' Google Ads lead form sources (`TEST_GOOGLE_KEY`).
+pub const GOOGLE_KEY: &str = "google-form-key";
 
 pub struct TestApp {
     pub server: Server,
@@ -203,6 +205,7 @@ pub fn parse_config(text: &str) -> Config {
     c.inline_secrets.insert("TEST_META_SECRET".into(), SECRET.into());
     c.inline_secrets.insert("TEST_META_VERIFY".into(), "verify-me".into());
     c.inline_secrets.insert("TEST_GRAPH_TOKEN".into(), leadline::demo::mock_crm::GRAPH_TOKEN.into());
+    c.inline_secrets.insert("TEST_GOOGLE_KEY".into(), GOOGLE_KEY.into());
     c
 }
 

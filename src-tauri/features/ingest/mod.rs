@@ -8,6 +8,7 @@
 //! per request.
 
 pub mod body;
+pub mod google;
 pub mod id;
 pub mod meta;
 pub mod peer;
@@ -62,6 +63,10 @@ pub enum IngestError {
     TooManyFromPeer { client: IpAddr, limit: usize },
     #[error("the verify token does not match")]
     VerifyTokenMismatch,
+    #[error("google_key is missing from the body")]
+    MissingKey,
+    #[error("google_key does not match the key of this source")]
+    BadKey,
     #[error("{0}")]
     BadRequest(String),
     #[error("the event could not be stored; nothing was accepted, send it again")]
@@ -72,7 +77,10 @@ impl IngestError {
     fn status(&self) -> StatusCode {
         match self {
             IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
-            IngestError::MissingSignature(_) | IngestError::BadSignature(_) => StatusCode::UNAUTHORIZED,
+            IngestError::MissingSignature(_)
+            | IngestError::BadSignature(_)
+            | IngestError::MissingKey
+            | IngestError::BadKey => StatusCode::UNAUTHORIZED,
             IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
             IngestError::MissingId(_) | IngestError::InvalidId(_) => StatusCode::UNPROCESSABLE_ENTITY,
             IngestError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -100,6 +108,8 @@ impl IngestError {
             IngestError::Busy => "busy",
             IngestError::TooManyFromPeer { .. } => "too_many_bodies",
             IngestError::VerifyTokenMismatch => "verify_token_mismatch",
+            IngestError::MissingKey => "missing_key",
+            IngestError::BadKey => "bad_key",
             IngestError::BadRequest(_) => "bad_request",
             IngestError::Storage => "storage_unavailable",
         }
@@ -140,6 +150,8 @@ struct SourceRuntime {
     /// Header carrying the signature.
     signature_header: Option<String>,
     verify_token: Option<String>,
+    /// `google_ads`: the key Google sends back in each lead's `google_key`.
+    google_key: Option<String>,
     /// Largest accepted body (the source's own limit, else the server's).
     max_body_bytes: usize,
     /// What a changed repeat of a lead means: a new revision for generic sources, a duplicate for Meta's.
@@ -275,7 +287,12 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
             // check a signature against it takes no webhooks, and a request for it is answered like an unknown one.
             continue;
         }
+        let google_key = match (sc.kind, &sc.key_env) {
+            (SourceKind::GoogleAds, Some(var)) => Some(config.secret(&format!("{key}.key_env"), var)?),
+            _ => None,
+        };
         let (secret, signature_header, verify_token) = match sc.kind {
+            SourceKind::GoogleAds => (None, None, None),
             SourceKind::Generic => match &sc.signature {
                 Some(sig) => (
                     Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
@@ -297,11 +314,20 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
         let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
         let on_change = match sc.kind {
             SourceKind::Generic => OnChange::Revise(updatable.clone()),
-            SourceKind::Meta => OnChange::Ignore,
+            // Google sends a lead again only when its first post was not answered: the same lead.
+            SourceKind::Meta | SourceKind::GoogleAds => OnChange::Ignore,
         };
         sources.insert(
             name.clone(),
-            SourceRuntime { config: sc.clone(), secret, signature_header, verify_token, max_body_bytes, on_change },
+            SourceRuntime {
+                config: sc.clone(),
+                secret,
+                signature_header,
+                verify_token,
+                google_key,
+                max_body_bytes,
+                on_change,
+            },
         );
     }
     Ok(sources)
@@ -494,6 +520,34 @@ async fn receive(
                 .into_iter()
                 .map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now))
                 .collect()
+        }
+        SourceKind::GoogleAds => {
+            let lead = google::lead(text, now).map_err(|e| match e {
+                google::GoogleBodyError::Malformed(m) => IngestError::MalformedJson(m),
+                google::GoogleBodyError::NotAnObject => IngestError::BadRequest("expected a JSON object".into()),
+                google::GoogleBodyError::LeadId(e) => IngestError::MissingId(format!("no usable lead_id: {e}")),
+            })?;
+            // The key is checked before anything is stored; a missing lead_id of a body without the key is
+            // answered 422 above, which tells a stranger nothing about the key.
+            let expected = src.google_key.as_deref().unwrap_or_default();
+            match lead.key.as_deref() {
+                None => {
+                    tracing::warn!(source = ?source, "rejected: google_key missing");
+                    return Err(IngestError::MissingKey);
+                }
+                Some(given) if !bool::from(subtle::ConstantTimeEq::ct_eq(given.as_bytes(), expected.as_bytes())) => {
+                    tracing::warn!(source = ?source, "rejected: google_key does not match");
+                    return Err(IngestError::BadKey);
+                }
+                Some(_) => {}
+            }
+            let mut event = pipeline::new_event(&source, &src.config, lead.lead_id, lead.payload, now);
+            if lead.is_test && !src.config.deliver_test_leads {
+                // A test lead (the form editor's "send test data") is stored and shown, and goes nowhere.
+                tracing::info!(source = ?source, "a Google test lead: stored, not delivered (deliver_test_leads = false)");
+                event.route = Vec::new();
+            }
+            vec![event]
         }
     };
     if events.is_empty() {

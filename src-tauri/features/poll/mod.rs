@@ -152,6 +152,8 @@ pub async fn poll(
     let forms: Vec<String> = match sc.kind {
         SourceKind::Meta => pc.form_ids.clone(),
         SourceKind::Generic => vec![String::new()],
+        // The configuration gives no other kind a `poll` section.
+        _ => return Err(ReconcileError::NotConfigured(source.into())),
     };
     let mut outcome = PollOutcome::default();
     let mut failure: Option<(ReconcileError, DateTime<Utc>)> = None;
@@ -162,6 +164,7 @@ pub async fn poll(
         let read = match sc.kind {
             SourceKind::Meta => poll_form(app, ingest, client, source, &sc, &pc, &mut cursor, now).await,
             SourceKind::Generic => poll_list(app, ingest, client, source, &sc, &pc, &mut cursor, now).await,
+            _ => Err(ReconcileError::NotConfigured(source.into())),
         };
         cursor.last_poll_at = Some(now);
         match read {

@@ -234,6 +234,7 @@ pub(crate) fn credential_of(app: &App, sc: &SourceConfig) -> Option<String> {
             Some(AuthConfig::BearerEnv(var)) | Some(AuthConfig::Header { value_env: var, .. }) => Some(var.clone()),
             None => None,
         },
+        _ => None,
     }
 }
 
@@ -329,6 +330,8 @@ async fn compare(
     let listed: Vec<(String, Value)> = match sc.kind {
         SourceKind::Meta => list_meta(app, client, sc, rc, since, now).await?,
         SourceKind::Generic => list_generic(app, client, sc, rc, since).await?,
+        // The configuration gives no other kind a `reconcile` section.
+        _ => return Err(ReconcileError::NotConfigured(source.into())),
     };
     // Compare with what is stored.
     let listed_refs: Vec<String> = listed.iter().map(|(r, _)| r.clone()).collect();

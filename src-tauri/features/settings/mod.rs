@@ -154,7 +154,9 @@ pub fn secret_fields(config: &Config) -> Vec<(String, String)> {
         if let Some(sig) = &s.signature {
             out.push((format!("{key}.signature.secret_env"), sig.secret_env.clone()));
         }
-        for (field, v) in [("app_secret_env", &s.app_secret_env), ("verify_token_env", &s.verify_token_env)] {
+        for (field, v) in
+            [("app_secret_env", &s.app_secret_env), ("verify_token_env", &s.verify_token_env), ("key_env", &s.key_env)]
+        {
             if let Some(v) = v {
                 out.push((format!("{key}.{field}"), v.clone()));
             }
@@ -211,11 +213,7 @@ pub fn view(config: &Config) -> SettingsView {
             .iter()
             .map(|(name, s)| SourceSettings {
                 name: name.clone(),
-                kind: match s.kind {
-                    crate::config::SourceKind::Generic => "generic",
-                    crate::config::SourceKind::Meta => "meta",
-                }
-                .to_string(),
+                kind: s.kind.as_str().to_string(),
                 id_field: s.id_field.clone(),
                 route: s.route.clone(),
                 require_signature: s.require_signature,

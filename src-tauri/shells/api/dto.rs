@@ -142,6 +142,22 @@ pub struct SourceView {
     pub recovered_7d: i64,
     /// Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
     pub poll: Option<crate::features::poll::PollView>,
+    /// What to paste into the ad platform's webhook settings (Google Ads: the URL and the key); `None` for a
+    /// source set up elsewhere.
+    pub webhook: Option<WebhookSetup>,
+}
+
+/// A Google Ads lead form's webhook integration, as the advertiser fills it in ("Webhook URL" and "Key").
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct WebhookSetup {
+    /// `/ingest/{source}` on this server.
+    pub path: String,
+    /// The whole address, when `monitor.public_url` says how the server is reached from outside.
+    pub url: Option<String>,
+    /// The key Google sends back in each lead (read from the source's `key_env`); `None` when it cannot be read.
+    pub key: Option<String>,
+    /// Google's test leads ("send test data") are delivered like any other (`deliver_test_leads`).
+    pub delivers_test_leads: bool,
 }
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]

@@ -1,7 +1,7 @@
 //! What the overview, the Sources and the Alerts pages read and do: the session, health, metrics and figures, the
 //! sources with their reconciliation, the alerts and their channels.
 
-use super::dto::{Session, SourceView};
+use super::dto::{Session, SourceView, WebhookSetup};
 use super::error::ApiError;
 use crate::features::app::{App, LiveEvent};
 use crate::features::figures::{self, DeliveryFigures};
@@ -37,10 +37,7 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
     for (name, sc) in &app.config.sources {
         out.push(SourceView {
             status: crate::features::monitor::sources::assess_source(app, name, now).await?,
-            kind: match sc.kind {
-                crate::config::SourceKind::Generic => "generic".into(),
-                crate::config::SourceKind::Meta => "meta".into(),
-            },
+            kind: sc.kind.as_str().into(),
             reconciles: sc.reconcile.is_some(),
             signed: sc.is_signed(),
             last_reconciliation: reconcile::latest(&app.store, name).await?,
@@ -49,6 +46,7 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
                 Some(pc) => Some(crate::features::poll::view(app, name, pc, now).await?),
                 None => None,
             },
+            webhook: webhook_setup(app, name, sc),
         });
     }
     Ok(out)
@@ -98,4 +96,15 @@ pub async fn acknowledge_alert(app: &App, id: i64, by: &str) -> Result<Alert, Ap
         .ok_or_else(|| ApiError::NotFound(format!("no alert with id {id}")))?;
     let _ = app.live.send(LiveEvent::AlertsChanged);
     Ok(alert)
+}
+
+/// A Google Ads source's webhook setup for the Sources page.
+fn webhook_setup(app: &App, name: &str, sc: &crate::config::SourceConfig) -> Option<WebhookSetup> {
+    if sc.kind != crate::config::SourceKind::GoogleAds {
+        return None;
+    }
+    let path = format!("/ingest/{name}");
+    let url = app.config.monitor.public_url.as_ref().map(|u| format!("{}{path}", u.trim_end_matches('/')));
+    let key = sc.key_env.as_ref().and_then(|var| app.config.secret(&format!("sources.{name}.key_env"), var).ok());
+    Some(WebhookSetup { path, url, key, delivers_test_leads: sc.deliver_test_leads })
 }

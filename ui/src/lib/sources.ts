@@ -61,7 +61,8 @@ export function sourceStateText(s: SourceStatus): { level: string; label: string
 
 /** How a source's leads reach Leadline, under its name: Meta or generic, fed by webhooks or polled. */
 export function feedText(s: Pick<SourceView, 'kind' | 'poll'>): string {
-  const kind = s.kind === 'meta' ? 'Meta Lead Ads' : s.poll ? 'list' : 'webhook';
+  const kind =
+    s.kind === 'meta' ? 'Meta Lead Ads' : s.kind === 'google_ads' ? 'Google Ads lead form' : s.poll ? 'list' : 'webhook';
   return s.poll ? `${kind} · polled` : kind;
 }
 

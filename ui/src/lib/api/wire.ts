@@ -579,7 +579,7 @@ steps: number,
  */
 purged: boolean, };
 
-export type LeadStatus = "delivered" | "waiting" | "dead_letter" | "resolved";
+export type LeadStatus = "delivered" | "waiting" | "dead_letter" | "resolved" | "test";
 
 export type LeadStory = { 
 /**
@@ -762,7 +762,12 @@ recovered_7d: number,
 /**
  * Poll mode: Leadline asks the source for its leads (last and next poll); `None` for a webhook-fed source.
  */
-poll: PollView | null, source: string, 
+poll: PollView | null, 
+/**
+ * What to paste into the ad platform's webhook settings (Google Ads: the URL and the key); `None` for a
+ * source set up elsewhere.
+ */
+webhook: WebhookSetup | null, source: string, 
 /**
  * What is happening, in one word (see [`SourceState`]).
  */
@@ -775,6 +780,24 @@ expected_per_hour_now: number | null,
  * Since when Leadline has been listening to its sources (its start, in a real run).
  */
 listening_since: string, };
+
+export type WebhookSetup = { 
+/**
+ * `/ingest/{source}` on this server.
+ */
+path: string, 
+/**
+ * The whole address, when `monitor.public_url` says how the server is reached from outside.
+ */
+url: string | null, 
+/**
+ * The key Google sends back in each lead (read from the source's `key_env`); `None` when it cannot be read.
+ */
+key: string | null, 
+/**
+ * Google's test leads ("send test data") are delivered like any other (`deliver_test_leads`).
+ */
+delivers_test_leads: boolean, };
 
 export type SourceStatus = { source: string, 
 /**
