@@ -730,6 +730,9 @@ pub enum SourceKind {
     Meta,
     /// Google Ads lead form webhooks (Google's `WebhookLead` JSON; the `google_key` in the body is the proof).
     GoogleAds,
+    /// A CRM's stage-change webhook (a HubSpot workflow's "Send a webhook"): each stage of a lead Leadline
+    /// delivered goes to the route's conversion steps (`stage_webhook` says where the lead and stage are).
+    CrmStage,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -772,6 +775,42 @@ pub struct SourceConfig {
     /// the route like any other. By default they are stored and shown as test leads and reach no target.
     #[serde(default)]
     pub deliver_test_leads: bool,
+    /// `crm_stage` sources: where the lead and its new stage are in the CRM's webhook body.
+    pub stage_webhook: Option<StageWebhookConfig>,
+}
+
+/// Where a CRM's stage-change webhook holds what Leadline needs (JSON pointers). The defaults read a HubSpot
+/// contact workflow's "Send a webhook" body (`{"vid": 123, "properties": {"lifecyclestage": {"value": …},
+/// "leadline_id": {"value": "google:GL-1"}}}`), with the contact's `leadline_id` property holding the lead's
+/// external id (the HubSpot target's `id_property`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StageWebhookConfig {
+    /// Leadline's external id of the lead (`{source}:{source_ref}`).
+    pub lead_pointer: String,
+    /// The CRM's record id, used when the body has no external id (the record a delivered step created).
+    pub crm_id_pointer: String,
+    /// The new stage.
+    pub stage_pointer: String,
+    /// When the stage was reached (RFC 3339 text or Unix milliseconds); absent: when the webhook arrived.
+    pub changed_at_pointer: String,
+    /// The conversion's value (a number or numeric text), if the CRM sends one.
+    pub value_pointer: String,
+    /// The CRM's name (Meta's `lead_event_source`).
+    pub crm_name: String,
+}
+
+impl Default for StageWebhookConfig {
+    fn default() -> Self {
+        StageWebhookConfig {
+            lead_pointer: "/properties/leadline_id/value".into(),
+            crm_id_pointer: "/vid".into(),
+            stage_pointer: "/properties/lifecyclestage/value".into(),
+            changed_at_pointer: "/properties/lifecyclestage/timestamp".into(),
+            value_pointer: "/properties/amount/value".into(),
+            crm_name: "HubSpot".into(),
+        }
+    }
 }
 
 impl SourceKind {
@@ -781,6 +820,7 @@ impl SourceKind {
             SourceKind::Generic => "generic",
             SourceKind::Meta => "meta",
             SourceKind::GoogleAds => "google_ads",
+            SourceKind::CrmStage => "crm_stage",
         }
     }
 }
@@ -791,6 +831,7 @@ impl SourceConfig {
         match self.kind {
             SourceKind::Generic => self.signature.is_some(),
             SourceKind::Meta | SourceKind::GoogleAds => true,
+            SourceKind::CrmStage => self.signature.is_some(),
         }
     }
 }
@@ -954,6 +995,12 @@ pub enum TargetKind {
     Whatsapp,
     /// A first contact by SMS through Twilio's Messages API (`targets::sms`); settings under `sms`.
     Sms,
+    /// Meta's Conversions API for CRM leads: a lead's stages go back to Meta as events
+    /// (`POST /{api_version}/{dataset_id}/events`, `targets::meta_conversions`).
+    MetaConversions,
+    /// Google Ads click conversions: a lead's stages go back to Google as conversions of its click
+    /// (`POST /{api_version}/customers/{customer_id}:uploadClickConversions`, `targets::google_ads_conversions`).
+    GoogleAdsConversions,
 }
 
 impl TargetKind {
@@ -1058,6 +1105,31 @@ pub struct TargetConfig {
     /// `drop` goes again at once without them, tagged, instead of becoming a dead letter.
     #[serde(default)]
     pub missing_data: Option<MissingDataConfig>,
+    /// Conversion steps (`meta_conversions`, `google_ads_conversions`): the CRM's stage names and what each
+    /// platform gets for them — Meta's `event_name`, Google's conversion action (`customers/1/conversionActions/2`).
+    /// A stage not listed is not sent to this target. `lead` is the stage of a lead reaching this step along its
+    /// own source's route (right after the CRM step).
+    #[serde(default)]
+    pub stages: BTreeMap<String, String>,
+    /// Conversion steps: the platform's window in days (Meta: 7 from the event; Google: 90 from the click, or the
+    /// conversion action's own, shorter window). An older event is not sent: the step ends as reported.
+    pub window_days: Option<u32>,
+    /// `meta_conversions`: the dataset (pixel) id the events go to.
+    pub dataset_id: Option<String>,
+    /// `meta_conversions`: the CRM's name, sent as `custom_data.lead_event_source` (default: the name a stage
+    /// webhook's source gives, else "Leadline").
+    pub lead_event_source: Option<String>,
+    /// `google_ads_conversions`: the Google Ads account (customer id, digits only) the conversions belong to.
+    pub customer_id: Option<String>,
+    /// `google_ads_conversions`: the manager account reached through (`login-customer-id` header), if any.
+    pub login_customer_id: Option<String>,
+    /// `google_ads_conversions`: variable holding a developer token, sent only when set (Google retired them on
+    /// 2026-09-09; the header is ignored, and a later API version refuses it).
+    pub developer_token_env: Option<String>,
+    /// `google_ads_conversions`: the OAuth 2.0 token endpoint (default `https://oauth2.googleapis.com/token`).
+    pub token_url: Option<String>,
+    /// `google_ads_conversions`: ISO 4217 currency of conversion values (default `EUR`).
+    pub currency: Option<String>,
 }
 
 /// The age limit of a first-contact step that sets none: an automatic "we will call you now" to a lead older
@@ -1411,6 +1483,17 @@ impl Config {
                         }
                     }
                 }
+                SourceKind::CrmStage => {
+                    if source.reconcile.is_some() || source.poll.is_some() {
+                        return Err(invalid(
+                            format!("{key}.reconcile"),
+                            "does not apply to kind = \"crm_stage\" (stage changes come by webhook)",
+                        ));
+                    }
+                    if source.signature.as_ref().is_some_and(|s| s.header.is_empty()) {
+                        return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
+                    }
+                }
                 SourceKind::GoogleAds => {
                     if source.key_env.is_none() {
                         return Err(invalid(
@@ -1434,6 +1517,19 @@ impl Config {
                         }
                     }
                 }
+            }
+            if source.kind == SourceKind::CrmStage {
+                for t in &source.route {
+                    let kind = self.targets.get(t).map(|t| t.kind);
+                    if !matches!(kind, Some(TargetKind::MetaConversions | TargetKind::GoogleAdsConversions)) {
+                        return Err(invalid(
+                            format!("{key}.route"),
+                            format!("`{t}` is not a conversion step: a crm_stage source routes only to kind = \"meta_conversions\" or \"google_ads_conversions\""),
+                        ));
+                    }
+                }
+            } else if source.stage_webhook.is_some() {
+                return Err(invalid(format!("{key}.stage_webhook"), "applies only to kind = \"crm_stage\""));
             }
             if source.kind != SourceKind::GoogleAds && (source.key_env.is_some() || source.deliver_test_leads) {
                 return Err(invalid(
@@ -1737,6 +1833,8 @@ impl TargetConfig {
             // A message cannot be updated or searched for by a key of ours: each send is a new message. Leadline's
             // own record of what was sent (`contact_message`) keeps it to one.
             TargetKind::Whatsapp | TargetKind::Sms => Strategy::None,
+            // Each conversion carries its own key (Meta's event_id, Google's orderId): a repeat is dropped.
+            TargetKind::MetaConversions | TargetKind::GoogleAdsConversions => Strategy::Upsert,
         }
     }
 
@@ -1827,6 +1925,51 @@ impl TargetConfig {
                 ))
             }
             (TargetKind::Whatsapp | TargetKind::Sms, None) => self.validate_first_contact(key)?,
+            (TargetKind::MetaConversions | TargetKind::GoogleAdsConversions, Some(_)) => {
+                return Err(invalid(
+                    format!("{key}.strategy"),
+                    "does not apply to a conversion step (each conversion carries its own key)",
+                ))
+            }
+            (TargetKind::MetaConversions, None) => {
+                for (set, name) in
+                    [(self.dataset_id.is_some(), "dataset_id"), (self.access_token_env.is_some(), "access_token_env")]
+                {
+                    if !set {
+                        return Err(invalid(format!("{key}.{name}"), "is required for kind = \"meta_conversions\""));
+                    }
+                }
+                if self.stages.is_empty() {
+                    return Err(invalid(format!("{key}.stages"), "must map at least one CRM stage to an event name"));
+                }
+            }
+            (TargetKind::GoogleAdsConversions, None) => {
+                for (set, name) in [
+                    (self.customer_id.is_some(), "customer_id"),
+                    (self.client_id_env.is_some(), "client_id_env"),
+                    (self.client_secret_env.is_some(), "client_secret_env"),
+                    (self.refresh_token_env.is_some(), "refresh_token_env"),
+                ] {
+                    if !set {
+                        return Err(invalid(
+                            format!("{key}.{name}"),
+                            "is required for kind = \"google_ads_conversions\"",
+                        ));
+                    }
+                }
+                if self.stages.is_empty() {
+                    return Err(invalid(
+                        format!("{key}.stages"),
+                        "must map at least one CRM stage to a conversion action",
+                    ));
+                }
+                if let Some((stage, action)) = self.stages.iter().find(|(_, a)| !a.starts_with("customers/")) {
+                    return Err(invalid(
+                        format!("{key}.stages.{stage}"),
+                        format!("`{action}` is not a conversion action's resource name (customers/{{id}}/conversionActions/{{id}})"),
+                    ));
+                }
+            }
             _ => {}
         }
         let url = reqwest::Url::parse(&self.url.replace("{external_id}", "x"))

@@ -71,6 +71,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             poll: None,
             key_env: None,
             deliver_test_leads: false,
+            stage_webhook: None,
         },
     );
     c.sources.insert(
@@ -97,6 +98,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             poll: None,
             key_env: None,
             deliver_test_leads: false,
+            stage_webhook: None,
         },
     );
     c.sources.insert(
@@ -117,6 +119,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             poll: None,
             key_env: Some(GOOGLE_KEY_ENV.into()),
             deliver_test_leads: false,
+            stage_webhook: None,
         },
     );
     c.sources.insert(
@@ -136,6 +139,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             poll: None,
             key_env: None,
             deliver_test_leads: false,
+            stage_webhook: None,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
@@ -176,6 +180,15 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         sms: None,
         first_contact: Default::default(),
         missing_data: None,
+        stages: BTreeMap::new(),
+        window_days: None,
+        dataset_id: None,
+        lead_event_source: None,
+        customer_id: None,
+        login_customer_id: None,
+        developer_token_env: None,
+        token_url: None,
+        currency: None,
     };
     c.targets.insert(
         "crm".into(),

@@ -30,10 +30,48 @@ impl Store {
     ) -> anyhow::Result<String> {
         dispatch!(self, link(target, external_id, crm_id, now))
     }
+
+    /// The stored lead `source`/`source_ref` (its event id).
+    pub async fn event_of(&self, source: &str, source_ref: &str) -> anyhow::Result<Option<i64>> {
+        dispatch!(self, event_of(source, source_ref))
+    }
+
+    /// The lead a CRM record came from: a delivered step whose answer named `crm_id`, or a link to it.
+    pub async fn lead_of_crm_record(&self, crm_id: &str) -> anyhow::Result<Option<i64>> {
+        dispatch!(self, lead_of_crm_record(crm_id))
+    }
 }
 
 backends! {
     shared {
+        pub async fn event_of(db: &Db, source: &str, source_ref: &str) -> anyhow::Result<Option<i64>> {
+            let row: Option<(i64,)> = sqlx::query_as("SELECT id FROM inbound_event WHERE source = $1 AND source_ref = $2")
+                .bind(source)
+                .bind(source_ref)
+                .fetch_optional(db.reader())
+                .await
+                .context("cannot read the lead")?;
+            Ok(row.map(|r| r.0))
+        }
+
+        pub async fn lead_of_crm_record(db: &Db, crm_id: &str) -> anyhow::Result<Option<i64>> {
+            // A step's result is JSON text written by serde_json (no spaces): `{"crm_id":"123",…}`.
+            let answered = format!("%\"crm_id\":{}%", serde_json::Value::String(crm_id.to_string()));
+            let row: Option<(i64,)> = sqlx::query_as(
+                "SELECT event_id FROM delivery WHERE state = 'delivered' AND result LIKE $1
+                 UNION ALL
+                 SELECT e.id FROM crm_link l JOIN inbound_event e ON l.external_id = e.source || ':' || e.source_ref
+                  WHERE l.crm_id = $2
+                 LIMIT 1",
+            )
+            .bind(answered)
+            .bind(crm_id)
+            .fetch_optional(db.reader())
+            .await
+            .context("cannot look up the CRM record's lead")?;
+            Ok(row.map(|r| r.0))
+        }
+
         pub async fn record_breaker_transition(db: &Db, target: &str, t: &Transition) -> anyhow::Result<()> {
             sqlx::query(
                 "INSERT INTO breaker_transition (target, at, from_state, to_state, reason) VALUES ($1, $2, $3, $4, $5)",

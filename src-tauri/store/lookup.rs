@@ -71,8 +71,11 @@ pub struct LeadStep {
     pub delivery_id: i64,
     pub step_index: i64,
     pub target: String,
-    /// `waiting`, `pending`, `running`, `delivered` or `dead`.
+    /// `waiting`, `pending`, `running`, `delivered`, `dead`, or `reported`: a conversion step that ended without
+    /// sending (too old for the platform's window, a stage not mapped), a final state of its own.
     pub state: String,
+    /// A reported step's words ("reported: too old for Meta's 7-day window …").
+    pub reported: Option<String>,
     /// Counted attempts.
     pub attempts: i64,
     pub next_attempt_at: Option<DateTime<Utc>>,
@@ -282,11 +285,18 @@ backends! {
                         Some(serde_json::Value::Number(id)) => Some(id.to_string()),
                         _ => None,
                     });
+                    let reported = s
+                        .12
+                        .as_deref()
+                        .map(json)
+                        .and_then(|r| r.get("reported").and_then(serde_json::Value::as_str).map(str::to_string))
+                        .filter(|_| s.3 == "delivered");
                     Ok(LeadStep {
                         delivery_id: s.0,
                         step_index: s.1,
                         target: s.2,
-                        state: s.3,
+                        state: if reported.is_some() { "reported".into() } else { s.3 },
+                        reported,
                         attempts: s.4,
                         next_attempt_at: s.5.map(from_ms),
                         delivered_at: s.6.map(from_ms),

@@ -14,6 +14,7 @@ pub mod meta;
 pub mod peer;
 pub mod refusals;
 pub mod signature;
+pub mod stage;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -71,6 +72,10 @@ pub enum IngestError {
     BadRequest(String),
     #[error("the event could not be stored; nothing was accepted, send it again")]
     Storage,
+    #[error("{0}")]
+    UnknownLead(String),
+    #[error("{0}")]
+    NotDeliveredYet(String),
 }
 
 impl IngestError {
@@ -90,6 +95,8 @@ impl IngestError {
             IngestError::TooManyFromPeer { .. } => StatusCode::TOO_MANY_REQUESTS,
             IngestError::VerifyTokenMismatch => StatusCode::FORBIDDEN,
             IngestError::Storage => StatusCode::SERVICE_UNAVAILABLE,
+            IngestError::UnknownLead(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            IngestError::NotDeliveredYet(_) => StatusCode::CONFLICT,
         }
     }
 
@@ -112,6 +119,8 @@ impl IngestError {
             IngestError::BadKey => "bad_key",
             IngestError::BadRequest(_) => "bad_request",
             IngestError::Storage => "storage_unavailable",
+            IngestError::UnknownLead(_) => "unknown_lead",
+            IngestError::NotDeliveredYet(_) => "lead_not_delivered",
         }
     }
 }
@@ -156,6 +165,8 @@ struct SourceRuntime {
     max_body_bytes: usize,
     /// What a changed repeat of a lead means: a new revision for generic sources, a duplicate for Meta's.
     on_change: OnChange,
+    /// `crm_stage`: each conversion step of the route and the CRM stages it maps.
+    stage_steps: Vec<(String, std::collections::BTreeSet<String>)>,
 }
 
 #[derive(Clone)]
@@ -178,6 +189,8 @@ pub struct IngestState {
     refusals: Arc<refusals::RefusalLog>,
     /// When an event is received.
     clock: Clock,
+    /// Read by `crm_stage` sources: the lead a stage change belongs to.
+    store: Store,
 }
 
 struct WriteRequest {
@@ -191,7 +204,7 @@ impl IngestState {
     pub fn new(config: &Config, store: Store, wake: Arc<Notify>, clock: Clock) -> anyhow::Result<IngestState> {
         let sources = resolve_sources(config)?;
         let (writer, rx) = mpsc::channel(8192);
-        tokio::spawn(group_commit_writer(store, rx, wake));
+        tokio::spawn(group_commit_writer(store.clone(), rx, wake));
         Ok(IngestState {
             sources: Arc::new(std::sync::RwLock::new(Arc::new(sources))),
             writer,
@@ -209,6 +222,7 @@ impl IngestState {
             peers: peer::PeerCounts::new(config.server.max_bodies_per_peer),
             refusals: Arc::default(),
             clock,
+            store,
         })
     }
 
@@ -293,7 +307,7 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
         };
         let (secret, signature_header, verify_token) = match sc.kind {
             SourceKind::GoogleAds => (None, None, None),
-            SourceKind::Generic => match &sc.signature {
+            SourceKind::Generic | SourceKind::CrmStage => match &sc.signature {
                 Some(sig) => (
                     Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
                     Some(sig.header.clone()),
@@ -314,12 +328,23 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
         let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
         let on_change = match sc.kind {
             SourceKind::Generic => OnChange::Revise(updatable.clone()),
+            // The same stage of the same lead again is the same conversion: sent once.
+            SourceKind::CrmStage => OnChange::Ignore,
             // Google sends a lead again only when its first post was not answered: the same lead.
             SourceKind::Meta | SourceKind::GoogleAds => OnChange::Ignore,
+        };
+        let stage_steps = match sc.kind {
+            SourceKind::CrmStage => sc
+                .route
+                .iter()
+                .filter_map(|t| config.targets.get(t).map(|tc| (t.clone(), tc.stages.keys().cloned().collect())))
+                .collect(),
+            _ => Vec::new(),
         };
         sources.insert(
             name.clone(),
             SourceRuntime {
+                stage_steps,
                 config: sc.clone(),
                 secret,
                 signature_header,
@@ -521,6 +546,21 @@ async fn receive(
                 .map(|l| pipeline::new_event(&source, &src.config, l.leadgen_id, l.payload, now))
                 .collect()
         }
+        SourceKind::CrmStage => {
+            let json: Value = serde_json::from_str(text).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
+            match stage_event(&state.store, &source, src, &json, now).await? {
+                Some(event) => vec![event],
+                None => {
+                    // A stage no conversion step maps: acknowledged, so the CRM does not send it again.
+                    return Ok((
+                        StatusCode::OK,
+                        Json(json!({"status": "ignored", "accepted": 0, "duplicates": 0, "revised": 0, "events": [],
+                            "reason": "no conversion step of this source maps this stage"})),
+                    )
+                        .into_response());
+                }
+            }
+        }
         SourceKind::GoogleAds => {
             let lead = google::lead(text, now).map_err(|e| match e {
                 google::GoogleBodyError::Malformed(m) => IngestError::MalformedJson(m),
@@ -589,6 +629,78 @@ async fn receive(
     let (status, word) =
         if accepted + revised > 0 { (StatusCode::ACCEPTED, "accepted") } else { (StatusCode::OK, "duplicate") };
     Ok((status, Json(Accepted { status: word, accepted, duplicates, revised, events, rejected })).into_response())
+}
+
+/// The event of a CRM stage change: the lead it belongs to must be one Leadline delivered. Its source ref is
+/// `{lead source}:{lead ref}:{stage}`, so the same stage of the same lead sent twice is stored — and sent — once.
+/// `None`: no conversion step of the route maps the stage.
+async fn stage_event(
+    store: &Store,
+    source: &str,
+    src: &SourceRuntime,
+    body: &Value,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<NewEvent>, IngestError> {
+    let cfg = src.config.stage_webhook.clone().unwrap_or_default();
+    let change = stage::read(body, &cfg, now).map_err(IngestError::MissingId)?;
+    let storage = |e: anyhow::Error| {
+        tracing::error!(error = %format!("{e:#}"), "cannot look up a stage change's lead");
+        IngestError::Storage
+    };
+    let mut event_id = None;
+    if let Some((lead_source, lead_ref)) = change.external_id.as_deref().and_then(|x| x.split_once(':')) {
+        event_id = store.event_of(lead_source, lead_ref).await.map_err(storage)?;
+    }
+    if event_id.is_none() {
+        if let Some(crm_id) = &change.crm_id {
+            event_id = store.lead_of_crm_record(crm_id).await.map_err(storage)?;
+        }
+    }
+    let who = change
+        .external_id
+        .clone()
+        .map(|x| format!("lead `{x}`"))
+        .or_else(|| change.crm_id.as_ref().map(|c| format!("CRM record `{c}`")))
+        .unwrap_or_default();
+    let Some(event_id) = event_id else {
+        tracing::warn!(source = ?source, "refused: a stage change for a lead Leadline never received");
+        return Err(IngestError::UnknownLead(format!(
+            "{who} is not a lead Leadline delivered: no stage of it can go back to the ad platforms"
+        )));
+    };
+    let lead = store
+        .lead_story(event_id)
+        .await
+        .map_err(storage)?
+        .ok_or_else(|| IngestError::UnknownLead(format!("{who} is not a lead Leadline delivered")))?;
+    if !lead.steps.iter().any(|s| s.state == "delivered") {
+        return Err(IngestError::NotDeliveredYet(format!(
+            "{who} has not been delivered yet: send the stage again once it is in the CRM"
+        )));
+    }
+    let route: Vec<String> =
+        src.stage_steps.iter().filter(|(_, stages)| stages.contains(&change.stage)).map(|(t, _)| t.clone()).collect();
+    if route.is_empty() {
+        tracing::info!(source = ?source, stage = %change.stage, "a stage no conversion step maps: ignored");
+        return Ok(None);
+    }
+    let crm_id = change.crm_id.clone().or_else(|| lead.steps.iter().find_map(|s| s.crm_id.clone()));
+    let payload = json!({
+        "stage": change.stage,
+        "changed_at": change.changed_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "crm": cfg.crm_name,
+        "crm_id": crm_id,
+        "value": change.value,
+        "lead_source": lead.source,
+        "lead_ref": lead.source_ref,
+        "lead_at": lead.lead_at.unwrap_or(lead.received_at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "lead": lead.payload,
+    });
+    let source_ref = format!("{}:{}:{}", lead.source, lead.source_ref, change.stage);
+    let mut event = pipeline::new_event(source, &src.config, source_ref, payload, now);
+    event.route = route;
+    event.lead_at = Some(change.changed_at);
+    Ok(Some(event))
 }
 
 async fn verify_subscription(

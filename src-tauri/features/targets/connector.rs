@@ -152,6 +152,9 @@ pub struct AttemptReport {
     /// ([`super::request::Outcome::HeldBack`]), before anything of this attempt could have changed the CRM. The
     /// lead goes back to the queue without using an attempt, like one never sent.
     pub held_back: bool,
+    /// Not sent, and never will be: the step ends here as reported, with these words ("reported: too old for
+    /// Meta's 7-day window …"). A final state of its own — neither a dead letter nor a retry.
+    pub reported: Option<String>,
 }
 
 impl AttemptReport {
@@ -174,7 +177,13 @@ impl AttemptReport {
             not_before: None,
             run_fallback: false,
             held_back: false,
+            reported: None,
         }
+    }
+
+    /// A step that ends without sending: `why` is what the lead's story shows (see [`AttemptReport::reported`]).
+    pub fn reported(now: DateTime<Utc>, why: String) -> AttemptReport {
+        AttemptReport { note: Some(why.clone()), reported: Some(why), ..AttemptReport::new(now) }
     }
 
     /// A report of a lead that failed before any request (its data, the mapping): `failure` as the verdict.

@@ -13,9 +13,12 @@
 pub mod classify;
 pub mod connector;
 pub mod contact;
+pub mod conversion;
 pub mod generic;
+pub mod google_ads_conversions;
 pub mod hubspot;
 pub mod mapping;
+pub mod meta_conversions;
 pub mod meta_lead;
 pub mod pipedrive;
 pub mod request;
@@ -51,5 +54,9 @@ pub fn connector_for(
         TargetKind::Hubspot => Arc::new(hubspot::HubspotTarget::new(name, config, all, clock)?),
         TargetKind::Whatsapp => Arc::new(whatsapp::WhatsappStep::new(name, config, all, clock)?),
         TargetKind::Sms => Arc::new(sms::SmsStep::new(name, config, all, clock)?),
+        TargetKind::MetaConversions => Arc::new(meta_conversions::MetaConversionsStep::new(name, config, all, clock)?),
+        TargetKind::GoogleAdsConversions => {
+            Arc::new(google_ads_conversions::GoogleConversionsStep::new(name, config, all, clock)?)
+        }
     })
 }

@@ -365,6 +365,10 @@ pub(super) async fn decide(
                 // What a follow-up step maps (`/$previous_steps/<target>/without`).
                 result.insert("without".into(), job.dropped.clone().into());
             }
+            if let Some(why) = &report.reported {
+                // The step's final state is "reported": it ends, nothing was sent (`store::lookup` shows it so).
+                result.insert("reported".into(), why.clone().into());
+            }
             let reason = report.note.clone().unwrap_or_else(|| match report.http_status {
                 Some(s) => format!("delivered (HTTP {s})"),
                 None => "delivered".into(),

@@ -648,9 +648,14 @@ purged_at: string | null, status: LeadStatus, steps: Array<LeadStep>, fixes: Arr
 
 export type LeadStep = { delivery_id: number, step_index: number, target: string, 
 /**
- * `waiting`, `pending`, `running`, `delivered` or `dead`.
+ * `waiting`, `pending`, `running`, `delivered`, `dead`, or `reported`: a conversion step that ended without
+ * sending (too old for the platform's window, a stage not mapped), a final state of its own.
  */
 state: string, 
+/**
+ * A reported step's words ("reported: too old for Meta's 7-day window …").
+ */
+reported: string | null, 
 /**
  * Counted attempts.
  */

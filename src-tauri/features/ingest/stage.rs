@@ -1,0 +1,96 @@
+//! A CRM's stage-change webhook (`kind = "crm_stage"`): which lead reached which stage, read with the source's
+//! `stage_webhook` pointers. The defaults read a HubSpot contact workflow's "Send a webhook" body — the enrolled
+//! contact with its properties, each `{"value": …, "timestamp": <ms>}`:
+//!
+//! ```json
+//! {"vid": 1501, "portal-id": 62515,
+//!  "properties": {"lifecyclestage": {"value": "customer", "timestamp": 1796472000000},
+//!                 "leadline_id": {"value": "google:GL-1"}, "amount": {"value": "1200"}}}
+//! ```
+//!
+//! Any JSON with the lead's external id (or the CRM record id a delivered step got back) and the new stage works
+//! with pointers of its own. Pure: the lead is looked up by the caller.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::config::StageWebhookConfig;
+
+/// One stage change, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageChange {
+    /// Leadline's external id of the lead (`{source}:{source_ref}`), when the body carries it.
+    pub external_id: Option<String>,
+    /// The CRM's record id, when the body carries it.
+    pub crm_id: Option<String>,
+    pub stage: String,
+    pub changed_at: DateTime<Utc>,
+    pub value: Option<f64>,
+}
+
+fn text(body: &Value, pointer: &str) -> Option<String> {
+    match body.pointer(pointer)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Reads a stage change; the error says what is missing, naming the pointer.
+pub fn read(body: &Value, cfg: &StageWebhookConfig, received_at: DateTime<Utc>) -> Result<StageChange, String> {
+    let stage = text(body, &cfg.stage_pointer)
+        .ok_or_else(|| format!("no stage at {} (stage_webhook.stage_pointer)", cfg.stage_pointer))?;
+    let external_id = text(body, &cfg.lead_pointer);
+    let crm_id = text(body, &cfg.crm_id_pointer);
+    if external_id.is_none() && crm_id.is_none() {
+        return Err(format!(
+            "no lead: neither {} (Leadline's id of the lead) nor {} (the CRM record id) is in the body",
+            cfg.lead_pointer, cfg.crm_id_pointer
+        ));
+    }
+    let changed_at = match body.pointer(&cfg.changed_at_pointer) {
+        Some(Value::Number(n)) => n.as_i64().and_then(DateTime::from_timestamp_millis),
+        Some(Value::String(s)) => DateTime::parse_from_rfc3339(s)
+            .map(|t| t.to_utc())
+            .ok()
+            .or_else(|| s.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis)),
+        _ => None,
+    }
+    // A stage is never reached in the future: a skewed CRM clock counts as now.
+    .map_or(received_at, |t| t.min(received_at));
+    let value = text(body, &cfg.value_pointer).and_then(|v| v.parse::<f64>().ok());
+    Ok(StageChange { external_id, crm_id, stage, changed_at, value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    #[test]
+    fn a_hubspot_workflow_body_is_read_with_the_defaults() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 5, 13, 0, 0).unwrap();
+        let body = json!({"vid": 1501, "portal-id": 62515, "properties": {
+            "lifecyclestage": {"value": "customer", "timestamp": 1_796_472_000_000i64},
+            "leadline_id": {"value": "google:GL-1"}, "amount": {"value": "1200"}}});
+        let c = read(&body, &StageWebhookConfig::default(), now).unwrap();
+        assert_eq!(c.external_id.as_deref(), Some("google:GL-1"));
+        assert_eq!(c.crm_id.as_deref(), Some("1501"));
+        assert_eq!(c.stage, "customer");
+        assert_eq!(c.changed_at, Utc.with_ymd_and_hms(2026, 12, 5, 12, 0, 0).unwrap());
+        assert_eq!(c.value, Some(1200.0));
+    }
+
+    #[test]
+    fn what_is_missing_is_named() {
+        let now = Utc::now();
+        let cfg = StageWebhookConfig::default();
+        let e = read(&json!({"vid": 1}), &cfg, now).unwrap_err();
+        assert!(e.contains("/properties/lifecyclestage/value"), "{e}");
+        let e = read(&json!({"properties": {"lifecyclestage": {"value": "lead"}}}), &cfg, now).unwrap_err();
+        assert!(e.contains("no lead"), "{e}");
+        let c = read(&json!({"vid": 7, "properties": {"lifecyclestage": {"value": "lead"}}}), &cfg, now).unwrap();
+        assert_eq!((c.changed_at, c.external_id), (now, None));
+    }
+}
