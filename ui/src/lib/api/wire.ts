@@ -1107,8 +1107,6 @@ export type LeadQuery = {
  */
 q: string, };
 
-export type MissingField = { field: string, reason: string, at: string, };
-
 export type MissingDataLead = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, delivered_at: string | null, 
 /**
  * The CRM record it became.
@@ -1122,6 +1120,8 @@ fields: Array<MissingField>,
  * `open` ("Needs a person"), `follow_up` (a follow-up step asks), `done` (checked), `corrected`.
  */
 task: string | null, };
+
+export type MissingField = { field: string, reason: string, at: string, };
 
 export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
 /**
