@@ -221,7 +221,8 @@ test('the sources page shows each source against its usual volume, and reconcili
   await page.goto(link());
   await page.getByRole('link', { name: 'Sources' }).click();
   const rows = page.getByTestId('source-row');
-  await expect(rows).toHaveCount(3);
+  // webform, partner_api, meta_ads, and the Google Ads lead form.
+  await expect(rows).toHaveCount(4);
   // The demo's sources come with four weeks of history: they are compared by hour of week.
   await expect(rows.filter({ hasText: 'webform' })).toContainText('own history, by hour of week');
   // A source without a signature is flagged; signed ones are not.

@@ -144,7 +144,7 @@ for (const { width, height, theme: colours } of SIZES) {
       await fits(page, theme, 'find-a-lead');
 
       await nav.getByRole('link', { name: /^Sources/ }).click();
-      await expect(page.getByTestId('source-row')).toHaveCount(3);
+      await expect(page.getByTestId('source-row')).toHaveCount(4);
       await expect(page.getByTestId('figures')).toBeVisible();
       await fits(page, theme, 'sources');
       await reachable(page.locator('[data-source="meta_ads"]').getByRole('button', { name: 'Reconcile now' }));

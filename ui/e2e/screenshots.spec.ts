@@ -49,7 +49,7 @@ test('the README pictures: overview (light, dark, and at 1024×640), dead letter
     await page.screenshot({ path: `${SHOTS}/dead-letter-groups.png` });
 
     await page.getByRole('link', { name: /^Sources/ }).click();
-    await expect(page.getByTestId('source-row')).toHaveCount(3);
+    await expect(page.getByTestId('source-row')).toHaveCount(4);
     await page.screenshot({ path: `${SHOTS}/sources.png` });
 
     await page.getByRole('link', { name: /^Targets/ }).click();
