@@ -179,13 +179,17 @@ fn generated() -> String {
     // Then every type an operation takes or answers, and what those name, that the list above does not hold.
     let mut decls: Vec<String> = decls.into();
     let mut declared: std::collections::BTreeSet<String> = decls.iter().map(|d| declared_name(d)).collect();
+    // Sorted by name: the order a type's dependencies are visited in may differ from one build to the next, and the
+    // file must not (TypeScript does not care where a type is declared).
+    let mut more: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
     for op in operations::all() {
         for (name, decl) in op.typescript(&cfg).declarations {
-            if declared.insert(name) {
-                decls.push(decl);
+            if declared.insert(name.clone()) {
+                more.insert(name, decl);
             }
         }
     }
+    decls.extend(more.into_values());
     let mut out = String::from(
         "// Wire types of Leadline's API, generated from the Rust DTOs by tests/ts_contract.rs.\n\
          // Do not edit: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract`.\n\n",

@@ -1082,23 +1082,29 @@ export type ReplayOutcome = "delivered" | "in_progress" | "queued" | "failed_sam
 
 export type ReplayEventKind = "started" | "canary_sent" | "canary_passed" | "canary_failed" | "waiting" | "resumed" | "continued" | "paused" | "cancelled" | "finished";
 
-export type NoArgs = Record<symbol, never>;
-
-export type RangeArgs = { range: string | null, };
-
-export type SourceArgs = { source: string, };
-
-export type IdArgs = { id: number, };
-
-export type RevealArgs = { id: number, 
-/**
- * Why the operator needs to see the lead's personal data (kept in the audit).
- */
-reason: string, };
+export type ControlArgs = { id: number, action: 'cancel' | 'pause' | 'resume', };
 
 export type EditArgs = { id: number, payload: unknown, reason: string, };
 
+export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
+/**
+ * `open`, `replayed`, `fixed_manually` or `discarded`.
+ */
+resolution: string, resolved_at: string | null, resolved_by: string | null, 
+/**
+ * How: the operator's note, or the replay's reason.
+ */
+resolution_note: string | null, 
+/**
+ * The replay that sent the step again after this death.
+ */
+replay_id: number | null, };
+
 export type ExportFile = { name: string, body: string, };
+
+export type FixAndReplayPreviewArgs = { selection: ReplaySelection, fix: FieldFix, };
+
+export type IdArgs = { id: number, };
 
 export type LeadQuery = { 
 /**
@@ -1123,25 +1129,19 @@ task: string | null, };
 
 export type MissingField = { field: string, reason: string, at: string, };
 
-export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
-/**
- * `open`, `replayed`, `fixed_manually` or `discarded`.
- */
-resolution: string, resolved_at: string | null, resolved_by: string | null, 
-/**
- * How: the operator's note, or the replay's reason.
- */
-resolution_note: string | null, 
-/**
- * The replay that sent the step again after this death.
- */
-replay_id: number | null, };
+export type NoArgs = Record<symbol, never>;
+
+export type RangeArgs = { range: string | null, };
 
 export type ReportArgs = { id: number, outcome: string | null, };
 
-export type ControlArgs = { id: number, action: 'cancel' | 'pause' | 'resume', };
+export type RevealArgs = { id: number, 
+/**
+ * Why the operator needs to see the lead's personal data (kept in the audit).
+ */
+reason: string, };
 
-export type FixAndReplayPreviewArgs = { selection: ReplaySelection, fix: FieldFix, };
+export type SourceArgs = { source: string, };
 
 export type TargetArgs = { name: string, };
 
