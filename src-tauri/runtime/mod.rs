@@ -1,7 +1,7 @@
 //! The runtime: what every feature works with at run time and that belongs to none of them — the clock, the
 //! configuration in force ([`SharedConfig`]), who leads a team ([`Leadership`]) and where alerts are announced
 //! ([`Notifier`]). It sits beneath the features and holds none of their types: the running engine's parts (the
-//! worker's handle, the ingest path, the live feed) are assembled above them, in [`crate::features::app`].
+//! worker's handle, the ingest path, the live feed) are assembled above them, in `features/app.rs`.
 
 pub use crate::clock;
 
