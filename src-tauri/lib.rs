@@ -2,7 +2,8 @@
 //!
 //! `docs/architecture.md` describes the layers and the delivery model. The folders are the layers, bottom up:
 //!
-//! - [`model`] (domain words and pure functions, with [`model::privacy`]'s masks), [`clock`] and [`config`];
+//! - [`platform`] (what the desk asks of the OS: keyring, tray, dialog, start at login — importing nothing of the
+//!   app), [`model`] (domain words and pure functions, with [`model::privacy`]'s masks), [`clock`] and [`config`];
 //! - [`store`]: every operation on the database, on SQLite or PostgreSQL;
 //! - [`runtime`]: the shared state the features' loops and the API work with;
 //! - [`features`]: [`ingest`] receives events, [`pipeline`] turns them into steps, [`delivery`] runs them
@@ -28,6 +29,7 @@ pub mod config;
 pub mod demo;
 pub mod features;
 pub mod model;
+pub mod platform;
 pub mod runtime;
 pub mod shells;
 pub mod store;

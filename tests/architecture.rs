@@ -3,10 +3,11 @@
 //! - no import cycles among the crate's modules (each file is a module; a parent and the children it declares
 //!   are one unit, so `use super::…` inside a module family is not a cycle);
 //! - only the shells (the desktop app, `server.rs`, the HTTP adapter) import `api`;
-//! - the folders are the layers: `model`, `store`, `runtime`, `features`, `shells` (and `demo` beside them);
-//! - imports only go down those layers (`model` and the clock, then `config`, `store`, `runtime`, `features`, the
-//!   demo, `shells`), and inside `features` the connectors (`targets`) import neither the worker nor the store,
-//!   while the worker names no vendor;
+//! - the folders are the layers: `platform`, `model`, `store`, `runtime`, `features`, `shells` (and `demo` beside
+//!   them);
+//! - imports only go down those layers (`platform`, then `model` and the clock, then `config`, `store`, `runtime`,
+//!   `features`, the demo, `shells`), and the platform parts import nothing of the app; inside `features` the
+//!   connectors (`targets`) import neither the worker nor the store, while the worker names no vendor;
 //! - `Utc::now()` is read only by the clock and the demo (tests may use it);
 //! - no environment variable, flag or file answers a confirmation in a person's place.
 //!
@@ -143,23 +144,24 @@ fn the_modules_import_each_other_without_cycles() {
 }
 
 /// The layer of a module, by its top-level folder: each may import only the layers before it (and itself).
+/// `platform` (the desk's OS parts: keyring, tray, dialog, start at login) is the lowest: the keyring is read by
+/// `config` and the settings feature, so the folder must sit below them; it imports nothing of the app at all
+/// ([`the_platform_parts_import_nothing_of_the_app`]), so that a port replaces it without touching the rest.
 fn layer(module: &str) -> Option<(usize, &'static str)> {
-    const LAYERS: [(&str, &str); 8] = [
-        ("model", "model"),
-        ("clock", "model"),
-        ("config", "config"),
-        ("store", "store"),
-        ("runtime", "runtime"),
-        ("features", "features"),
-        ("demo", "demo"),
-        ("shells", "shells"),
+    const LAYERS: [(&str, usize, &str); 9] = [
+        ("platform", 0, "platform"),
+        ("model", 1, "model"),
+        // `clock` sits with `model`.
+        ("clock", 1, "model"),
+        ("config", 2, "config"),
+        ("store", 3, "store"),
+        ("runtime", 4, "runtime"),
+        ("features", 5, "features"),
+        ("demo", 6, "demo"),
+        ("shells", 7, "shells"),
     ];
     let top = module.split("::").next()?;
-    LAYERS.iter().position(|(folder, _)| *folder == top).map(|i| {
-        // `clock` sits with `model`.
-        let rank = if i >= 1 { i - 1 } else { i };
-        (rank, LAYERS[i].1)
-    })
+    LAYERS.iter().find(|(folder, _, _)| *folder == top).map(|(_, rank, name)| (*rank, *name))
 }
 
 #[test]
@@ -179,6 +181,23 @@ fn imports_only_go_down() {
     // The ranks hold what the docs say.
     assert!(layer("clock").unwrap().0 < layer("config").unwrap().0);
     assert!(layer("features::delivery").unwrap().0 < layer("shells::api").unwrap().0);
+    assert!(layer("platform::keyring").unwrap().0 < layer("config").unwrap().0);
+}
+
+/// The platform parts (`src-tauri/platform/`) import nothing of the app: their interfaces take and give plain
+/// text, pixels and callbacks, so that a macOS or Windows port replaces those files and nothing else.
+#[test]
+fn the_platform_parts_import_nothing_of_the_app() {
+    let known = modules();
+    assert!(known.contains_key("platform::keyring"), "the reader finds the platform folder");
+    let wrong: Vec<String> = imports(&known)
+        .into_iter()
+        .filter(|(from, _)| from == "platform" || from.starts_with("platform::"))
+        .flat_map(|(from, to)| {
+            to.into_iter().filter(|t| !t.starts_with("platform::")).map(move |t| format!("{from} imports {t}"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "the platform parts import the app:\n{}", wrong.join("\n"));
 }
 
 #[test]
@@ -235,6 +254,7 @@ fn the_folders_are_the_layers() {
         "lib.rs",
         "main.rs",
         "model",
+        "platform",
         "runtime",
         "shells",
         "store",
