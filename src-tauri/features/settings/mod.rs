@@ -14,7 +14,7 @@
 //!
 //! Secrets never go into the file: a field such as `access_token_env = "HUBSPOT_TOKEN"` names a variable, and
 //! its value is looked up (`Config::secret`) in the secrets file, then the environment, then the OS keyring,
-//! where the settings page stores what a person enters (`config::keyring`).
+//! where the settings page stores what a person enters (`platform::keyring`).
 
 pub mod edit;
 
@@ -198,7 +198,7 @@ pub fn view(config: &Config) -> SettingsView {
             })
             .collect()
     };
-    let keyring_message = crate::config::keyring::unavailable().map(|why| {
+    let keyring_message = crate::platform::keyring::unavailable().map(|why| {
         format!("Secrets cannot be kept here: {why}. Set each variable in the environment or the secrets file instead.")
     });
     SettingsView {

@@ -88,14 +88,14 @@ pub async fn store_secret(app: &App, entry: &SecretEntry, by: &str) -> Result<Se
     if entry.value.trim().is_empty() {
         return Err(ApiError::BadRequest("the secret is empty".into()));
     }
-    if let Some(why) = crate::config::keyring::unavailable() {
+    if let Some(why) = crate::platform::keyring::unavailable() {
         return Err(ApiError::BadRequest(format!(
             "{why}: set {variable} in the environment (or the secrets file) instead; Leadline never writes secrets \
              into the configuration file"
         )));
     }
     let (var, value) = (variable.clone(), entry.value.clone());
-    tokio::task::spawn_blocking(move || crate::config::keyring::set(&var, &value))
+    tokio::task::spawn_blocking(move || crate::platform::keyring::set(&var, &value))
         .await
         .map_err(blocking_failed)?
         .map_err(|e| {

@@ -11,9 +11,9 @@ use tauri::{Emitter, Manager};
 
 use super::tray::Tray;
 use super::{CommandResult, DesktopNotifier};
-use crate::config::keyring;
 use crate::features::monitor::glance::{Glance, GlanceLevel};
 use crate::features::monitor::health::HealthView;
+use crate::platform::keyring;
 use crate::shells::api::ApiError;
 use crate::shells::desk::{self, Choice, DeskAnswer, DeskLink, DeskSink, DeskView};
 
