@@ -27,7 +27,7 @@ fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(desktop::ASK_ARG) {
         let (title, message) = (args.get(1).map_or("Leadline", String::as_str), args.get(2).map_or("", String::as_str));
-        return match desktop::ask(title, message) {
+        return match leadline::platform::dialog::ask(title, message) {
             Ok(true) => std::process::ExitCode::SUCCESS,
             Ok(false) => std::process::ExitCode::from(1),
             Err(e) => {

@@ -8,10 +8,12 @@
 //! once showed a web view, about 130 MiB of a desk's memory. A desk spends most of its day in the tray; with the
 //! window apart, the process that stays is the engine alone (see the README's memory figures).
 //!
-//! No GTK either: the tray icon is a StatusNotifierItem spoken over D-Bus (`ksni`, the protocol the panels of KDE,
-//! XFCE, Cinnamon, Budgie and GNOME's AppIndicator extension read), notifications go over D-Bus (`notify-rust`),
-//! and a confirmation is a short-lived `leadline-window --ask` process showing a GTK dialog. GTK, its fonts, its
-//! theme and its X connection cost the engine about 12 MiB when it drew its own tray menu (`benches/desk_memory.sh`).
+//! No GTK either: the tray icon is a StatusNotifierItem spoken over D-Bus, notifications go over D-Bus, start at
+//! login is an autostart entry (the platform parts [`crate::platform::tray`], [`crate::platform::notify`],
+//! [`crate::platform::autostart`]), and a confirmation is a short-lived `leadline-window --ask` process showing the
+//! native dialog ([`crate::platform::dialog`]). GTK, its fonts, its theme and its X connection cost the engine about
+//! 12 MiB when it drew its own tray menu (`benches/desk_memory.sh`). This file is what the engine does with those
+//! parts; how each speaks to the OS is in `platform/`.
 //!
 //! Threads: the engine, the tray's D-Bus service and the bridge on one tokio runtime; the main thread waits for
 //! Quit ([`Host::quit`]); a confirmation asked from the engine waits (on a blocking thread) for its answer.
@@ -30,6 +32,8 @@ use crate::config::Config;
 use crate::demo;
 use crate::features::monitor::glance::{self, Glance, GlanceLevel};
 use crate::features::monitor::Notifier;
+use crate::platform::autostart::Autostart;
+use crate::platform::tray::{self, Tray};
 use crate::shells::api::{self, Confirm};
 use crate::shells::server::{Server, StartOptions};
 use crate::shells::window::bridge::{self, Door, EngineSide};
@@ -38,9 +42,6 @@ use crate::shells::window::commands::{self, Context};
 /// The app's identifier (`tauri.conf.json`): its data and configuration folders are named after it, the same ones
 /// the window's process (Tauri) uses.
 pub const IDENTIFIER: &str = "dev.leadline.desk";
-/// Pixels per side of the drawn tray icon (panels scale it down; 64 stays sharp on high-density screens).
-const ICON_SIZE: u32 = 64;
-
 /// What the engine process shares between its threads.
 struct Host {
     rt: tokio::runtime::Handle,
@@ -49,7 +50,9 @@ struct Host {
     door: Door,
     /// The window's process while it runs: its standard input, where the places it should show are written.
     window: Mutex<Option<std::process::ChildStdin>>,
-    autostart: Option<auto_launch::AutoLaunch>,
+    autostart: Option<Autostart>,
+    /// The state the tray icon shows (the last one given to it).
+    in_tray: Mutex<Option<Glance>>,
     quitting: AtomicBool,
     /// Whether this run already said that closing the window leaves Leadline running (said once per run).
     told_about_tray: AtomicBool,
@@ -58,12 +61,14 @@ struct Host {
 }
 
 static HOST: OnceLock<Host> = OnceLock::new();
-/// The tray icon's D-Bus service, once it runs.
-static TRAY: OnceLock<ksni::Handle<DeskTray>> = OnceLock::new();
-/// Whether a system tray shows Leadline's icon: a StatusNotifierWatcher took it (and none went away since). Stock
-/// GNOME has none without its AppIndicator extension; there the window and its notification say how to reopen and
-/// how to quit Leadline without one. Taken as shown until ksni says otherwise (it does while the service starts).
-static TRAY_SHOWN: AtomicBool = AtomicBool::new(true);
+/// The tray icon, once it runs.
+static TRAY: OnceLock<Tray> = OnceLock::new();
+
+/// Whether a system tray shows Leadline's icon ([`Tray::shown`]). Stock GNOME has none without its AppIndicator
+/// extension; there the window and its notification say how to reopen and how to quit Leadline without one.
+fn tray_shown() -> bool {
+    TRAY.get().is_some_and(Tray::shown)
+}
 
 /// `leadline` without a command: Leadline here in this process ([`run`]) when it runs here (`--config`, `--demo`,
 /// the first start's choice, or a `leadline.toml` in the config folder); otherwise the first start's question or a
@@ -119,11 +124,9 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
     let app = server.app.clone();
     // Every confirmation is asked of a person: no variable, flag or file answers it (tests/architecture.rs).
     let confirm: Arc<dyn Confirm> = Arc::new(DialogConfirm);
-    let autostart = auto_launch::AutoLaunchBuilder::new()
-        .set_app_name("Leadline")
-        .set_app_path(&std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default())
-        .set_args(&[super::tray::HIDDEN_ARG])
-        .build()
+    let autostart = std::env::current_exe()
+        .map_err(|e| e.to_string())
+        .and_then(|program| Autostart::new(super::APP_NAME, &program, &[super::tray::HIDDEN_ARG]))
         .map_err(|e| tracing::warn!(error = %e, "start at login is not available"))
         .ok();
     let cx = Context { app: app.clone(), confirm: confirm.clone(), actor: commands::os_user() };
@@ -135,6 +138,7 @@ pub fn run(config: Option<PathBuf>, hidden: bool, demo: bool) -> anyhow::Result<
         door,
         window: Mutex::new(None),
         autostart,
+        in_tray: Mutex::new(None),
         quitting: AtomicBool::new(false),
         told_about_tray: AtomicBool::new(false),
         quit: tokio::sync::Notify::new(),
@@ -227,29 +231,13 @@ impl Notifier for DeskNotifier {
 }
 
 fn notify(title: &str, body: &str, place: Option<Value>) {
-    let (title, body) = (title.to_string(), body.to_string());
-    // The D-Bus calls block, and waiting for a click blocks until the notification goes: a thread of its own.
-    std::thread::spawn(move || {
-        let mut n = notify_rust::Notification::new();
-        n.appname("Leadline").summary(&title).body(&body);
-        if place.is_some() {
-            // The specification's `default` action: a click on the notification itself.
-            n.action("default", "");
-        }
-        match n.show() {
-            Ok(shown) => {
-                if let Some(place) = place {
-                    shown.wait_for_action(|action| {
-                        if action == "default" {
-                            tracing::info!(place = %place, "notification clicked: window opened");
-                            open_window(Some(place));
-                        }
-                    });
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot show a desktop notification"),
-        }
+    let on_click = place.map(|place| -> Box<dyn FnOnce() + Send> {
+        Box::new(move || {
+            tracing::info!(place = %place, "notification clicked: window opened");
+            open_window(Some(place));
+        })
     });
+    crate::platform::notify::show(super::APP_NAME, title, body, on_click);
 }
 
 /// Opens the window (its process, started when none runs) on `place` if given.
@@ -294,7 +282,7 @@ fn start_window(host: &Host, first: &str) -> anyhow::Result<std::process::ChildS
         // The window that ended is the one held (a newer one would have replaced it only after this one ended).
         host.window.lock().unwrap_or_else(|e| e.into_inner()).take();
         if !host.told_about_tray.swap(true, Ordering::SeqCst) {
-            notify("Leadline is still running", still_running_text(TRAY_SHOWN.load(Ordering::SeqCst)), None);
+            notify("Leadline is still running", still_running_text(tray_shown()), None);
         }
     });
     Ok(input)
@@ -325,7 +313,7 @@ impl EngineSide for Engine {
     }
 
     fn tray_shown(&self) -> bool {
-        TRAY_SHOWN.load(Ordering::SeqCst)
+        tray_shown()
     }
 
     fn quit(&self) -> futures_util::future::BoxFuture<'static, bool> {
@@ -334,7 +322,7 @@ impl EngineSide for Engine {
 }
 
 fn autostart_enabled() -> bool {
-    HOST.get().and_then(|h| h.autostart.as_ref()).is_some_and(|a| a.is_enabled().unwrap_or(false))
+    HOST.get().and_then(|h| h.autostart.as_ref()).is_some_and(Autostart::is_enabled)
 }
 
 /// Turns start at login on or off (the tray's item, the settings page's switch); the check mark follows.
@@ -343,146 +331,77 @@ fn set_autostart(on: bool) -> Result<bool, String> {
         .get()
         .and_then(|h| h.autostart.as_ref())
         .ok_or_else(|| "start at login is not available on this computer".to_string())?;
-    let result = if on { launcher.enable() } else { launcher.disable() };
-    result.map_err(|e| format!("cannot change start at login: {e}"))?;
-    let now = launcher.is_enabled().unwrap_or(false);
-    tracing::info!(enabled = now, "start at login changed");
+    let now = launcher.set(on)?;
     if let (Some(host), Some(tray)) = (HOST.get(), TRAY.get()) {
-        host.rt.spawn(async move { tray.update(|t| t.autostart = now).await });
+        host.rt.spawn(tray.set_autostart(now));
     }
     Ok(now)
 }
 
-/// The tray icon: a disc in the state's colour with a mark, the counts in the menu's first line (panels show no
-/// tooltips for AppIndicator-style icons), *Open Leadline*, *Start at login*, *Quit Leadline…*. A left click opens
-/// the window. `ksni` serves it on D-Bus and sends a panel what changed after every update.
-struct DeskTray {
-    shown: Option<Glance>,
-    autostart: bool,
-}
+/// What the tray's icon and menu do: each runs on the runtime, so that the tray's service does not wait.
+struct TrayActions;
 
-impl DeskTray {
-    fn level(&self) -> GlanceLevel {
-        self.shown.as_ref().map_or(GlanceLevel::Waiting, |g| g.level)
+impl tray::Actions for TrayActions {
+    fn open(&self) {
+        in_background(|| open_window(None));
+    }
+
+    fn set_autostart(&self, on: bool) {
+        in_background(move || {
+            if let Err(e) = set_autostart(on) {
+                tracing::warn!(error = %e, "cannot change start at login");
+            }
+        });
+    }
+
+    fn quit(&self) {
+        quit();
     }
 }
 
-/// Menu actions run on the runtime's blocking threads: the tray's D-Bus service must not wait for them.
+/// Runs `f` on the runtime's blocking threads.
 fn in_background(f: impl FnOnce() + Send + 'static) {
     if let Some(host) = HOST.get() {
         host.rt.spawn_blocking(f);
     }
 }
 
-impl ksni::Tray for DeskTray {
-    fn id(&self) -> String {
-        "leadline".into()
-    }
-
-    fn title(&self) -> String {
-        "Leadline".into()
-    }
-
-    fn activate(&mut self, _x: i32, _y: i32) {
-        in_background(|| open_window(None));
-    }
-
-    fn icon_pixmap(&self) -> Vec<ksni::Icon> {
-        vec![argb_icon(self.level())]
-    }
-
-    fn tool_tip(&self) -> ksni::ToolTip {
-        let text = self.shown.as_ref().map_or_else(|| "Leadline — starting…".to_string(), Glance::tooltip);
-        ksni::ToolTip { title: text, ..Default::default() }
-    }
-
-    fn menu(&self) -> Vec<ksni::MenuItem<Self>> {
-        use ksni::menu::{CheckmarkItem, StandardItem};
-        let status = match &self.shown {
-            Some(g) => format!("Leadline — {}", g.headline),
-            None => "Leadline — starting…".to_string(),
-        };
-        vec![
-            StandardItem { label: status, enabled: false, ..Default::default() }.into(),
-            ksni::MenuItem::Separator,
-            StandardItem {
-                label: "Open Leadline".into(),
-                activate: Box::new(|_: &mut Self| in_background(|| open_window(None))),
-                ..Default::default()
-            }
-            .into(),
-            CheckmarkItem {
-                label: "Start at login".into(),
-                checked: self.autostart,
-                activate: Box::new(|t: &mut Self| {
-                    let on = !t.autostart;
-                    in_background(move || {
-                        if let Err(e) = set_autostart(on) {
-                            tracing::warn!(error = %e, "cannot change start at login");
-                        }
-                    })
-                }),
-                ..Default::default()
-            }
-            .into(),
-            ksni::MenuItem::Separator,
-            StandardItem {
-                label: "Quit Leadline…".into(),
-                activate: Box::new(|_: &mut Self| quit()),
-                ..Default::default()
-            }
-            .into(),
-        ]
-    }
-
-    fn watcher_offline(&self, reason: ksni::OfflineReason) -> bool {
-        TRAY_SHOWN.store(false, Ordering::SeqCst);
-        tracing::warn!(?reason, "no system tray to show Leadline's icon in (it appears when one starts)");
-        true
-    }
-
-    fn watcher_online(&self) {
-        TRAY_SHOWN.store(true, Ordering::SeqCst);
-        tracing::info!("a system tray appeared: Leadline's icon is in it");
-    }
+/// What the tray shows for a state of the queue (`None`: not known yet, while Leadline starts): the drawn icon,
+/// the menu's first line with the counts, the tooltip.
+fn tray_look(shown: Option<&Glance>) -> tray::Look {
+    let level = shown.map_or(GlanceLevel::Waiting, |g| g.level);
+    let (status, tooltip) = match shown {
+        Some(g) => (format!("Leadline — {}", g.headline), g.tooltip()),
+        None => ("Leadline — starting…".to_string(), "Leadline — starting…".to_string()),
+    };
+    tray::Look { rgba: glance::icon_rgba(level, tray::ICON_SIZE), status, tooltip }
 }
 
-/// The drawn icon in the StatusNotifierItem's pixmap format: ARGB32, network byte order.
-fn argb_icon(level: GlanceLevel) -> ksni::Icon {
-    let mut data = glance::icon_rgba(level, ICON_SIZE);
-    for px in data.chunks_exact_mut(4) {
-        px.rotate_right(1);
-    }
-    ksni::Icon { width: ICON_SIZE as i32, height: ICON_SIZE as i32, data }
-}
-
-/// Starts the tray icon's D-Bus service. Without a system tray (none yet at login, or none at all) Leadline runs
-/// on, and the icon registers when a tray appears.
+/// Starts the tray icon. Without a system tray (none yet at login, or none at all) Leadline runs on, and the icon
+/// registers when a tray appears.
 async fn start_tray() {
-    use ksni::TrayMethods as _;
-    let tray = DeskTray { shown: None, autostart: autostart_enabled() };
-    match tray.assume_sni_available(true).spawn().await {
-        Ok(handle) => {
-            let _ = TRAY.set(handle);
+    match Tray::start(tray_look(None), autostart_enabled(), Arc::new(TrayActions)).await {
+        Ok(tray) => {
+            let _ = TRAY.set(tray);
         }
-        Err(e) => {
-            TRAY_SHOWN.store(false, Ordering::SeqCst);
-            tracing::warn!(error = %e, "no tray icon: the session's D-Bus cannot be reached");
-        }
+        Err(e) => tracing::warn!(error = %e, "no tray icon"),
     }
 }
 
 /// Shows a state in the tray (only what changed: a panel redraws the icon on every change).
 async fn show_glance(g: Glance) {
-    let Some(tray) = TRAY.get() else { return };
-    tray.update(|t| {
-        if t.shown.as_ref() == Some(&g) {
+    let (Some(host), Some(tray)) = (HOST.get(), TRAY.get()) else { return };
+    let look = {
+        let mut in_tray = host.in_tray.lock().unwrap_or_else(|e| e.into_inner());
+        if in_tray.as_ref() == Some(&g) {
             return;
         }
         tracing::info!(state = g.level.as_str(), headline = %g.headline, "tray shows");
-        t.shown = Some(g);
-    })
-    .await;
+        let look = tray_look(Some(&g));
+        *in_tray = Some(g);
+        look
+    };
+    tray.show(look).await;
 }
 
 /// Keeps the tray icon on the state of the queue: once now, then at every health update of the live feed.

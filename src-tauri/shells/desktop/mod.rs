@@ -3,7 +3,8 @@
 //!
 //! - `leadline` with no arguments runs Leadline here — the ingest server, the worker and the monitor on the
 //!   embedded SQLite database in the app's data folder — in the *engine process* ([`host`]): the tray icon,
-//!   desktop notifications, native confirmations and start at login, and no web view: `leadline` does not even
+//!   desktop notifications, native confirmations and start at login (each a platform part, [`crate::platform`]),
+//!   and no web view: `leadline` does not even
 //!   link WebKitGTK, whose libraries alone would hold about 27 MiB of a process that stays all day in the tray.
 //! - `leadline-window` is the window ([`run_window`]): a Tauri 2 web view, started by the engine when someone
 //!   opens it and ended when they close it, reaching the engine through [`crate::shells::window::bridge`]. Its
@@ -35,34 +36,13 @@ pub use host::IDENTIFIER;
 
 type CommandResult<T> = Result<T, api::ApiError>;
 
-/// `leadline-window --ask TITLE MESSAGE`: the engine's confirmation dialog ([`ask`]); the program's exit status
-/// is the answer (0 for yes, 1 for no).
+/// `leadline-window --ask TITLE MESSAGE`: the engine's confirmation dialog ([`crate::platform::dialog::ask`]); the
+/// program's exit status is the answer (0 for yes, 1 for no).
 pub const ASK_ARG: &str = "--ask";
 
-/// A modal warning with the title's verb ("Replay", "Resolve", "Quit") on the confirming button, left of Cancel,
-/// centred and kept above. Shown for the engine process, which has no GTK of its own ([`host`]).
-pub fn ask(title: &str, message: &str) -> anyhow::Result<bool> {
-    use gtk::prelude::*;
-    gtk::init().context("cannot start GTK (no display?)")?;
-    let dialog = gtk::MessageDialog::new(
-        None::<&gtk::Window>,
-        gtk::DialogFlags::MODAL,
-        gtk::MessageType::Warning,
-        gtk::ButtonsType::None,
-        title,
-    );
-    dialog.set_title(title);
-    dialog.set_secondary_text(Some(message));
-    let verb = title.split_whitespace().next().unwrap_or("OK");
-    dialog.add_button(verb, gtk::ResponseType::Ok);
-    dialog.add_button("Cancel", gtk::ResponseType::Cancel);
-    dialog.set_keep_above(true);
-    dialog.set_position(gtk::WindowPosition::Center);
-    let answer = dialog.run();
-    // SAFETY: the dialog is ours, made above on this thread, and used no more after this.
-    unsafe { dialog.destroy() };
-    Ok(answer == gtk::ResponseType::Ok)
-}
+/// The app's name where the OS shows it: notifications, the start-at-login entry (`Leadline.desktop`: the name
+/// Tauri's autostart plugin gave it, from `productName`).
+pub const APP_NAME: &str = "Leadline";
 
 /// Whether this run already said that closing the window leaves Leadline running (said once per run).
 static TOLD_ABOUT_TRAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -151,14 +131,11 @@ pub fn run_in_one_process(hidden: bool) -> anyhow::Result<()> {
     commands::LAUNCHED.get_or_init(std::time::Instant::now);
     let app = tauri::Builder::default()
         .plugin(tauri_plugin_single_instance::init(|app, _args, _cwd| tray::show_window(app)))
-        .plugin(tauri_plugin_autostart::init(
-            tauri_plugin_autostart::MacosLauncher::LaunchAgent,
-            Some(vec![tray::HIDDEN_ARG]),
-        ))
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
         .plugin(tauri_plugin_notification::init())
         .manage(PendingPlace::default())
+        .manage(tray::StartAtLogin::new())
         .setup(move |app| {
             let handle = app.handle().clone();
             let tray = tray::Tray::build(app.handle())?;

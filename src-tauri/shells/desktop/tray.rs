@@ -6,7 +6,8 @@
 //! see [`crate::features::monitor::glance`]); the menu's first line says the same with the counts (Linux panels
 //! show no tooltips for AppIndicator icons). Leadline running here has the same tray in its engine process
 //! ([`crate::shells::desktop`]'s engine process). Closing the window releases it and its web page; [`open_window`] makes it anew. *Start at
-//! login* is the official autostart plugin, off until someone turns it on; at login the app starts hidden.
+//! login* is the platform part [`crate::platform::autostart`] (the engine's too), off until someone turns it on; at
+//! login the app starts hidden.
 
 use std::sync::{Arc, Mutex};
 
@@ -14,10 +15,10 @@ use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
 use tauri::{AppHandle, Emitter, Manager};
-use tauri_plugin_autostart::ManagerExt;
 
 use crate::features::monitor::glance::{self, Glance};
 use crate::features::monitor::health::HealthView;
+use crate::platform::autostart::Autostart;
 
 /// Pixels per side of the drawn icon (panels scale it down; 64 stays sharp on high-density screens).
 const ICON_SIZE: u32 = 64;
@@ -38,7 +39,7 @@ impl Tray {
     pub fn build(app: &AppHandle) -> tauri::Result<Arc<Tray>> {
         let status = MenuItem::with_id(app, "status", "Leadline — starting…", false, None::<&str>)?;
         let open = MenuItem::with_id(app, "open", "Open Leadline", true, None::<&str>)?;
-        let at_login = app.autolaunch().is_enabled().unwrap_or(false);
+        let at_login = autostart_enabled(app);
         let autostart = CheckMenuItem::with_id(app, "autostart", "Start at login", true, at_login, None::<&str>)?;
         let quit_item = MenuItem::with_id(app, "quit", "Quit Leadline…", true, None::<&str>)?;
         let menu = Menu::with_items(
@@ -153,18 +154,34 @@ fn toggle_autostart(app: &AppHandle) {
     }
 }
 
+/// Start at login of this process's program, started hidden: what Tauri's autostart plugin did (`None` where it is
+/// not available).
+pub(crate) struct StartAtLogin(Option<Autostart>);
+
+impl StartAtLogin {
+    pub fn new() -> StartAtLogin {
+        let autostart = std::env::current_exe()
+            .map_err(|e| e.to_string())
+            .and_then(|program| Autostart::new(super::APP_NAME, &program, &[HIDDEN_ARG]))
+            .map_err(|e| tracing::warn!(error = %e, "start at login is not available"))
+            .ok();
+        StartAtLogin(autostart)
+    }
+}
+
+fn launcher(app: &AppHandle) -> Option<&Autostart> {
+    app.try_state::<StartAtLogin>().and_then(|s| s.inner().0.as_ref())
+}
+
 /// Whether Leadline starts at login.
 pub fn autostart_enabled(app: &AppHandle) -> bool {
-    app.autolaunch().is_enabled().unwrap_or(false)
+    launcher(app).is_some_and(Autostart::is_enabled)
 }
 
 /// Turns start at login on or off (the settings page's switch); the tray's check mark follows.
 pub fn set_autostart(app: &AppHandle, on: bool) -> Result<bool, String> {
-    let launcher = app.autolaunch();
-    let result = if on { launcher.enable() } else { launcher.disable() };
-    result.map_err(|e| format!("cannot change start at login: {e}"))?;
-    let now = launcher.is_enabled().unwrap_or(false);
-    tracing::info!(enabled = now, "start at login changed");
+    let launcher = launcher(app).ok_or_else(|| "start at login is not available on this computer".to_string())?;
+    let now = launcher.set(on)?;
     if let Some(tray) = app.try_state::<Arc<Tray>>() {
         let _ = tray.autostart.set_checked(now);
     }
