@@ -283,6 +283,14 @@ pub struct EditArgs {
     pub request: EditRequest,
 }
 
+/// A correction of one lead delivered with missing data (`id`: its step's delivery id).
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct CorrectArgs {
+    pub id: i64,
+    #[serde(flatten)]
+    pub request: super::missing_data::CorrectionRequest,
+}
+
 /// A replay's report, of every lead or of one outcome (`delivered`, `failed_new_reason`, …).
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
 pub struct ReportArgs {

@@ -13,6 +13,7 @@ use crate::features::app::App;
 use crate::features::dlq::{self, DeadLetter, DeadLetterFilter};
 use crate::features::replay::{self, ReplayReportItem};
 use crate::model::privacy;
+use crate::store::MissingDataLead;
 
 /// At most this many rows in one export: a filter narrows a bigger one.
 pub const MAX_ROWS: usize = 100_000;
@@ -102,6 +103,30 @@ pub fn replay_report_csv(items: &[ReplayReportItem]) -> Result<String, ApiError>
     finish(w)
 }
 
+/// The leads delivered with missing data as CSV, newest first: one row per field left out. Pure.
+pub fn missing_data_csv(leads: &[MissingDataLead]) -> Result<String, ApiError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["delivery_id", "delivered_at", "source", "lead_id", "target", "crm_id", "field", "reason", "task"])
+        .map_err(row_error)?;
+    for lead in leads {
+        for f in &lead.fields {
+            w.write_record([
+                lead.delivery_id.to_string(),
+                lead.delivered_at.map(time).unwrap_or_default(),
+                lead.source.clone(),
+                lead.source_ref.clone(),
+                lead.target.clone(),
+                lead.crm_id.clone().unwrap_or_default(),
+                f.field.clone(),
+                f.reason.clone(),
+                lead.task.clone().unwrap_or_default(),
+            ])
+            .map_err(row_error)?;
+        }
+    }
+    finish(w)
+}
+
 /// Every dead letter the filter matches (its `limit` and `before_id` are ignored), masked as the list shows them,
 /// newest first; refused above [`MAX_ROWS`].
 pub async fn dead_letters(app: &App, filter: &DeadLetterFilter) -> Result<String, ApiError> {
@@ -147,6 +172,12 @@ pub async fn dead_letters_file(app: &App, filter: &DeadLetterFilter) -> Result<E
 pub async fn replay_report_file(app: &App, replay_id: i64) -> Result<ExportFile, ApiError> {
     let body = replay_report(app, replay_id).await?;
     Ok(ExportFile { name: file_name(&format!("replay-{replay_id}"), app.clock.now()), body })
+}
+
+/// The leads delivered with missing data (reasons masked, as the list shows them) as the file to save.
+pub async fn missing_data_file(app: &App) -> Result<ExportFile, ApiError> {
+    let leads = super::missing_data::missing_data(app).await?;
+    Ok(ExportFile { name: file_name("missing-data", app.clock.now()), body: missing_data_csv(&leads)? })
 }
 
 /// A file name for an export made at `now`: `leadline-dead-letters-20261201-0930.csv`.
@@ -198,6 +229,30 @@ mod tests {
         assert_eq!(&rows[0][9], "phone \"0151…\" is invalid,\nuse +49");
         assert_eq!((&rows[0][11], &rows[0][12]), ("open", "yes"));
         assert_eq!(reader.headers().unwrap().len(), 13);
+    }
+
+    #[test]
+    fn a_row_per_field_left_out() {
+        let t = DateTime::parse_from_rfc3339("2026-12-01T09:30:00Z").unwrap().to_utc();
+        let field =
+            |name: &str| crate::store::MissingField { field: name.into(), reason: format!("{name}, refused"), at: t };
+        let lead = MissingDataLead {
+            delivery_id: 4,
+            event_id: 2,
+            source: "webform".into(),
+            source_ref: "wf-2".into(),
+            target: "crm".into(),
+            delivered_at: Some(t),
+            crm_id: Some("101".into()),
+            fields: vec![field("phone"), field("company")],
+            task: Some("open".into()),
+        };
+        assert_eq!(
+            missing_data_csv(&[lead]).unwrap(),
+            "delivery_id,delivered_at,source,lead_id,target,crm_id,field,reason,task\n\
+             4,2026-12-01T09:30:00Z,webform,wf-2,crm,101,phone,\"phone, refused\",open\n\
+             4,2026-12-01T09:30:00Z,webform,wf-2,crm,101,company,\"company, refused\",open\n"
+        );
     }
 
     #[test]

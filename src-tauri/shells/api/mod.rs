@@ -32,7 +32,9 @@ pub use letters::{
     reveal_dead_letter,
 };
 pub use lookup::{find_leads, lead_story, reveal_lead};
-pub use missing_data::{close_missing_task, correct_missing_data, missing_data, CorrectionRequest};
+pub use missing_data::{
+    close_missing_task, correct_missing_data, missing_data, missing_data_counts, CorrectionRequest,
+};
 pub use monitoring::{
     acknowledge_alert, alert_channels, alerts, figures, health, metrics, reconcile_now, session, sources,
 };

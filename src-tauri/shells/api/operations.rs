@@ -42,7 +42,7 @@ use serde_json::{Map, Value};
 use super::confirm::{self, Confirm};
 use super::dto::*;
 use super::error::ApiError;
-use super::{args, connections, export, letters, lookup, monitoring, replaying, settings};
+use super::{args, connections, export, letters, lookup, missing_data, monitoring, replaying, settings};
 use crate::features::app::App;
 use crate::features::dlq::{DeadLetterFilter, DeadLetterGroup};
 use crate::features::figures::DeliveryFigures;
@@ -55,6 +55,7 @@ use crate::features::replay::fix::FixReport;
 use crate::features::replay::{ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplaySelection};
 use crate::features::settings::{SaveOutcome, SettingsView};
 use crate::features::targets::{ConnectionCheck, RequestPreview};
+use crate::store::{MissingDataCounts, MissingDataLead};
 
 /// The table: each entry becomes one [`Operation`] whose `run` parses the arguments, asks the confirmation in the
 /// window, runs the entry's expression and turns its answer into a [`Reply`].
@@ -223,6 +224,35 @@ operations! {
     reveal_lead: write POST "/api/leads/{id}/reveal" (a: RevealArgs) -> LeadStory,
         example { "id": 1, "reason": "the customer asked what we received" },
         |cx| lookup::reveal_lead(&cx.app, a.id, &a.request, &cx.actor).await;
+
+    // Leads delivered with missing data (a target's `missing_data`).
+
+    /// How many leads were delivered without a field the CRM refused: overall, waiting for a person, per target.
+    missing_data_counts: read GET "/api/missing-data/counts" (_a: NoArgs) -> MissingDataCounts,
+        example {},
+        |cx| missing_data::missing_data_counts(&cx.app).await;
+
+    /// Leads delivered with missing data (and those corrected since), newest first: which field was left out and
+    /// why (masked), and their task.
+    missing_data: read GET "/api/missing-data" (_a: NoArgs) -> Vec<MissingDataLead>,
+        example {},
+        |cx| missing_data::missing_data(&cx.app).await;
+
+    /// Corrects one field of a lead delivered with missing data and sends it again, as an update of its record.
+    correct_missing_data: write POST "/api/missing-data/{id}/correct" (a: CorrectArgs) -> MissingDataLead,
+        example { "id": 1, "fix": { "field": "phone", "op": "normalize_phone", "country_code": "+49" },
+                  "reason": "the customer confirmed the number" },
+        |cx| missing_data::correct_missing_data(&cx.app, a.id, &a.request.fix, &a.request.reason, &cx.actor).await;
+
+    /// A person checked a lead delivered with missing data: its "Needs a person" task is done.
+    close_missing_task: write POST "/api/missing-data/{id}/close" (a: IdArgs) -> MissingDataLead,
+        example { "id": 1 },
+        |cx| missing_data::close_missing_task(&cx.app, a.id, &cx.actor).await;
+
+    /// Saves the leads delivered with missing data as CSV.
+    export_missing_data: read GET "/api/export/missing-data" (_a: NoArgs) -> ExportFile,
+        example {},
+        |cx| export::missing_data_file(&cx.app).await;
 
     // Replays.
 
@@ -611,7 +641,7 @@ mod tests {
     #[test]
     fn exports_answer_files_and_a_save_may_be_refused() {
         let files: Vec<&str> = all().iter().filter(|op| op.file).map(|op| op.name).collect();
-        assert_eq!(files, ["export_dead_letters", "export_replay_report"]);
+        assert_eq!(files, ["export_dead_letters", "export_missing_data", "export_replay_report"]);
         let refusals: Vec<&str> = all().iter().filter(|op| op.refusal).map(|op| op.name).collect();
         assert_eq!(refusals, ["save_settings"]);
         let confirmed: Vec<&str> = all().iter().filter(|op| op.confirmed).map(|op| op.name).collect();

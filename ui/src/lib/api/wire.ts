@@ -1084,6 +1084,8 @@ export type ReplayEventKind = "started" | "canary_sent" | "canary_passed" | "can
 
 export type ControlArgs = { id: number, action: 'cancel' | 'pause' | 'resume', };
 
+export type CorrectArgs = { id: number, fix: FieldFix, reason: string, };
+
 export type EditArgs = { id: number, payload: unknown, reason: string, };
 
 export type Episode = { id: number, delivery_id: number, target: string, died_at: string, class: ErrorClass | null, http_status: number | null, reason: string | null, cause: string | null, field: string | null, 
@@ -1112,6 +1114,16 @@ export type LeadQuery = {
  * lead's id.
  */
 q: string, };
+
+export type MissingDataCounts = { delivered: number, 
+/**
+ * Of those, waiting for a person in Leadline ("Needs a person").
+ */
+needs_a_person: number, 
+/**
+ * Per target: (target, delivered with missing data).
+ */
+by_target: Array<[string, number]>, };
 
 export type MissingDataLead = { delivery_id: number, event_id: number, source: string, source_ref: string, target: string, delivered_at: string | null, 
 /**
