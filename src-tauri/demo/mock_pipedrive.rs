@@ -56,6 +56,9 @@ pub struct Faults {
     pub hold_lead_creates: bool,
     /// Every request is refused (`503`, or `429` "Request over limit") with `Retry-After` while this lasts.
     pub refusal: Option<Refusal>,
+    /// Person creates with a value containing `.1` in their body field `.0` (`phones`, `emails`) are refused with
+    /// 400 "Validation failed: <field>: …", as Pipedrive refuses a value its field does not take.
+    pub refuse_person_values: Vec<(String, String)>,
 }
 
 /// Request counts.
@@ -306,6 +309,19 @@ async fn add_person(State(mock): State<MockPipedrive>, headers: HeaderMap, Json(
     if body.get("name").and_then(Value::as_str).is_none_or(|n| n.trim().is_empty()) {
         inner.log.push((Instant::now(), "POST /api/v2/persons".into(), 400));
         return error(StatusCode::BAD_REQUEST, "Validation failed: name: Required");
+    }
+    let holds = |field: &str, text: &str| match body.get(field) {
+        // v2 lists: `[{"value", "primary", "label"}]`.
+        Some(Value::Array(items)) => {
+            items.iter().any(|i| i.get("value").and_then(Value::as_str).is_some_and(|v| v.contains(text)))
+        }
+        _ => false,
+    };
+    if let Some((field, _)) = inner.faults.refuse_person_values.iter().find(|(f, text)| holds(f, text)) {
+        // Shape: the documented error answer; the message names the field as v1's validation errors do.
+        let message = format!("Validation failed: {field}: the value is not valid for this field");
+        inner.log.push((Instant::now(), "POST /api/v2/persons".into(), 400));
+        return error(StatusCode::BAD_REQUEST, &message);
     }
     let id = inner.persons.len() as u64 + 1;
     let mut data = body.as_object().cloned().unwrap_or_default();

@@ -53,6 +53,22 @@ pub struct SalesforceBehaviour {
     /// empty is refused with 403 `REQUEST_LIMIT_EXCEEDED` "ConcurrentPerOrgLongTxn Limit exceeded.", which names
     /// neither a rate nor a time.
     pub concurrent_limit: Option<(f64, f64)>,
+    /// The org's validation: a write whose field holds a value one of these refuses is answered 400 with the
+    /// rule's error, nothing written.
+    pub validation: Vec<SfValidation>,
+}
+
+/// One refusal of the org's: a value of `field` containing `refuses` is answered `400` with
+/// `[{"message", "errorCode", "fields": [field]}]`, the error shape of every Salesforce REST API refusal
+/// ("Status Codes and Error Responses"): `FIELD_CUSTOM_VALIDATION_EXCEPTION` for a validation rule whose error is
+/// shown at the field, `INVALID_EMAIL_ADDRESS` for an Email field, `INVALID_FIELD` for a lookup by an external id
+/// that finds nothing.
+#[derive(Debug, Clone)]
+pub struct SfValidation {
+    pub field: String,
+    pub error_code: String,
+    pub message: String,
+    pub refuses: String,
 }
 
 /// A record as the mock keeps it.
@@ -349,6 +365,13 @@ async fn upsert(
             "Unable to create/update fields: Id. Please check the security settings of this field.",
             &["Id"],
         );
+        return with_usage(&s, answer);
+    }
+    let refused = s.behaviour.validation.iter().find(|rule| {
+        fields.get(&rule.field).and_then(Value::as_str).is_some_and(|v| v.contains(rule.refuses.as_str()))
+    });
+    if let Some(rule) = refused {
+        let answer = errors(StatusCode::BAD_REQUEST, &rule.error_code, &rule.message, &[rule.field.as_str()]);
         return with_usage(&s, answer);
     }
     let update_204 = s.behaviour.update_204;

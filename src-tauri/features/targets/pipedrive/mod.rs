@@ -214,7 +214,8 @@ impl PipedriveTarget {
                         }
                     }
                 } else {
-                    self.answered(report, &resp, Some(&v));
+                    let field = v.field.as_deref().map(|f| within("/lead", f));
+                    self.answered(report, &resp, Some(&v.with_field(field)));
                 }
             }
             Sent::NoAnswer(why) => {
@@ -369,7 +370,10 @@ impl PipedriveTarget {
                         None
                     }
                     _ => {
-                        self.answered(report, &resp, Some(&v));
+                        // Pipedrive names the person's own field (`phone`); the mapping, and with it a target's
+                        // `missing_data.drop`, names it as written: `/person/phone`.
+                        let field = v.field.as_deref().map(|f| within("/person", f));
+                        self.answered(report, &resp, Some(&v.with_field(field)));
                         None
                     }
                 }
@@ -535,5 +539,34 @@ impl Connector for PipedriveTarget {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+}
+
+/// A field Pipedrive blamed, as the mapping writes it: `phones` of the person create (v2's list of the phones the
+/// mapping's `/person/phone` gives) is `/person/phone`. A name that is already a pointer stays.
+fn within(object: &str, field: &str) -> String {
+    let field = match (object, field) {
+        ("/person", "phones") => "phone",
+        ("/person", "emails") => "email",
+        _ => field,
+    };
+    if field.starts_with('/') {
+        field.to_string()
+    } else {
+        format!("{object}/{field}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+
+    #[test]
+    fn a_blamed_field_is_named_as_the_mapping_writes_it() {
+        assert_eq!(within("/person", "phones"), "/person/phone");
+        assert_eq!(within("/person", "emails"), "/person/email");
+        assert_eq!(within("/person", "name"), "/person/name");
+        assert_eq!(within("/lead", "value"), "/lead/value");
+        assert_eq!(within("/person", "/person/name"), "/person/name");
     }
 }
