@@ -198,6 +198,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             auth: Some(crate::config::AuthConfig::BearerEnv(HUBSPOT_TOKEN_ENV.into())),
             id_property: Some("leadline_id".into()),
             mapping: hubspot_mapping(),
+            missing_data: demo_missing_data(),
             ..target(base.clone(), Strategy::Upsert, 2)
         },
     );
@@ -233,6 +234,24 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
     c.monitor.volume.silence_minutes = 10;
     c.monitor.digest_interval_minutes = 15;
     c
+}
+
+/// The CRM's data fallback in the demo: during the "field-format change" a lead whose phone HubSpot refuses is
+/// written without it, its `hs_lead_status` saying so, and listed as "Needs a person" — not a dead letter.
+/// `LEADLINE_DEMO_MISSING_DATA=off` leaves it out, so those leads become data dead letters as without the setting
+/// (the end-to-end tests of fixing and replaying them start the demo so).
+pub fn demo_missing_data() -> Option<crate::config::MissingDataConfig> {
+    if std::env::var("LEADLINE_DEMO_MISSING_DATA").is_ok_and(|v| v == "off") {
+        return None;
+    }
+    Some(crate::config::MissingDataConfig {
+        drop: vec!["phone".into()],
+        tag: Some(crate::config::MissingDataTag {
+            property: "hs_lead_status".into(),
+            value: "missing data: {fields}".into(),
+        }),
+        task: None,
+    })
 }
 
 /// Length of one turn of the demo's fault schedule.

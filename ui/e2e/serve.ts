@@ -24,13 +24,22 @@ export interface Demo {
   stop: () => void;
 }
 
-export async function startDemo(offsetSeconds: number, port: number, rate = 240, withDeadLetters = false): Promise<Demo> {
+/** `missingData`: the demo's CRM target keeps its `missing_data` (leads whose phone HubSpot refuses are written
+ *  without it, not dead-lettered); otherwise `LEADLINE_DEMO_MISSING_DATA=off`, so that the phone rule makes the
+ *  data dead letters the tests of fixing and replaying look at. */
+export async function startDemo(offsetSeconds: number, port: number, rate = 240, withDeadLetters = false, missingData = false): Promise<Demo> {
   const bin = process.env.LEADLINE_BIN ?? '../target/debug/leadline';
   const dir = mkdtempSync(join(tmpdir(), 'leadline-e2e-'));
   const spawned = Date.now();
   // Warnings, and the demo's own info lines: each phase of its fault schedule is logged when it begins.
   const child: ChildProcess = spawn(bin, ['serve', '--demo', '--demo-rate', String(rate), '--listen', `127.0.0.1:${port}`, '--database', join(dir, 'e2e.db')], {
-    env: { ...process.env, LEADLINE_DEMO_CLOCK_OFFSET: String(offsetSeconds), RUST_LOG: 'warn,leadline::demo=info', NO_COLOR: '1' },
+    env: {
+      ...process.env,
+      LEADLINE_DEMO_CLOCK_OFFSET: String(offsetSeconds),
+      LEADLINE_DEMO_MISSING_DATA: missingData ? 'on' : 'off',
+      RUST_LOG: 'warn,leadline::demo=info',
+      NO_COLOR: '1',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const phases: { name: string; at: number }[] = [];
