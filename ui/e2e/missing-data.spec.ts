@@ -18,14 +18,6 @@ test('leads delivered with missing data are counted, told and exported', async (
     const tile = page.getByTestId('missing-data');
     await expect(tile).toContainText(/\d+ with missing data/, { timeout: 30_000 });
     await expect(tile).toContainText('need a person');
-    const [file] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-missing-data').click()]);
-    expect(file.suggestedFilename()).toMatch(/^leadline-missing-data-\d{8}-\d{4}\.csv$/);
-    const rows = readFileSync(await file.path(), 'utf8').trim().split('\n');
-    expect(rows[0]).toBe('delivery_id,delivered_at,source,lead_id,target,crm_id,field,reason,task');
-    expect(rows.join('\n')).toContain(',webform,e2e-wf-1,crm,');
-    for (const row of rows.slice(1)) expect(row).toMatch(/,crm,\d*,phone,/);
-    // Reasons are masked: the refused number is never written out.
-    expect(rows.join('\n')).not.toContain('2345 6710');
 
     // The Targets page: the count of the CRM target.
     await page.getByRole('link', { name: 'Targets' }).click();
@@ -64,6 +56,18 @@ test('leads delivered with missing data are counted, told and exported', async (
     await page.getByTestId('correct-reason').fill('Eve confirmed her number on the phone');
     await page.getByTestId('correct-go').click();
     await expect(other.getByTestId('missing-task')).toHaveText('corrected, sent as an update');
+
+    // The CSV export from the Overview: one row per field left out, reasons masked.
+    await page.getByRole('link', { name: 'Overview' }).click();
+    const [file] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-missing-data').click()]);
+    expect(file.suggestedFilename()).toMatch(/^leadline-missing-data-\d{8}-\d{4}\.csv$/);
+    const rows = readFileSync(await file.path(), 'utf8').trim().split('\n');
+    expect(rows[0]).toBe('delivery_id,delivered_at,source,lead_id,target,crm_id,field,reason,task');
+    expect(rows.join('\n')).toContain(',webform,e2e-wf-1,crm,');
+    expect(rows.join('\n')).toMatch(/,webform,e2e-wf-2,crm,\d*,phone,.*,corrected/);
+    for (const row of rows.slice(1)) expect(row).toMatch(/,crm,\d*,phone,/);
+    // Reasons are masked: the refused number is never written out.
+    expect(rows.join('\n')).not.toContain('2345 67');
   } finally {
     demo.stop();
   }
