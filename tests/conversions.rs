@@ -43,6 +43,9 @@ struct Platforms {
     capi_events: Vec<Value>,
     /// An event whose `user_data.em` is one of these makes Meta refuse its whole request.
     capi_bad_em: Vec<String>,
+    /// A `Lead` event whose `user_data.em` is one of these makes Meta answer a transient error (Graph code 2,
+    /// `is_transient`) for its whole request, until the test takes it out.
+    capi_unavailable_em: Vec<String>,
     tokens_issued: u32,
     /// The access token Google accepts now.
     valid_token: Option<String>,
@@ -72,6 +75,21 @@ async fn capi(
             .and_then(Value::as_str)
             .is_some_and(|h| p.capi_bad_em.iter().any(|b| b == h))
     });
+    let unavailable = events.iter().any(|e| {
+        e["event_name"] == "Lead"
+            && e["user_data"]["em"]
+                .as_array()
+                .and_then(|a| a.first())
+                .and_then(Value::as_str)
+                .is_some_and(|h| p.capi_unavailable_em.iter().any(|b| b == h))
+    });
+    if unavailable {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": {"message": "An unexpected error has occurred. Please retry your request later.",
+                "type": "OAuthException", "is_transient": true, "code": 2, "fbtrace_id": "AbC"}})),
+        );
+    }
     if bad || events.len() > 1000 {
         return (
             StatusCode::BAD_REQUEST,
@@ -209,6 +227,9 @@ page_id = "99"
 [sources.web]
 route = ["capi"]
 
+[sources.form]
+route = ["crm", "capi"]
+
 [sources.hubspot_stages]
 kind = "crm_stage"
 route = ["capi", "gads"]
@@ -244,7 +265,9 @@ access_token_env = "TEST_CAPI_TOKEN"
 dataset_id = "{DATASET}"
 lead_event_source = "HubSpot"
 stages = {{ lead = "Lead", marketingqualifiedlead = "Qualified", customer = "Purchase" }}
-{fast}
+timeout_ms = 2000
+backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10000, budget_seconds = 600 }}
+breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
 
 [targets.gads]
 kind = "google_ads_conversions"
@@ -412,9 +435,55 @@ async fn a_meta_leads_stages_reach_the_conversions_api_in_order() {
     // The Meta lead has no Google click: its `customer` stage is reported at the Google step, not sent.
     let gads = steps_of(app, "gads").await;
     assert_eq!(gads.len(), 1);
+    assert_eq!(gads[0].state, "reported", "stored as reported, not as delivered");
     assert!(gads[0].result.as_deref().unwrap_or_default().contains("no Google click id"), "{:?}", gads[0].result);
     assert!(chain.platforms.lock().unwrap().uploaded.is_empty());
     println!("figure: meta:700000000000000042 → CAPI events {names:?} at {times:?}");
+    chain.app.server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_later_stage_waits_while_the_leads_earlier_stage_is_retried() {
+    let chain = spawn().await;
+    let app = &chain.app;
+    let em = leadline::targets::meta_conversions::wire::sha256_hex("order@example.com");
+    chain.platforms.lock().unwrap().capi_unavailable_em.push(em.clone());
+    let mine = |e: &Value| e["user_data"]["em"][0] == em.as_str();
+    assert_eq!(app.post_plain_to("form", &json!({"id": "F-1", "email": "order@example.com"})).await, 202);
+    // The lead reaches HubSpot; its `lead` stage is refused by Meta for now (a retryable error) and retried.
+    common::wait_for("the Lead event to be refused at least twice", Duration::from_secs(10), async || {
+        chain.platforms.lock().unwrap().capi_requests.iter().flatten().filter(|e| mine(e)).count() >= 2
+    })
+    .await;
+    let contact = chain.hubspot.contact("leadline_id", "form:F-1").expect("in HubSpot");
+    let mql = Utc::now() - chrono::Duration::hours(1);
+    let (s, a) = post_stage(app, &workflow_webhook(&contact.id, Some("form:F-1"), "marketingqualifiedlead", mql)).await;
+    assert_eq!(s, 202, "{a}");
+    // The worker has had its chances to send `Qualified`: it waits behind the `Lead` being retried.
+    app.worker_passes(5).await;
+    {
+        let p = chain.platforms.lock().unwrap();
+        let names: Vec<&str> =
+            p.capi_requests.iter().flatten().filter(|e| mine(e)).filter_map(|e| e["event_name"].as_str()).collect();
+        assert!(names.len() >= 2 && names.iter().all(|n| *n == "Lead"), "only the Lead was tried: {names:?}");
+        assert!(p.capi_events.iter().all(|e| !mine(e)), "Meta has nothing of this lead yet");
+    }
+    let waiting = steps_of(app, "capi").await;
+    let qualified = waiting.iter().find(|d| d.source_ref == "form:F-1:marketingqualifiedlead").unwrap();
+    assert_eq!((qualified.state.as_str(), qualified.attempts), ("pending", 0), "due, held back, never tried");
+
+    // Meta answers again: the Lead goes, then the Qualified.
+    chain.platforms.lock().unwrap().capi_unavailable_em.clear();
+    app.wait_settled(Duration::from_secs(10)).await;
+    let p = chain.platforms.lock().unwrap();
+    let stored: Vec<&str> = p.capi_events.iter().filter(|e| mine(e)).filter_map(|e| e["event_name"].as_str()).collect();
+    assert_eq!(stored, ["Lead", "Qualified"], "the lead's stages reached Meta in order");
+    let first_with =
+        |name: &str| p.capi_requests.iter().position(|r| r.iter().any(|e| mine(e) && e["event_name"] == name));
+    let lead_refusals = p.capi_requests.iter().flatten().filter(|e| mine(e) && e["event_name"] == "Lead").count() - 1;
+    assert!(first_with("Lead") < first_with("Qualified"));
+    println!("figure: form:F-1 Lead refused {lead_refusals} times (Graph code 2), Qualified held back meanwhile, then sent after it");
+    drop(p);
     chain.app.server.shutdown().await.unwrap();
 }
 
@@ -440,6 +509,23 @@ async fn an_old_stage_is_reported_not_sent_and_an_unknown_lead_is_refused() {
     assert!(app.server.app.store.dead_letters(&Default::default()).await.unwrap().is_empty(), "not a dead letter");
     assert_eq!(capi.attempts_timeline.len(), 1, "one decision, not a retry");
     assert_eq!(capi.attempts_timeline[0].http_status, None, "nothing was sent");
+    assert_eq!(capi.attempts_timeline[0].outcome, "reported", "the attempt is not a delivery either");
+    // Stored as a state of its own: the Targets page counts it apart from deliveries and dead letters, and it is
+    // final (nothing due, nothing to retry).
+    let stored = steps_of(app, "capi").await;
+    let stored = stored.iter().find(|d| d.source_ref == "web:W-1:customer").unwrap();
+    assert_eq!((stored.state.as_str(), stored.attempts, stored.lease_owner.as_deref()), ("reported", 1, None));
+    let health = app.health().await;
+    let capi_health = health.targets.iter().find(|t| t.target == "capi").unwrap();
+    assert_eq!(
+        (capi_health.reported, capi_health.delivered, capi_health.dead_open, capi_health.pending + capi_health.running),
+        (1, 1, 0, 0),
+        "the web lead's own `lead` stage delivered, its old `customer` stage reported"
+    );
+    let counted = app.server.app.store.recount_deliveries().await.unwrap();
+    assert_eq!(counted.get(&("capi".to_string(), "reported".to_string())), Some(&1), "the kept tally matches the rows");
+    app.worker_passes(3).await;
+    assert_eq!(chain.platforms.lock().unwrap().capi_events.len(), sent_before, "never tried again");
 
     let (s, a) = post_stage(app, &workflow_webhook("4242", Some("google:never-seen"), "customer", Utc::now())).await;
     assert_eq!((s, a["code"].as_str()), (422, Some("unknown_lead")), "{a}");

@@ -60,3 +60,29 @@ impl Job {
         key
     }
 }
+
+/// The lead a stored event belongs to, as `{source}:{source_ref}`: a `crm_stage` source's stage event (a `stage`
+/// and the `lead` it belongs to, see `features::targets::conversion`) names its lead in `lead_source` and
+/// `lead_ref`; any other event is its own lead. Steps of one lead to one target go out in the order their events
+/// came in (a lead's stages reach a conversion step in order): the store keeps this key on each step for that.
+pub fn lead_key(source: &str, source_ref: &str, payload: &serde_json::Value) -> String {
+    let text = |k: &str| payload.get(k).and_then(serde_json::Value::as_str);
+    match (text("stage"), payload.get("lead"), text("lead_source"), text("lead_ref")) {
+        (Some(_), Some(_), Some(lead_source), Some(lead_ref)) => format!("{lead_source}:{lead_ref}"),
+        _ => format!("{source}:{source_ref}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_stage_event_belongs_to_its_lead_and_any_other_event_to_itself() {
+        let stage = json!({"stage": "customer", "lead_source": "meta", "lead_ref": "42", "lead": {"leadgen_id": "42"}});
+        assert_eq!(super::lead_key("hubspot_stages", "meta:42:customer", &stage), "meta:42");
+        assert_eq!(super::lead_key("meta", "42", &json!({"leadgen_id": "42"})), "meta:42");
+        // A web form that happens to have a `stage` field is still its own lead.
+        assert_eq!(super::lead_key("web", "W-1", &json!({"stage": "new", "email": "a@example.com"})), "web:W-1");
+    }
+}

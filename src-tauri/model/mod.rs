@@ -18,7 +18,7 @@ mod words;
 pub use attempt::{default_class_for_status, truncate_chars, Failure, Observed, Verdict};
 pub use contact::{ContactMessage, ContactStatus, Receipt};
 pub use hold::{Hold, HoldReason};
-pub use job::Job;
+pub use job::{lead_key, Job};
 pub use place::{Page, Place};
 pub use rate::{Rate, RateError, MAX_WINDOW};
 pub use words::*;

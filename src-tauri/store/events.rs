@@ -266,11 +266,13 @@ backends! {
         async fn insert_steps_in(tx: &mut Conn, steps: &[NewStep]) -> sqlx::Result<()> {
             let steps: Vec<serde_json::Value> = steps
                 .iter()
-                .map(|s| serde_json::json!([s.event_id, s.index, s.target, s.state(), s.now, s.due(), s.due()]))
+                .map(|s| serde_json::json!([s.event_id, s.index, s.target, s.state(), s.now, s.due(), s.due(), s.lead_key]))
                 .collect();
             sqlx::query(
-                "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
-                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
+                "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at,
+                                       lead_key)
+                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6,
+                        value ->> 7
                    FROM json_each($1) ORDER BY key",
             )
             .bind(serde_json::Value::Array(steps).to_string())
@@ -304,10 +306,12 @@ backends! {
 
         async fn insert_steps_in(tx: &mut Conn, steps: &[NewStep]) -> sqlx::Result<()> {
             sqlx::query(
-                "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at)
-                 SELECT e, i, t, s, c, d, d
-                   FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-                        WITH ORDINALITY AS u (e, i, t, s, c, d, n)
+                "INSERT INTO delivery (event_id, step_index, target, state, created_at, pending_since, next_attempt_at,
+                                       lead_key)
+                 SELECT e, i, t, s, c, d, d, k
+                   FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[],
+                               $7::text[])
+                        WITH ORDINALITY AS u (e, i, t, s, c, d, k, n)
                   ORDER BY n",
             )
             .bind(steps.iter().map(|s| s.event_id).collect::<Vec<_>>())
@@ -316,6 +320,7 @@ backends! {
             .bind(steps.iter().map(|s| s.state().to_string()).collect::<Vec<_>>())
             .bind(steps.iter().map(|s| s.now).collect::<Vec<_>>())
             .bind(steps.iter().map(|s| s.due()).collect::<Vec<_>>())
+            .bind(steps.iter().map(|s| s.lead_key.clone()).collect::<Vec<_>>())
             .execute(&mut *tx)
             .await?;
             Ok(())
@@ -338,6 +343,9 @@ struct NewStep {
     index: i64,
     target: String,
     now: i64,
+    /// The lead the event belongs to ([`crate::model::lead_key`]): a later event's step of the same lead and
+    /// target is not claimed while this one is unfinished.
+    lead_key: String,
 }
 
 impl NewStep {
@@ -369,8 +377,15 @@ fn new_steps(events: &[NewEvent], inserted: Vec<(i64, String, String)>) -> (Vec<
             continue;
         };
         let now = ms(event.received_at);
+        let lead_key = crate::model::lead_key(&event.source, &event.source_ref, &event.payload);
         for (index, target) in event.route.iter().enumerate() {
-            steps.push(NewStep { event_id: id, index: index as i64, target: target.clone(), now });
+            steps.push(NewStep {
+                event_id: id,
+                index: index as i64,
+                target: target.clone(),
+                now,
+                lead_key: lead_key.clone(),
+            });
         }
         outcomes.push(Some(InsertOutcome::Inserted(id)));
     }
@@ -420,9 +435,11 @@ fn plan_revision(steps: &[StepNow]) -> Vec<Rearm> {
                 Rearm::Leave
             }
         } else {
-            // The step before is settled if it is delivered and not sent again (or there is none).
+            // The step before is settled if it is delivered (or ended as reported, which is final) and not sent
+            // again (or there is none).
             let before_settled = i == 0
-                || (steps[i - 1].state == "delivered" && matches!(plan[i - 1], Rearm::Leave | Rearm::NotUpdatable));
+                || (matches!(steps[i - 1].state, "delivered" | "reported")
+                    && matches!(plan[i - 1], Rearm::Leave | Rearm::NotUpdatable));
             if before_settled {
                 Rearm::Pending
             } else {

@@ -21,6 +21,9 @@ pub struct TargetHealth {
     /// Steps waiting for an earlier step of their route.
     pub waiting: i64,
     pub delivered: i64,
+    /// Steps that ended as reported, not sent (a conversion too old for the platform's window, a stage the target
+    /// does not map): final, counted apart from delivered and dead letters.
+    pub reported: i64,
     /// Open dead letters (not yet replayed, fixed or discarded).
     pub dead_open: i64,
     pub dead_open_by_class: BTreeMap<String, i64>,
@@ -46,7 +49,7 @@ impl Store {
     }
 
     /// Deliveries counted per target and bucket by reading every row: what `delivery_tally` keeps (buckets
-    /// `waiting`, `pending`, `running`, `delivered`, `dead:<class>` for open dead letters, `dead_resolved`), for
+    /// `waiting`, `pending`, `running`, `delivered`, `reported`, `dead:<class>` for open dead letters, `dead_resolved`), for
     /// checking the kept counts against the real ones. Scans the table: not for the UI.
     pub async fn recount_deliveries(&self) -> anyhow::Result<BTreeMap<(String, String), i64>> {
         dispatch!(self, recount_deliveries())
@@ -93,6 +96,7 @@ backends! {
                     "running" => h.running += n,
                     "waiting" => h.waiting += n,
                     "delivered" => h.delivered += n,
+                    "reported" => h.reported += n,
                     "dead_resolved" => {}
                     other => {
                         if let Some(class) = other.strip_prefix("dead:") {
@@ -128,6 +132,7 @@ backends! {
                 overall.running += h.running;
                 overall.waiting += h.waiting;
                 overall.delivered += h.delivered;
+                overall.reported += h.reported;
                 overall.dead_open += h.dead_open;
                 for (class, n) in &h.dead_open_by_class {
                     *overall.dead_open_by_class.entry(class.clone()).or_default() += n;

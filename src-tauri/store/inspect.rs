@@ -17,7 +17,7 @@ pub struct DeliveryRecord {
     pub source_ref: String,
     pub step_index: i64,
     pub target: String,
-    /// `waiting`, `pending`, `running`, `delivered` or `dead`.
+    /// `waiting`, `pending`, `running`, `delivered`, `dead` or `reported` (ended without sending: final).
     pub state: String,
     /// Counted attempts.
     pub attempts: i64,

@@ -40,6 +40,13 @@ pub enum JobOutcome {
         reason: String,
         field: Option<String>,
     },
+    /// Ended without sending, for good (a conversion too old for the platform's window, a stage the target does
+    /// not map): state `reported`, a final state of its own — not delivered, not a dead letter, never tried again.
+    /// `result` holds the words (`{"reported": "reported: too old for Meta's 7-day window …"}`). The route's next
+    /// step becomes due as after a delivery.
+    Reported {
+        result: serde_json::Value,
+    },
     /// Put back without using an attempt (shutdown, a deferred probe): due again at `at`.
     Released {
         at: DateTime<Utc>,
@@ -73,6 +80,7 @@ impl JobOutcome {
     pub fn attempt_outcome(&self) -> &'static str {
         match self {
             JobOutcome::Delivered { .. } => "delivered",
+            JobOutcome::Reported { .. } => "reported",
             JobOutcome::Retry { .. } | JobOutcome::WithoutFields { .. } => "retry",
             JobOutcome::Dead { .. } => "dead",
             JobOutcome::Released { .. } | JobOutcome::Diverted { .. } => "released",
@@ -333,7 +341,9 @@ backends! {
         async fn finish_undelivered_in(tx: &mut Conn, c: &Completion) -> anyhow::Result<u64> {
             let now = ms(c.now);
             let done = match &c.outcome {
-                JobOutcome::Delivered { .. } => anyhow::bail!("a delivered job is applied with its batch"),
+                JobOutcome::Delivered { .. } | JobOutcome::Reported { .. } => {
+                    anyhow::bail!("a delivered or reported job is applied with its batch")
+                }
                 JobOutcome::Retry { at, counts, in_doubt } => sqlx::query(
                     "UPDATE delivery SET state = 'pending', next_attempt_at = $1, attempts = attempts + $2,
                             lease_owner = NULL, lease_until = NULL, in_doubt = $3
@@ -466,13 +476,20 @@ backends! {
         }
 
         /// Claims due jobs inside `tx` and reads their leads and earlier steps' results (one statement each).
+        /// A step is not claimed while a step of an earlier event of the same lead (`lead_key`) to the same target
+        /// is unfinished (waiting, pending or running — a dead letter does not hold it): a lead's stages reach a
+        /// conversion step in the order they came in, across retries. One seek of `delivery_lead_order` each.
         pub(super) async fn claim_in(tx: &mut sqlx::SqliteConnection, request: &ClaimRequest) -> anyhow::Result<Vec<Job>> {
             let rows: Vec<ClaimRow> = sqlx::query_as(
                 "UPDATE delivery
                     SET state = 'running', lease_owner = $1, lease_until = $2, lease_token = lease_token + 1
-                  WHERE id IN (SELECT id FROM delivery
-                                WHERE state = 'pending' AND target = $3 AND next_attempt_at <= $4
-                                ORDER BY next_attempt_at LIMIT $5)
+                  WHERE id IN (SELECT d.id FROM delivery d
+                                WHERE d.state = 'pending' AND d.target = $3 AND d.next_attempt_at <= $4
+                                  AND NOT EXISTS (SELECT 1 FROM delivery b
+                                                   WHERE b.target = d.target AND b.lead_key = d.lead_key
+                                                     AND b.event_id < d.event_id
+                                                     AND b.state IN ('waiting', 'pending', 'running'))
+                                ORDER BY d.next_attempt_at LIMIT $5)
               RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
                         replay_generation, key_revision, dropped_fields",
             )
@@ -545,7 +562,11 @@ backends! {
                         if let Some((external_id, crm_id)) = link {
                             link_in(tx, c.job_id, external_id, crm_id, now).await?;
                         }
-                        delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now]));
+                        delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now, "delivered"]));
+                        continue;
+                    }
+                    JobOutcome::Reported { result } => {
+                        delivered.push(serde_json::json!([c.job_id, c.lease_token, result.to_string(), now, "reported"]));
                         continue;
                     }
                     _ => finish_undelivered_in(tx, c).await?,
@@ -556,9 +577,10 @@ backends! {
             if !delivered.is_empty() {
                 // Only a job still running under the presented lease is delivered; the rest changed hands meanwhile.
                 let done: Vec<(i64, i64, i64)> = sqlx::query_as(
-                    "UPDATE delivery SET state = 'delivered', result = v.result, delivered_at = v.now,
+                    "UPDATE delivery SET state = v.state, result = v.result, delivered_at = v.now,
                             attempts = attempts + 1, lease_owner = NULL, lease_until = NULL, in_doubt = 0
-                       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result, value ->> 3 AS now
+                       FROM (SELECT value ->> 0 AS id, value ->> 1 AS token, value ->> 2 AS result, value ->> 3 AS now,
+                                    value ->> 4 AS state
                                FROM json_each($1)) AS v
                       WHERE delivery.id = v.id AND delivery.lease_token = v.token AND delivery.state = 'running'
                   RETURNING delivery.id, delivery.event_id, delivery.step_index",
@@ -571,7 +593,11 @@ backends! {
                 let done_ids: std::collections::HashSet<i64> = done.iter().map(|d| d.0).collect();
                 let mut next_steps = Vec::with_capacity(done.len());
                 for c in batch {
-                    let JobOutcome::Delivered { payload, .. } = &c.outcome else { continue };
+                    let payload = match &c.outcome {
+                        JobOutcome::Delivered { payload, .. } => payload,
+                        JobOutcome::Reported { .. } => &None,
+                        _ => continue,
+                    };
                     if !done_ids.contains(&c.job_id) {
                         continue;
                     }
@@ -686,10 +712,14 @@ backends! {
             let rows: Vec<ClaimRow> = sqlx::query_as(
                 "UPDATE delivery
                     SET state = 'running', lease_owner = $1, lease_until = $2, lease_token = lease_token + 1
-                  WHERE id IN (SELECT id FROM delivery
-                                WHERE state = 'pending' AND target = $3 AND next_attempt_at <= $4
-                                ORDER BY next_attempt_at LIMIT $5
-                                FOR UPDATE SKIP LOCKED)
+                  WHERE id IN (SELECT d.id FROM delivery d
+                                WHERE d.state = 'pending' AND d.target = $3 AND d.next_attempt_at <= $4
+                                  AND NOT EXISTS (SELECT 1 FROM delivery b
+                                                   WHERE b.target = d.target AND b.lead_key = d.lead_key
+                                                     AND b.event_id < d.event_id
+                                                     AND b.state IN ('waiting', 'pending', 'running'))
+                                ORDER BY d.next_attempt_at LIMIT $5
+                                FOR UPDATE OF d SKIP LOCKED)
               RETURNING id, event_id, step_index, target, attempts, pending_since, lease_token, in_doubt, trigger,
                         replay_generation, key_revision, dropped_fields",
             )
@@ -764,6 +794,7 @@ backends! {
         async fn complete_in(tx: &mut sqlx::PgConnection, batch: &[Completion]) -> anyhow::Result<usize> {
             let mut applied = 0;
             let (mut d_id, mut d_token, mut d_result, mut d_at) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let mut d_state: Vec<&str> = Vec::new();
             for c in batch {
                 let now = ms(c.now);
                 let changed = match &c.outcome {
@@ -775,6 +806,15 @@ backends! {
                         d_token.push(c.lease_token);
                         d_result.push(result.to_string());
                         d_at.push(now);
+                        d_state.push("delivered");
+                        continue;
+                    }
+                    JobOutcome::Reported { result } => {
+                        d_id.push(c.job_id);
+                        d_token.push(c.lease_token);
+                        d_result.push(result.to_string());
+                        d_at.push(now);
+                        d_state.push("reported");
                         continue;
                     }
                     _ => finish_undelivered_in(tx, c).await?,
@@ -785,9 +825,10 @@ backends! {
             if !d_id.is_empty() {
                 // Only a job still running under the presented lease is delivered; the rest changed hands meanwhile.
                 let done: Vec<(i64, i64, i64)> = sqlx::query_as(
-                    "UPDATE delivery SET state = 'delivered', result = v.result, delivered_at = v.done_at,
+                    "UPDATE delivery SET state = v.state, result = v.result, delivered_at = v.done_at,
                             attempts = delivery.attempts + 1, lease_owner = NULL, lease_until = NULL, in_doubt = 0
-                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS v(id, token, result, done_at)
+                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::text[])
+                            AS v(id, token, result, done_at, state)
                       WHERE delivery.id = v.id AND delivery.lease_token = v.token AND delivery.state = 'running'
                   RETURNING delivery.id, delivery.event_id, delivery.step_index",
                 )
@@ -795,6 +836,7 @@ backends! {
                 .bind(&d_token)
                 .bind(&d_result)
                 .bind(&d_at)
+                .bind(&d_state)
                 .fetch_all(&mut *tx)
                 .await
                 .context("cannot mark delivered")?;
@@ -802,7 +844,11 @@ backends! {
                 let done_ids: std::collections::HashSet<i64> = done.iter().map(|d| d.0).collect();
                 let (mut n_event, mut n_step, mut n_at) = (Vec::new(), Vec::new(), Vec::new());
                 for c in batch {
-                    let JobOutcome::Delivered { payload, .. } = &c.outcome else { continue };
+                    let payload = match &c.outcome {
+                        JobOutcome::Delivered { payload, .. } => payload,
+                        JobOutcome::Reported { .. } => &None,
+                        _ => continue,
+                    };
                     if !done_ids.contains(&c.job_id) {
                         continue;
                     }

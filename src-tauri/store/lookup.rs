@@ -72,7 +72,8 @@ pub struct LeadStep {
     pub step_index: i64,
     pub target: String,
     /// `waiting`, `pending`, `running`, `delivered`, `dead`, or `reported`: a conversion step that ended without
-    /// sending (too old for the platform's window, a stage not mapped), a final state of its own.
+    /// sending (too old for the platform's window, a stage not mapped), a final state of its own (stored as such
+    /// since migration 0016: never delivered, never a dead letter, never tried again).
     pub state: String,
     /// A reported step's words ("reported: too old for Meta's 7-day window …").
     pub reported: Option<String>,
@@ -290,12 +291,12 @@ backends! {
                         .as_deref()
                         .map(json)
                         .and_then(|r| r.get("reported").and_then(serde_json::Value::as_str).map(str::to_string))
-                        .filter(|_| s.3 == "delivered");
+                        .filter(|_| s.3 == "reported");
                     Ok(LeadStep {
                         delivery_id: s.0,
                         step_index: s.1,
                         target: s.2,
-                        state: if reported.is_some() { "reported".into() } else { s.3 },
+                        state: s.3,
                         reported,
                         attempts: s.4,
                         next_attempt_at: s.5.map(from_ms),

@@ -56,10 +56,16 @@ impl Db {
             .connect_with(options.clone())
             .await
             .with_context(|| format!("cannot open database {url}"))?;
+        // Foreign keys are off while the migrations run: a migration that rebuilds a table (SQLite's documented
+        // procedure for a changed CHECK, as 0016 does) drops the old table, which other tables reference, and the
+        // pragma cannot change inside the migration's transaction. Such a migration copies every row with its id, so
+        // every reference still holds. The write pool is one connection: the one the migrations use.
+        sqlx::query("PRAGMA foreign_keys = OFF").execute(&write).await.context("cannot prepare the migrations")?;
         sqlx::migrate!("./migrations/sqlite")
             .run(&write)
             .await
             .map_err(|e| anyhow::anyhow!("{url}: {}", super::explain_migration_error(&e)))?;
+        sqlx::query("PRAGMA foreign_keys = ON").execute(&write).await.context("cannot finish the migrations")?;
         let read = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))

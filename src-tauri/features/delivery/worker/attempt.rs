@@ -366,8 +366,22 @@ pub(super) async fn decide(
                 result.insert("without".into(), job.dropped.clone().into());
             }
             if let Some(why) = &report.reported {
-                // The step's final state is "reported": it ends, nothing was sent (`store::lookup` shows it so).
+                // Nothing was sent and nothing will be: the step ends in its own final state, `reported` — not
+                // delivered, not a dead letter, never tried again. The words are what the lead's story shows.
                 result.insert("reported".into(), why.clone().into());
+                return Completion::of(
+                    job,
+                    JobOutcome::Reported { result: result.into() },
+                    Some(AttemptRecord {
+                        started_at: report.started_at,
+                        duration_ms: report.duration_ms,
+                        http_status: report.http_status,
+                        class: None,
+                        reason: why.clone(),
+                        response_excerpt: report.excerpt,
+                    }),
+                    now,
+                );
             }
             let reason = report.note.clone().unwrap_or_else(|| match report.http_status {
                 Some(s) => format!("delivered (HTTP {s})"),

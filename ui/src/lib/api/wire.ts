@@ -77,6 +77,11 @@ oldest_pending_age_seconds: number | null, pending: number, running: number,
  */
 waiting: number, delivered: number, 
 /**
+ * Steps that ended as reported, not sent (a conversion too old for the platform's window, a stage the target
+ * does not map): final, counted apart from delivered and dead letters.
+ */
+reported: number, 
+/**
  * Open dead letters (not yet replayed, fixed or discarded).
  */
 dead_open: number, dead_open_by_class: { [key in string]: number }, };
@@ -649,7 +654,8 @@ purged_at: string | null, status: LeadStatus, steps: Array<LeadStep>, fixes: Arr
 export type LeadStep = { delivery_id: number, step_index: number, target: string, 
 /**
  * `waiting`, `pending`, `running`, `delivered`, `dead`, or `reported`: a conversion step that ended without
- * sending (too old for the platform's window, a stage not mapped), a final state of its own.
+ * sending (too old for the platform's window, a stage not mapped), a final state of its own (stored as such
+ * since migration 0016: never delivered, never a dead letter, never tried again).
  */
 state: string, 
 /**
