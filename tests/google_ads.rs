@@ -150,9 +150,21 @@ async fn the_sources_page_shows_what_to_paste_into_google_ads() {
     assert!(google.signed);
     let setup = google.webhook.as_ref().expect("a Google source shows its webhook setup");
     assert_eq!(setup.path, "/ingest/google");
-    assert_eq!(setup.key.as_deref(), Some(GOOGLE_KEY));
+    // Masked like every secret: only its last four characters, to tell which key Google Ads holds.
+    assert_eq!(setup.key_masked.as_deref(), Some("••••-key"));
     assert!(!setup.delivers_test_leads);
     let meta = sources.iter().find(|s| s.status.source == "meta").unwrap();
     assert!(meta.webhook.is_none());
+    let listed = app.api_get("/api/sources").send().await.unwrap().text().await.unwrap();
+    assert!(listed.contains("••••-key") && !listed.contains(GOOGLE_KEY), "the list never carries the key");
+
+    // The key itself only by an explicit action, with the operator's credential (a write: same-origin rules).
+    let reveal = app.url("/api/sources/google/key");
+    let anonymous = app.http.post(&reveal).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let revealed: Value = app.http.post(&reveal).bearer_auth(app.token()).send().await.unwrap().json().await.unwrap();
+    assert_eq!(revealed, json!({"source": "google", "key": GOOGLE_KEY}));
+    let not_google = app.http.post(app.url("/api/sources/meta/key")).bearer_auth(app.token()).send().await.unwrap();
+    assert_eq!(not_google.status(), 400);
     app.server.shutdown().await.unwrap();
 }

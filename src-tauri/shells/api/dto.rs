@@ -147,6 +147,13 @@ pub struct SourceView {
     pub webhook: Option<WebhookSetup>,
 }
 
+/// A Google Ads source's key, unmasked: what the advertiser pastes into the lead form's "Key" field.
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct SourceKey {
+    pub source: String,
+    pub key: String,
+}
+
 /// A Google Ads lead form's webhook integration, as the advertiser fills it in ("Webhook URL" and "Key").
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct WebhookSetup {
@@ -154,8 +161,10 @@ pub struct WebhookSetup {
     pub path: String,
     /// The whole address, when `monitor.public_url` says how the server is reached from outside.
     pub url: Option<String>,
-    /// The key Google sends back in each lead (read from the source's `key_env`); `None` when it cannot be read.
-    pub key: Option<String>,
+    /// The key Google sends back in each lead, masked like every secret (`••••` and its last 4 characters);
+    /// `None` when the source's `key_env` cannot be read. The key itself comes only from `reveal_source_key`, an
+    /// explicit, logged action of the person pasting it into Google Ads.
+    pub key_masked: Option<String>,
     /// Google's test leads ("send test data") are delivered like any other (`deliver_test_leads`).
     pub delivers_test_leads: bool,
 }

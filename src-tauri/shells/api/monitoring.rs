@@ -1,7 +1,7 @@
 //! What the overview, the Sources and the Alerts pages read and do: the session, health, metrics and figures, the
 //! sources with their reconciliation, the alerts and their channels.
 
-use super::dto::{Session, SourceView, WebhookSetup};
+use super::dto::{Session, SourceKey, SourceView, WebhookSetup};
 use super::error::ApiError;
 use crate::features::app::{App, LiveEvent};
 use crate::features::figures::{self, DeliveryFigures};
@@ -105,6 +105,46 @@ fn webhook_setup(app: &App, name: &str, sc: &crate::config::SourceConfig) -> Opt
     }
     let path = format!("/ingest/{name}");
     let url = app.config.monitor.public_url.as_ref().map(|u| format!("{}{path}", u.trim_end_matches('/')));
-    let key = sc.key_env.as_ref().and_then(|var| app.config.secret(&format!("sources.{name}.key_env"), var).ok());
-    Some(WebhookSetup { path, url, key, delivers_test_leads: sc.deliver_test_leads })
+    let key_masked = google_key(app, name, sc).map(|k| mask_key(&k));
+    Some(WebhookSetup { path, url, key_masked, delivers_test_leads: sc.deliver_test_leads })
+}
+
+/// The key of a Google Ads source (its `key_env`), when it can be read.
+fn google_key(app: &App, name: &str, sc: &crate::config::SourceConfig) -> Option<String> {
+    sc.key_env.as_ref().and_then(|var| app.config.secret(&format!("sources.{name}.key_env"), var).ok())
+}
+
+/// A secret as views show it: `••••` and its last 4 characters (all of it masked when it is short), enough to tell
+/// which key Google Ads holds without giving it away.
+fn mask_key(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.len() < 12 {
+        return "••••".into();
+    }
+    format!("••••{}", chars[chars.len() - 4..].iter().collect::<String>())
+}
+
+/// A Google Ads source's key, unmasked, for the person setting up the lead form's webhook (Google Ads has no
+/// other way to learn it). Every reveal is logged with who asked.
+pub async fn reveal_source_key(app: &App, source: &str, actor: &str) -> Result<SourceKey, ApiError> {
+    let sc = app.config.sources.get(source).ok_or_else(|| ApiError::NotFound(format!("no source named `{source}`")))?;
+    if sc.kind != crate::config::SourceKind::GoogleAds {
+        return Err(ApiError::BadRequest(format!(
+            "source `{source}` is not a Google Ads source: it has no key to paste"
+        )));
+    }
+    let key = google_key(app, source, sc).ok_or_else(|| {
+        ApiError::BadRequest(format!("source `{source}`'s key cannot be read: set its key_env (or the keyring entry)"))
+    })?;
+    tracing::info!(source = %source, actor = %actor, "a Google Ads source's key was revealed for pasting into Google Ads");
+    Ok(SourceKey { source: source.to_string(), key })
+}
+
+#[cfg(test)]
+mod key_tests {
+    #[test]
+    fn a_key_is_shown_by_its_last_four_characters_only() {
+        assert_eq!(super::mask_key("0123456789abcdefXYZW"), "••••XYZW");
+        assert_eq!(super::mask_key("short-key"), "••••");
+    }
 }

@@ -142,6 +142,11 @@ operations! {
         example {},
         |cx| monitoring::sources(&cx.app).await;
 
+    /// A Google Ads source's key, unmasked, to paste into the lead form's webhook settings; the reveal is logged.
+    reveal_source_key: write POST "/api/sources/{source}/key" (a: SourceArgs) -> SourceKey,
+        example { "source": "google" },
+        |cx| monitoring::reveal_source_key(&cx.app, &a.source, &cx.actor).await;
+
     /// Compares a source with its own list of leads now and ingests what is missing.
     reconcile_now: write POST "/api/sources/{source}/reconcile" (a: SourceArgs) -> ReconciliationRun,
         example { "source": "meta" },

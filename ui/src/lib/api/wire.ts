@@ -802,9 +802,11 @@ path: string,
  */
 url: string | null, 
 /**
- * The key Google sends back in each lead (read from the source's `key_env`); `None` when it cannot be read.
+ * The key Google sends back in each lead, masked like every secret (`••••` and its last 4 characters);
+ * `None` when the source's `key_env` cannot be read. The key itself comes only from `reveal_source_key`, an
+ * explicit, logged action of the person pasting it into Google Ads.
  */
-key: string | null, 
+key_masked: string | null, 
 /**
  * Google's test leads ("send test data") are delivered like any other (`deliver_test_leads`).
  */
@@ -1160,6 +1162,8 @@ export type RevealArgs = { id: number,
 reason: string, };
 
 export type SourceArgs = { source: string, };
+
+export type SourceKey = { source: string, key: string, };
 
 export type TargetArgs = { name: string, };
 
