@@ -475,15 +475,18 @@ async fn a_later_stage_waits_while_the_leads_earlier_stage_is_retried() {
     // Meta answers again: the Lead goes, then the Qualified.
     chain.platforms.lock().unwrap().capi_unavailable_em.clear();
     app.wait_settled(Duration::from_secs(10)).await;
-    let p = chain.platforms.lock().unwrap();
-    let stored: Vec<&str> = p.capi_events.iter().filter(|e| mine(e)).filter_map(|e| e["event_name"].as_str()).collect();
-    assert_eq!(stored, ["Lead", "Qualified"], "the lead's stages reached Meta in order");
-    let first_with =
-        |name: &str| p.capi_requests.iter().position(|r| r.iter().any(|e| mine(e) && e["event_name"] == name));
-    let lead_refusals = p.capi_requests.iter().flatten().filter(|e| mine(e) && e["event_name"] == "Lead").count() - 1;
-    assert!(first_with("Lead") < first_with("Qualified"));
-    println!("figure: form:F-1 Lead refused {lead_refusals} times (Graph code 2), Qualified held back meanwhile, then sent after it");
-    drop(p);
+    {
+        let p = chain.platforms.lock().unwrap();
+        let stored: Vec<&str> =
+            p.capi_events.iter().filter(|e| mine(e)).filter_map(|e| e["event_name"].as_str()).collect();
+        assert_eq!(stored, ["Lead", "Qualified"], "the lead's stages reached Meta in order");
+        let first_with =
+            |name: &str| p.capi_requests.iter().position(|r| r.iter().any(|e| mine(e) && e["event_name"] == name));
+        let lead_refusals =
+            p.capi_requests.iter().flatten().filter(|e| mine(e) && e["event_name"] == "Lead").count() - 1;
+        assert!(first_with("Lead") < first_with("Qualified"));
+        println!("figure: form:F-1 Lead refused {lead_refusals} times (Graph code 2), Qualified held back meanwhile, then sent after it");
+    }
     chain.app.server.shutdown().await.unwrap();
 }
 
