@@ -1,7 +1,7 @@
 // Leadline's operations, generated from the registry (src-tauri/shells/api/operations.rs) by
 // tests/ts_contract.rs. Do not edit: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract`.
 
-import type { Alert, ChannelView, ConnectionCheck, ControlArgs, DeadLetterFilter, DeadLetterGroup, DeadLetterList, DeadLetterView, DeliveryFigures, EditArgs, FixAndReplayPreview, FixAndReplayPreviewArgs, FixAndReplayReceipt, FixAndReplayRequest, FixReport, FixRequest, HealthView, IdArgs, LeadQuery, LeadSearch, LeadStory, MetricSeries, NoArgs, RangeArgs, ReconciliationRun, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplayRequest, ReplaySelection, ReportArgs, RequestPreview, ResolveRequest, RevealArgs, SaveOutcome, SecretEntry, SecretReload, SecretStored, Session, SettingsEdit, SettingsView, SourceArgs, SourceKey, SourceView, TargetArgs, TargetPreviewArgs, TargetView } from './wire';
+import type { Alert, ChannelView, ConnectionCheck, ControlArgs, CorrectArgs, DeadLetterFilter, DeadLetterGroup, DeadLetterList, DeadLetterView, DeliveryFigures, EditArgs, FixAndReplayPreview, FixAndReplayPreviewArgs, FixAndReplayReceipt, FixAndReplayRequest, FixReport, FixRequest, HealthView, IdArgs, LeadQuery, LeadSearch, LeadStory, MetricSeries, MissingDataCounts, MissingDataLead, NoArgs, RangeArgs, ReconciliationRun, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplayRequest, ReplaySelection, ReportArgs, RequestPreview, ResolveRequest, RevealArgs, SaveOutcome, SecretEntry, SecretReload, SecretStored, Session, SettingsEdit, SettingsView, SourceArgs, SourceKey, SourceView, TargetArgs, TargetPreviewArgs, TargetView } from './wire';
 
 /** Each operation's arguments and answer. An export answers where its file was saved (`null`: not saved). */
 export type Operations = {
@@ -47,6 +47,17 @@ export type Operations = {
   lead_story: { args: IdArgs; answer: LeadStory };
   /** The lead's story with its personal data unmasked; the reason goes to the audit. */
   reveal_lead: { args: RevealArgs; answer: LeadStory };
+  /** How many leads were delivered without a field the CRM refused: overall, waiting for a person, per target. */
+  missing_data_counts: { args: NoArgs; answer: MissingDataCounts };
+  /** Leads delivered with missing data (and those corrected since), newest first: which field was left out and
+   *  why (masked), and their task. */
+  missing_data: { args: NoArgs; answer: Array<MissingDataLead> };
+  /** Corrects one field of a lead delivered with missing data and sends it again, as an update of its record. */
+  correct_missing_data: { args: CorrectArgs; answer: MissingDataLead };
+  /** A person checked a lead delivered with missing data: its "Needs a person" task is done. */
+  close_missing_task: { args: IdArgs; answer: MissingDataLead };
+  /** Saves the leads delivered with missing data as CSV. */
+  export_missing_data: { args: NoArgs; answer: string | null };
   /** What replaying the selection would do, and when it was counted (`as_of`). */
   replay_preview: { args: ReplaySelection; answer: ReplayPreview };
   /** Replays the selection if it still holds the `expected` leads the preview counted. */
@@ -122,6 +133,11 @@ export const OPERATIONS: { readonly [N in OperationName]: OperationRoute } = {
   find_leads: { method: 'GET', path: '/api/leads', access: 'read', confirmed: false, file: false, refusal: false },
   lead_story: { method: 'GET', path: '/api/leads/{id}', access: 'read', confirmed: false, file: false, refusal: false },
   reveal_lead: { method: 'POST', path: '/api/leads/{id}/reveal', access: 'write', confirmed: false, file: false, refusal: false },
+  missing_data_counts: { method: 'GET', path: '/api/missing-data/counts', access: 'read', confirmed: false, file: false, refusal: false },
+  missing_data: { method: 'GET', path: '/api/missing-data', access: 'read', confirmed: false, file: false, refusal: false },
+  correct_missing_data: { method: 'POST', path: '/api/missing-data/{id}/correct', access: 'write', confirmed: false, file: false, refusal: false },
+  close_missing_task: { method: 'POST', path: '/api/missing-data/{id}/close', access: 'write', confirmed: false, file: false, refusal: false },
+  export_missing_data: { method: 'GET', path: '/api/export/missing-data', access: 'read', confirmed: false, file: true, refusal: false },
   replay_preview: { method: 'POST', path: '/api/replays/preview', access: 'read', confirmed: false, file: false, refusal: false },
   replay: { method: 'POST', path: '/api/replays', access: 'write', confirmed: true, file: false, refusal: false },
   replays: { method: 'GET', path: '/api/replays', access: 'read', confirmed: false, file: false, refusal: false },
@@ -233,6 +249,26 @@ export const EXAMPLES: {
   reveal_lead: {
     args: {"id":1,"reason":"the customer asked what we received"},
     request: { method: 'POST', path: "/api/leads/1/reveal", body: {"reason":"the customer asked what we received"} },
+  },
+  missing_data_counts: {
+    args: {},
+    request: { method: 'GET', path: "/api/missing-data/counts", body: null },
+  },
+  missing_data: {
+    args: {},
+    request: { method: 'GET', path: "/api/missing-data", body: null },
+  },
+  correct_missing_data: {
+    args: {"fix":{"country_code":"+49","field":"phone","op":"normalize_phone"},"id":1,"reason":"the customer confirmed the number"},
+    request: { method: 'POST', path: "/api/missing-data/1/correct", body: {"fix":{"country_code":"+49","field":"phone","op":"normalize_phone"},"reason":"the customer confirmed the number"} },
+  },
+  close_missing_task: {
+    args: {"id":1},
+    request: { method: 'POST', path: "/api/missing-data/1/close", body: null },
+  },
+  export_missing_data: {
+    args: {},
+    request: { method: 'GET', path: "/api/export/missing-data", body: null },
   },
   replay_preview: {
     args: {"ids":[1]},
