@@ -3,7 +3,7 @@
 mod common;
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use common::*;
@@ -11,25 +11,7 @@ use leadline::demo::mock_crm::{Behaviour, MockCrm};
 use serde_json::json;
 
 fn start(config: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_leadline"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "warn")
-        .env("TEST_GRAPH_TOKEN", leadline::demo::mock_crm::GRAPH_TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start leadline")
-}
-
-async fn wait_up(http: &reqwest::Client, base: &str) {
-    for _ in 0..200 {
-        if http.get(format!("{base}/api/health")).send().await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("leadline did not come up at {base}");
+    serve_command(config).spawn().expect("start leadline")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -283,21 +283,24 @@ async fn an_ambiguous_outcome_without_a_lookup_is_parked_never_blind_retried() {
     app.server.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn search_then_create_resolves_a_timeout_by_looking_the_lead_up() {
-    let app = spawn_with(|crm| {
-        format!(
-            r#"
+/// `crm` as a plain POST (a repeat makes a second record) that looks the lead up before each create
+/// (`search_then_create`), with `settings` (its timeout, its concurrency) added.
+fn search_then_create(crm: SocketAddr, settings: &str) -> String {
+    format!(
+        r#"
 [targets.crm]
 url = "http://{crm}/crm/plain"
 strategy = "search_then_create"
 search_url = "http://{crm}/crm/leads/search/{{external_id}}"
-timeout_ms = 300
+{settings}
 backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600 }}
 "#
-        )
-    })
-    .await;
+    )
+}
+
+#[tokio::test]
+async fn search_then_create_resolves_a_timeout_by_looking_the_lead_up() {
+    let app = spawn_with(|crm| search_then_create(crm, "timeout_ms = 300")).await;
     // Every create is stored and then not answered in time.
     app.crm.set_behaviour(Behaviour { hang_after_write_ratio: 1.0, hang_ms: 600, ..Default::default() });
     for i in 0..5 {
@@ -615,20 +618,7 @@ async fn a_declared_rate_paces_concurrent_requests_below_the_crms_limit() {
 /// one alert), never a transient failure retried for hours.
 #[tokio::test]
 async fn answers_to_the_search_of_search_then_create_are_classified_like_writes() {
-    let app = spawn_with(|crm| {
-        format!(
-            r#"
-[targets.crm]
-url = "http://{crm}/crm/plain"
-strategy = "search_then_create"
-search_url = "http://{crm}/crm/leads/search/{{external_id}}"
-timeout_ms = 1000
-concurrency = 1
-backoff = {{ base_ms = 20, cap_ms = 100, max_attempts = 30, budget_seconds = 600 }}
-"#
-        )
-    })
-    .await;
+    let app = spawn_with(|crm| search_then_create(crm, "timeout_ms = 1000\nconcurrency = 1")).await;
     let until = chrono::Utc::now() + chrono::Duration::milliseconds(1200);
     app.crm.set_behaviour(Behaviour { limited_until: Some(until), ..Default::default() });
     for i in 0..10 {

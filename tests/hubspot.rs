@@ -7,14 +7,12 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
-use common::TestApp;
+use common::{alerts_of, one_alert_resolved, wait_for, TestApp};
 use leadline::api;
 use leadline::config::Config;
 use leadline::delivery::worker::HoldReason;
-use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_hubspot::{HubspotBehaviour, MockHubspot, Secondly};
 use leadline::demo::waits::Refusal;
-use leadline::server::Server;
 use leadline::store::{AttemptEntry, DeliveryRecord};
 use serde_json::json;
 
@@ -68,14 +66,12 @@ async fn spawn(behaviour: HubspotBehaviour) -> (TestApp, MockHubspot) {
 async fn spawn_changed(behaviour: HubspotBehaviour, change: impl FnOnce(&mut Config)) -> (TestApp, MockHubspot) {
     let (hubspot, hubspot_addr) = MockHubspot::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     hubspot.set(behaviour);
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &hubspot_target(hubspot_addr));
-    let mut config = common::parse_config(&text);
-    change(&mut config);
-    config.inline_secrets.insert(TOKEN_ENV.into(), leadline::demo::mock_hubspot::TOKEN.into());
-    let server = Server::start(config).await.unwrap();
-    (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, hubspot)
+    let app = common::spawn_changed(&hubspot_target(hubspot_addr), |config| {
+        change(config);
+        config.inline_secrets.insert(TOKEN_ENV.into(), leadline::demo::mock_hubspot::TOKEN.into());
+    })
+    .await;
+    (app, hubspot)
 }
 
 /// Pauses or resumes HubSpot as a person does (through the API: on PostgreSQL the pause is the team's, kept in the
@@ -105,18 +101,6 @@ async fn counted_attempts(app: &TestApp, which: impl Fn(&DeliveryRecord) -> bool
 async fn rate_limited_answers(app: &TestApp) -> Vec<AttemptEntry> {
     let attempts = app.server.app.store.all_attempts().await.unwrap();
     attempts.into_iter().filter(|a| a.class.as_deref() == Some("rate_limited")).collect()
-}
-
-async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
-    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
 }
 
 /// Every lead is a HubSpot contact, written exactly once.
@@ -267,11 +251,7 @@ async fn an_expired_token_holds_the_leads_with_one_alert_and_none_is_written_twi
     assert_eq!((stats.contacts, stats.creates, stats.updates), (70, 70, 0), "{stats:?}");
     assert_each_once(&hubspot, &first);
     assert_each_once(&hubspot, &waiting);
-    wait_for("the alert to resolve", Duration::from_secs(5), async || {
-        alerts_of(&app, "credentials").await.iter().all(|a| a.resolved_at.is_some())
-    })
-    .await;
-    assert_eq!(alerts_of(&app, "credentials").await.len(), 1);
+    one_alert_resolved(&app, "credentials").await;
     app.server.shutdown().await.unwrap();
 }
 

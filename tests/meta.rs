@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::{spawn, TestApp, SECRET};
+use common::{alerts_of, one_alert_resolved, spawn, wait_for, TestApp, SECRET};
 use leadline::api;
 use leadline::demo::mock_crm::{GraphBehaviour, GraphThrottle};
 use leadline::demo::waits::Refusal;
@@ -54,18 +54,6 @@ async fn startup_reconciliation_done(app: &TestApp) {
         leadline::reconcile::latest(store, "meta").await.unwrap().is_some_and(|r| r.finished_at.is_some())
     })
     .await;
-}
-
-async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
-    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
-}
-
-async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 #[tokio::test]
@@ -187,11 +175,7 @@ async fn an_expired_page_token_holds_the_leads_with_one_alert_and_they_go_on_aft
         assert_eq!(app.crm.records_for(&format!("meta:{id}")), 1, "{id}");
         assert_eq!(app.crm.lead_for(&format!("meta:{id}")).unwrap()["fields"]["full_name"], "Ada Lovelace");
     }
-    wait_for("the alert to resolve", Duration::from_secs(5), async || {
-        alerts_of(&app, "credentials").await.iter().all(|a| a.resolved_at.is_some())
-    })
-    .await;
-    assert_eq!(alerts_of(&app, "credentials").await.len(), 1);
+    one_alert_resolved(&app, "credentials").await;
     app.server.shutdown().await.unwrap();
 }
 

@@ -5,14 +5,13 @@
 mod common;
 
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
 use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_pipedrive::{Faults, MockPipedrive, FIELD_KEY, TOKEN};
 use leadline::demo::waits::Refusal;
-use leadline::server::Server;
 
 /// A refusal made when its round begins (its times count from then).
 type NewRefusal = fn() -> Refusal;
@@ -60,15 +59,12 @@ struct PdApp {
 }
 
 async fn spawn_pd(timeout_ms: u64, concurrency: u32) -> PdApp {
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let (pd, pd_addr) = MockPipedrive::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let text =
-        config_text(crm_addr, &dir.path().join("leadline.db"), &pipedrive_target(pd_addr, timeout_ms, concurrency));
-    let mut config = parse_config(&text);
-    config.inline_secrets.insert(TOKEN_ENV.into(), TOKEN.into());
-    let server = Server::start(config).await.unwrap();
-    PdApp { app: TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, pd }
+    let app = spawn_changed(&pipedrive_target(pd_addr, timeout_ms, concurrency), |config| {
+        config.inline_secrets.insert(TOKEN_ENV.into(), TOKEN.into());
+    })
+    .await;
+    PdApp { app, pd }
 }
 
 fn ext(id: &str) -> String {
@@ -88,14 +84,6 @@ fn assert_each_once(pd: &MockPipedrive, ids: &[String]) {
     }
     assert_eq!(pd.persons().len(), ids.len());
     assert_eq!(pd.leads().len(), ids.len());
-}
-
-async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,29 +118,7 @@ async fn a_hundred_leads_make_a_hundred_persons_and_leads_each_once() {
 }
 
 fn start_child(config: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_leadline"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("RUST_LOG", "warn")
-        .env("TEST_WEBFORM_SECRET", SECRET)
-        .env("TEST_META_SECRET", SECRET)
-        .env("TEST_META_VERIFY", "verify-me")
-        .env("TEST_GRAPH_TOKEN", leadline::demo::mock_crm::GRAPH_TOKEN)
-        .env(TOKEN_ENV, TOKEN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start leadline")
-}
-
-async fn wait_up(http: &reqwest::Client, base: &str) {
-    for _ in 0..400 {
-        if http.get(format!("{base}/api/health")).send().await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("leadline did not come up at {base}");
+    serve_command(config).env(TOKEN_ENV, TOKEN).spawn().expect("start leadline")
 }
 
 /// Every `Retry-After` holds the whole target — a 503 in seconds, a 429 as an HTTP date — across Pipedrive's three
@@ -311,14 +277,7 @@ async fn a_refused_token_on_the_search_holds_the_target_with_one_alert_and_loses
     pd.set_faults(Faults { token_revoked: true, ..Default::default() });
     let ids: Vec<String> = (0..5).map(|i| format!("U-{i}")).collect();
     post_all(&app, &ids).await;
-    let alerts = async || -> Vec<leadline::monitor::alerts::Alert> {
-        leadline::api::alerts(&app.server.app)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|a| a.kind.as_str() == "credentials")
-            .collect()
-    };
+    let alerts = async || alerts_of(&app, "credentials").await;
     wait_for("the credentials alert", Duration::from_secs(10), async || !alerts().await.is_empty()).await;
     app.worker_passes(10).await;
     let h = app.health().await;
@@ -338,11 +297,7 @@ async fn a_refused_token_on_the_search_holds_the_target_with_one_alert_and_loses
     let h = app.wait_settled(Duration::from_secs(20)).await;
     assert_eq!(h.overall.delivered, 5);
     assert_each_once(&pd, &ids);
-    wait_for("the alert to resolve", Duration::from_secs(5), async || {
-        alerts().await.iter().all(|a| a.resolved_at.is_some())
-    })
-    .await;
-    assert_eq!(alerts().await.len(), 1);
+    one_alert_resolved(&app, "credentials").await;
     app.server.shutdown().await.unwrap();
 }
 

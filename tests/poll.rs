@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use common::{database_url, idempotent_crm, parse_config, wait_for};
+use common::{config_head, idempotent_crm, parse_config, wait_for};
 use leadline::demo::mock_crm::{MockCrm, GRAPH_TOKEN};
 use leadline::runtime::Clock;
 use leadline::server::{Server, StartOptions};
@@ -256,25 +256,13 @@ interval_seconds = 1
 "#
         ),
     };
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-
-[database]
-url = "{db}"
-
-[worker]
-lease_seconds = 5
-poll_interval_ms = 20
-rescue_interval_seconds = 1
-shutdown_grace_seconds = 5
-{sources}
+    config_head(db)
+        + &format!(
+            r#"{sources}
 {crm_target}
 "#,
-        db = database_url(db),
-        crm_target = idempotent_crm(crm),
-    )
+            crm_target = idempotent_crm(crm),
+        )
 }
 
 async fn start(source: &str, mock: SocketAddr, crm: SocketAddr, db: &Path) -> Server {

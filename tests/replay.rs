@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use common::database_url;
+use common::{config_head, wait_for};
 use serde_json::json;
 
 use leadline::api::{self, ApiError, FixAndReplayRequest, FixRequest, ReplayRequest, ResolveRequest, ScriptedConfirm};
@@ -37,17 +37,9 @@ async fn start(extra_crm: &str) -> Setup {
 async fn start_with(extra_crm: &str, clock: Option<leadline::api::Clock>) -> Setup {
     let (crm, addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-[database]
-url = "{db}"
-[worker]
-lease_seconds = 5
-poll_interval_ms = 20
-rescue_interval_seconds = 1
-batch_size = 200
+    let text = config_head(&dir.path().join("leadline.db"))
+        + &format!(
+            r#"batch_size = 200
 
 [sources.plain]
 route = ["crm"]
@@ -75,9 +67,8 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600
 url = "http://{addr}/tasks/{{external_id}}"
 strategy = "upsert"
 backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 10, budget_seconds = 600 }}
-"#,
-        db = database_url(&dir.path().join("leadline.db")),
-    );
+"#
+        );
     let config = Config::parse(&text, std::path::Path::new("test.toml")).expect("valid test config");
     let options = leadline::server::StartOptions { clock, ..Default::default() };
     let server = Server::start_with(config, options).await.unwrap();
@@ -161,21 +152,6 @@ where
                 _ = live.recv() => {}
                 _ = worker.recv() => {}
             }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for: {what}"));
-}
-
-/// Waits for what no event announces (counts of the queue), re-checking every 50 ms.
-async fn wait_for<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    tokio::time::timeout(within, async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await
@@ -634,12 +610,12 @@ async fn a_lead_too_old_for_a_time_sensitive_step_runs_its_fallback_when_the_wor
     assert_eq!(post(json!({"id": "fresh"})).await.unwrap().status(), 202);
     assert_eq!(post(json!({"id": "recovered", "created_time": made})).await.unwrap().status(), 202);
     let steps = || async { app.store.deliveries().await.unwrap() };
-    common::wait_for("the CRM steps", Duration::from_secs(10), async || {
+    wait_for("the CRM steps", Duration::from_secs(10), async || {
         steps().await.iter().filter(|d| d.target == "crm" && d.state == "delivered").count() == 3
     })
     .await;
     api::set_target_paused(app, "sms", false, "ops").await.unwrap();
-    common::wait_for("every step delivered", Duration::from_secs(10), async || {
+    wait_for("every step delivered", Duration::from_secs(10), async || {
         steps().await.iter().all(|d| d.state == "delivered")
     })
     .await;

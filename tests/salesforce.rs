@@ -9,13 +9,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{lead, TestApp};
+use common::{alerts_of, lead, one_alert_resolved, wait_for, TestApp};
 use leadline::api;
 use leadline::delivery::worker::{HoldReason, TargetRuntime};
-use leadline::demo::mock_crm::MockCrm;
 use leadline::demo::mock_salesforce::{self as mock, MockSalesforce, SalesforceBehaviour};
 use leadline::demo::waits::Refusal;
-use leadline::server::Server;
 use leadline::targets::salesforce::{Pacing, SalesforceTarget};
 use leadline::targets::Connector;
 
@@ -48,15 +46,13 @@ mapping = [
 
 async fn spawn() -> (TestApp, MockSalesforce) {
     let (sf, sf_addr) = MockSalesforce::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let text = common::config_text(crm_addr, &dir.path().join("leadline.db"), &salesforce_target(sf_addr));
-    let mut config = common::parse_config(&text);
-    config.inline_secrets.insert("TEST_SF_CLIENT_ID".into(), mock::CLIENT_ID.into());
-    config.inline_secrets.insert("TEST_SF_CLIENT_SECRET".into(), mock::CLIENT_SECRET.into());
-    config.inline_secrets.insert("TEST_SF_REFRESH_TOKEN".into(), mock::REFRESH_TOKEN.into());
-    let server = Server::start(config).await.unwrap();
-    (TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }, sf)
+    let app = common::spawn_changed(&salesforce_target(sf_addr), |config| {
+        config.inline_secrets.insert("TEST_SF_CLIENT_ID".into(), mock::CLIENT_ID.into());
+        config.inline_secrets.insert("TEST_SF_CLIENT_SECRET".into(), mock::CLIENT_SECRET.into());
+        config.inline_secrets.insert("TEST_SF_REFRESH_TOKEN".into(), mock::REFRESH_TOKEN.into());
+    })
+    .await;
+    (app, sf)
 }
 
 fn runtime(app: &TestApp) -> Arc<TargetRuntime> {
@@ -84,18 +80,6 @@ fn is_paced(app: &TestApp) -> bool {
 async fn post(app: &TestApp, ids: impl IntoIterator<Item = String>) {
     for id in ids {
         assert_eq!(app.post_plain(&lead(&id)).await, 202);
-    }
-}
-
-async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
-    api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
-}
-
-async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
@@ -207,11 +191,7 @@ async fn a_revoked_refresh_token_holds_the_leads_with_one_alert_until_it_works_a
     let h = app.wait_settled(Duration::from_secs(15)).await;
     assert_eq!(h.overall.dead_open, 0);
     each_once(&sf, &[vec!["warm".to_string()], waiting].concat());
-    wait_for("the alert to resolve", Duration::from_secs(5), async || {
-        alerts_of(&app, "credentials").await.iter().all(|a| a.resolved_at.is_some())
-    })
-    .await;
-    assert_eq!(alerts_of(&app, "credentials").await.len(), 1);
+    one_alert_resolved(&app, "credentials").await;
     app.server.shutdown().await.unwrap();
 }
 

@@ -13,7 +13,7 @@
 mod common;
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,24 +58,11 @@ breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 500 }}
 }
 
 fn start(config: &std::path::Path, log: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_leadline"))
-        .args(["serve", "--config"])
-        .arg(config)
+    serve_command(config)
         .env("RUST_LOG", "warn,leadline=info")
-        .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).expect("log file"))
         .spawn()
         .expect("start leadline")
-}
-
-async fn wait_up(http: &reqwest::Client, base: &str) {
-    for _ in 0..400 {
-        if http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("leadline did not come up at {base}");
 }
 
 /// The pid in the leader lease's owner (`host:pid:random`), if a process holds it.

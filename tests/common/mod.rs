@@ -133,21 +133,9 @@ pub fn database_url(db: &Path) -> String {
 /// run of them can open a breaker — with the default cooldown of 30 s, `notify` once waited out a whole test.
 /// `{crm}` is the mock CRM's address; the database is [`database_url`] of `db`.
 pub fn config_text(crm: SocketAddr, db: &Path, crm_target: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-max_body_bytes = 4096
-
-[database]
-url = "{db}"
-
-[worker]
-lease_seconds = 5
-poll_interval_ms = 20
-rescue_interval_seconds = 1
-shutdown_grace_seconds = 5
-
+    config_head(db)
+        + &format!(
+            r#"
 [sources.webform]
 route = ["crm", "notify"]
 signature = {{ header = "X-Signature-256", secret_env = "TEST_WEBFORM_SECRET" }}
@@ -178,6 +166,28 @@ strategy = "upsert"
 timeout_ms = 1000
 backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600 }}
 breaker = {{ consecutive_failures = 5, failure_ratio = 0.0, cooldown_ms = 300 }}
+"#
+        )
+}
+
+/// The `[server]`, `[database]` and `[worker]` sections every test config starts with: a server on port 0 taking
+/// bodies up to 4096 bytes, the database [`database_url`] of `db`, and a worker that polls every 20 ms and rescues
+/// every second. It ends inside `[worker]`, so a test may add worker settings (`batch_size = 200`) right after it.
+pub fn config_head(db: &Path) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+max_body_bytes = 4096
+
+[database]
+url = "{db}"
+
+[worker]
+lease_seconds = 5
+poll_interval_ms = 20
+rescue_interval_seconds = 1
+shutdown_grace_seconds = 5
 "#,
         db = database_url(db),
     )
@@ -227,6 +237,18 @@ pub async fn spawn() -> TestApp {
 pub async fn spawn_on(clock: leadline::api::Clock) -> TestApp {
     let options = leadline::server::StartOptions { clock: Some(clock), ..Default::default() };
     start_app(idempotent_crm, "", options).await
+}
+
+/// A mock CRM, a fresh database and a server on [`config_text`] with `crm_target` (a vendor's target, on its own
+/// mock), the config changed by `change` before the server starts (the vendor's secrets, a test's settings).
+pub async fn spawn_changed(crm_target: &str, change: impl FnOnce(&mut Config)) -> TestApp {
+    init_test_log();
+    let (crm, crm_addr) = MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = parse_config(&config_text(crm_addr, &dir.path().join("leadline.db"), crm_target));
+    change(&mut config);
+    let server = Server::start(config).await.unwrap();
+    TestApp { server, crm, crm_addr, http: reqwest::Client::new(), dir }
 }
 
 /// A mock CRM, a fresh database and a server on [`config_text`] with `extra` TOML appended.
@@ -322,6 +344,45 @@ pub async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() 
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The alerts of `kind`, open and resolved, as the API lists them.
+pub async fn alerts_of(app: &TestApp, kind: &str) -> Vec<leadline::monitor::alerts::Alert> {
+    leadline::api::alerts(&app.server.app).await.unwrap().into_iter().filter(|a| a.kind.as_str() == kind).collect()
+}
+
+/// Waits until every alert of `kind` has resolved itself, then checks the incident raised exactly one.
+pub async fn one_alert_resolved(app: &TestApp, kind: &str) {
+    wait_for("the alert to resolve", Duration::from_secs(5), async || {
+        alerts_of(app, kind).await.iter().all(|a| a.resolved_at.is_some())
+    })
+    .await;
+    assert_eq!(alerts_of(app, kind).await.len(), 1);
+}
+
+/// A `leadline serve` child on the config file `config`, with the secrets [`parse_config`] gives a test server in
+/// its environment, `RUST_LOG=warn` and its output discarded; the caller adds its own (`.env`, `.stderr`) and
+/// spawns it.
+pub fn serve_command(config: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_leadline"));
+    command
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .env("TEST_WEBFORM_SECRET", SECRET)
+        .env("TEST_META_SECRET", SECRET)
+        .env("TEST_META_VERIFY", "verify-me")
+        .env("TEST_GRAPH_TOKEN", leadline::demo::mock_crm::GRAPH_TOKEN)
+        .env("TEST_GOOGLE_KEY", GOOGLE_KEY)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+/// Waits until a `leadline serve` child at `base` answers `/healthz`, or panics after 20 s.
+pub async fn wait_up(http: &reqwest::Client, base: &str) {
+    let up = async || http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status().is_success());
+    wait_for(&format!("leadline to come up at {base}"), Duration::from_secs(20), up).await;
 }
 
 /// Sets the operator token of the database of `db` ([`database_url`]; created if needed) before a `leadline serve` child starts on
