@@ -368,9 +368,21 @@ async fn an_open_breaker_stops_traffic_to_a_down_target_then_recovers() {
     let crm = health.breakers.iter().find(|b| b.target == "crm").unwrap();
     assert_ne!(crm.state, leadline::delivery::breaker::BreakerState::Closed);
 
-    // While open, only probes reach the CRM: one per 300 ms cooldown, not 40 leads' worth of retries.
+    // While open, only probes reach the CRM: one per 300 ms cooldown, not 40 leads' worth of retries. Counted over
+    // four cooldowns, each ended by its probe failing (the breaker opening again), not over a wall-clock while.
     let before = app.crm.stats().requests;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let reopened = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut reopenings = 0;
+        while reopenings < 4 {
+            if let Ok(WorkerEvent::Breaker { to: leadline::delivery::breaker::BreakerState::Open, .. }) =
+                events.recv().await
+            {
+                reopenings += 1;
+            }
+        }
+    })
+    .await;
+    assert!(reopened.is_ok(), "the breaker's probes did not fail four times");
     let during = app.crm.stats().requests - before;
     assert!(during <= 7, "{during} requests reached a target whose breaker is open");
     // Deferred jobs did not use attempts: nobody is dead yet.

@@ -188,23 +188,36 @@ async fn ten_thousand_dead_letters_replayed_paced_through_rate_limits_and_an_out
     let after_canary = api::replay_progress(app, receipt.replay_id).await.unwrap();
     assert!(after_canary.events.iter().any(|e| e.kind.as_str() == "canary_passed"), "{:?}", after_canary.events);
 
-    // Mid-replay the CRM rate-limits for 3 s, then goes down (503) for 7 s: longer than the 5 s the runner keeps
-    // holding back after the last rate-limited answer, so the replay meets the outage itself (whether the worker
-    // still had leads to fail with before that depends on how fast it drained them).
-    let crm = setup.crm.clone();
-    let chaos = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        crm.set_behaviour(Behaviour { rate_limit_per_sec: Some(100), retry_after_secs: Some(1), ..Default::default() });
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        crm.set_behaviour(Behaviour { fail_with: Some(503), retry_after_secs: Some(1), ..Default::default() });
-        tokio::time::sleep(Duration::from_secs(7)).await;
-        crm.set_behaviour(Behaviour::default());
+    // Mid-replay (after the first thousand) the CRM rate-limits until the runner holds back for it, then goes down
+    // (503) until the runner, its hold over, meets the outage itself (whether the worker still had leads to fail
+    // with before that depends on how fast it drained them); then it recovers. Each phase ends on the runner's own
+    // word (its `waiting` event), not after a while: under load a phase timed in seconds could end before the
+    // runner had seen it.
+    let id = receipt.replay_id;
+    let waited_for = async |cause: &str| {
+        let p = api::replay_progress(app, id).await.unwrap();
+        p.events.iter().any(|e| e.kind.as_str() == "waiting" && e.detail.contains(cause))
+    };
+    wait_replay(app, "a thousand sent back", Duration::from_secs(60), || async {
+        api::replay_progress(app, id).await.unwrap().delivered >= 1_000
+    })
+    .await;
+    setup.crm.set_behaviour(Behaviour {
+        rate_limit_per_sec: Some(100),
+        retry_after_secs: Some(1),
+        ..Default::default()
     });
+    wait_replay(app, "the runner holds back for the rate limit", Duration::from_secs(60), || {
+        waited_for("rate-limiting")
+    })
+    .await;
+    setup.crm.set_behaviour(Behaviour { fail_with: Some(503), retry_after_secs: Some(1), ..Default::default() });
+    wait_replay(app, "the runner meets the outage", Duration::from_secs(60), || waited_for("looks down")).await;
+    setup.crm.set_behaviour(Behaviour::default());
     wait_replay(app, "the replay finishes", Duration::from_secs(180), || async {
         api::replay_progress(app, receipt.replay_id).await.unwrap().done
     })
     .await;
-    chaos.await.unwrap();
     let elapsed = started.elapsed();
 
     // Every lead exactly once in the CRM.

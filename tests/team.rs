@@ -174,25 +174,39 @@ async fn three_processes_deliver_every_lead_once_and_decide_once_for_the_team() 
             }
         })
     };
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The two left go on without the leader before it comes back.
+    wait_records(crm.stats().records + 500, Duration::from_secs(60)).await;
     children[killed] = start(&configs[killed], &dir.path().join("leadline-restarted.log"));
     wait_up(&http, &bases[killed]).await;
 
-    // An outage: every write answered 503 for two seconds.
+    // An outage: every write answered 503 until the team's breaker has opened and its alert is raised.
     wait_records(8_000, Duration::from_secs(60)).await;
     crm.set_behaviour(Behaviour { fail_with: Some(503), token_bucket: Some((550.0, 20.0)), ..Default::default() });
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_for("the breaker to open and its alert", Duration::from_secs(60), async || {
+        let transitions = store.breaker_transitions("crm").await.unwrap();
+        let alerts = store.alerts(100).await.unwrap();
+        transitions.iter().any(|t| t.from_state == "closed" && t.to_state == "open")
+            && alerts.iter().any(|a| a.kind == AlertKind::BreakerOpen)
+    })
+    .await;
     crm.set_behaviour(Behaviour { token_bucket: Some((550.0, 20.0)), ..Default::default() });
 
-    // "Come back at <date>": every request answered 429 with an HTTP-date for two seconds.
+    // "Come back at <date>": every request answered 429 with an HTTP-date for two seconds. Its 429s are counted
+    // once the team has met it, the date has passed and the team writes again.
     wait_records(13_000, Duration::from_secs(90)).await;
     let before_limit = crm.stats().rate_limited;
+    let until = chrono::Utc::now() + chrono::Duration::seconds(2);
     crm.set_behaviour(Behaviour {
-        limited_until: Some(chrono::Utc::now() + chrono::Duration::seconds(2)),
+        limited_until: Some(until),
         token_bucket: Some((550.0, 20.0)),
         ..Default::default()
     });
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_for("the team to meet the 'come back at' date", Duration::from_secs(30), async || {
+        crm.stats().rate_limited > before_limit
+    })
+    .await;
+    wait_for("the date to pass", Duration::from_secs(30), async || chrono::Utc::now() > until).await;
+    wait_records(crm.stats().records + 1, Duration::from_secs(60)).await;
     let limited_429s = crm.stats().rate_limited - before_limit;
     crm.set_behaviour(Behaviour { token_bucket: Some((550.0, 20.0)), ..Default::default() });
 
