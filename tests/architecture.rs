@@ -273,6 +273,34 @@ fn only_the_clock_and_the_demo_read_the_system_time() {
     assert!(readers.is_empty(), "read the injected clock instead of Utc::now(): {readers:?}");
 }
 
+/// Unit tests too stand at a time they choose: the functions they test take `now` as an argument, and a test that
+/// read the system time would test a different moment on every run.
+#[test]
+fn unit_tests_do_not_read_the_system_time() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(Path::new(SRC), &mut files);
+    let readers: Vec<String> = files
+        .into_iter()
+        .filter(|f| !f.starts_with(Path::new(SRC).join("demo")) && f != &Path::new(SRC).join("clock.rs"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.lines().any(|l| !l.trim_start().starts_with("//") && l.contains("Utc::now()"))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(readers.is_empty(), "stand at a fixed instant instead of Utc::now(): {readers:?}");
+}
+
 /// Every source file of the programs (`leadline`, `leadline-window` and the library they share) as
 /// `(path under src-tauri, code)`: comments and every `#[cfg(test)]` item (a test module, a test-only function)
 /// left out, wherever in the file it stands.

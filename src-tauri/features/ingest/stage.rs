@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn what_is_missing_is_named() {
-        let now = Utc::now();
+        let now = Utc.with_ymd_and_hms(2026, 12, 5, 13, 0, 0).unwrap();
         let cfg = StageWebhookConfig::default();
         let e = read(&json!({"vid": 1}), &cfg, now).unwrap_err();
         assert!(e.contains("/properties/lifecyclestage/value"), "{e}");

@@ -186,7 +186,7 @@ mod tests {
     fn health(pending: i64, running: i64, dead_open: i64, level: VerdictLevel, reason: &str) -> HealthView {
         let overall = TargetHealth { target: "*".into(), pending, running, dead_open, ..Default::default() };
         HealthView {
-            queue: QueueHealth { generated_at: chrono::Utc::now(), overall, targets: vec![] },
+            queue: QueueHealth { generated_at: "2026-12-05T13:00:00Z".parse().unwrap(), overall, targets: vec![] },
             breakers: vec![],
             verdict: HealthVerdict { level, reason: reason.into(), link: None },
         }

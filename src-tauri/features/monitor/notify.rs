@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn renotification_waits_its_interval_and_stops_when_acknowledged() {
-        let now = Utc::now();
+        let now: DateTime<Utc> = "2026-12-05T13:00:00Z".parse().unwrap();
         let p = AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) };
         assert!(!renotify_due(&p, &alert("warning", "open", Some(59), now), now, false, false));
         assert!(renotify_due(&p, &alert("warning", "open", Some(60), now), now, false, false));
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn a_digest_is_one_notification() {
-        let now = Utc::now();
+        let now: DateTime<Utc> = "2026-12-05T13:00:00Z".parse().unwrap();
         let many: Vec<Alert> = (0..7).map(|_| alert("warning", "open", None, now)).collect();
         let (title, body) = digest_text(&many);
         assert_eq!(title, "Leadline: 7 alerts");
@@ -224,7 +224,7 @@ mod tests {
     #[test]
     fn a_channel_sends_due_alerts_alone_and_held_ones_in_one_digest() {
         use crate::store::ChannelState::{Due, Held as Waiting, Sent};
-        let now = Utc::now();
+        let now: DateTime<Utc> = "2026-12-05T13:00:00Z".parse().unwrap();
         let immediate = |_: &Alert| AlertPolicy { notify: NotifyPolicy::Immediate, renotify_minutes: Some(60) };
         let entries = vec![
             entry(1, Due, now),
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_channel_reminds_of_open_alerts_by_its_own_last_announcement() {
-        let now = Utc::now();
+        let now: DateTime<Utc> = "2026-12-05T13:00:00Z".parse().unwrap();
         let mut sent = entry(7, crate::store::ChannelState::Sent, now);
         sent.notified_at = Some(now - chrono::Duration::minutes(61));
         let at = ChannelMoment { now, quiet_now: false, hold_critical: false, digest_due: false };
@@ -260,7 +260,7 @@ mod tests {
 
     #[test]
     fn a_failed_send_is_retried_after_a_growing_delay() {
-        let now = Utc::now();
+        let now: DateTime<Utc> = "2026-12-05T13:00:00Z".parse().unwrap();
         assert_eq!(retry_delay(1), chrono::Duration::seconds(15));
         assert_eq!(retry_delay(3), chrono::Duration::seconds(60));
         assert_eq!(retry_delay(40), chrono::Duration::minutes(10));

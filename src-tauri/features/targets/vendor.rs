@@ -322,7 +322,7 @@ mod tests {
         let slice = [("X-RateLimit-Remaining", "0"), ("Retry-After", "7")];
         assert_eq!(slice.header("x-ratelimit-remaining"), Some("0"));
         assert_eq!(header_u64(&slice[..], "RETRY-AFTER"), Some(7));
-        let now = Utc::now();
+        let now: DateTime<Utc> = "2026-12-05T13:00:00Z".parse().unwrap();
         assert_eq!(retry_after(&slice[..], now), Some(now + chrono::Duration::seconds(7)));
 
         let mut map = reqwest::header::HeaderMap::new();

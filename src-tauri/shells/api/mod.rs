@@ -79,9 +79,14 @@ mod tests {
         }
     }
 
+    /// The instant these tests stand at: the functions under test take their time as an argument.
+    fn at() -> DateTime<Utc> {
+        "2026-12-05T13:00:00Z".parse().unwrap()
+    }
+
     fn queue(pending: i64) -> QueueHealth {
         QueueHealth {
-            generated_at: Utc::now(),
+            generated_at: at(),
             overall: TargetHealth { target: "*".into(), pending, ..Default::default() },
             targets: vec![],
         }
@@ -89,7 +94,7 @@ mod tests {
 
     #[test]
     fn the_verdict_follows_the_worst_fact() {
-        let until = Utc::now() + chrono::Duration::minutes(2);
+        let until = at() + chrono::Duration::minutes(2);
         let ok = verdict(&[], &[("crm".into(), TargetSituation::Sending)], &queue(3));
         assert_eq!(
             (ok.level, ok.reason.as_str(), ok.link),
@@ -178,10 +183,10 @@ mod tests {
 
     #[test]
     fn a_targets_situation_puts_what_a_person_must_know_first() {
-        let until = Utc::now() + chrono::Duration::minutes(2);
+        let until = at() + chrono::Duration::minutes(2);
         let credentials = Hold { until, reason: HoldReason::Credentials { credential: "T".into() } };
         let limited = Hold { until, reason: HoldReason::RateLimited };
-        let opened = Some(Utc::now());
+        let opened = Some(at());
         assert_eq!(
             situation(true, Some(credentials.clone()), BreakerState::Open, opened),
             TargetSituation::PausedByPerson
