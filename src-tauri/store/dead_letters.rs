@@ -3,7 +3,7 @@
 //! purging the data of resolved leads.
 //!
 //! A [`DeadLetterFilter`] is turned into SQL only here ([`push_where`], [`push_tally_where`]); replay's
-//! operations (`replays.rs`) use the same builders. Dynamic SQL is built with [`Sql`], which numbers its
+//! operations (`replays.rs`, `previews.rs`) use the same builders. Dynamic SQL is built with [`Sql`], which numbers its
 //! placeholders and knows the backend's dialect (a list of ids is `json_each($n)` on SQLite, `= ANY($n)` on
 //! PostgreSQL; a lead field is `json_extract` on SQLite, `#>>` on PostgreSQL).
 
@@ -630,6 +630,11 @@ impl Store {
     pub async fn purge_delivered_leads(&self, cutoff: DateTime<Utc>, now: DateTime<Utc>) -> anyhow::Result<u64> {
         dispatch!(self, purge_delivered_leads(cutoff, now))
     }
+
+    /// The open dead letters with their data the selection holds now: (delivery id, event id), by delivery id.
+    pub async fn selected_open_events(&self, selection: &ReplaySelection) -> anyhow::Result<Vec<(i64, i64)>> {
+        dispatch!(self, selected_open_events(selection))
+    }
 }
 
 backends! {
@@ -804,7 +809,7 @@ backends! {
         }
 
         /// Whether any replay is running or paused (only then can a dead letter be queued in one).
-        async fn any_replay_active(db: &Db) -> anyhow::Result<bool> {
+        pub(in crate::store) async fn any_replay_active(db: &Db) -> anyhow::Result<bool> {
             let (n,): (i64,) = sqlx::query_as(ANY_REPLAY_ACTIVE)
                 .fetch_one(db.reader())
                 .await
@@ -933,6 +938,13 @@ backends! {
                     .context("cannot purge a CRM answer")?;
             }
             Ok(n)
+        }
+
+        pub async fn selected_open_events(db: &Db, selection: &ReplaySelection) -> anyhow::Result<Vec<(i64, i64)>> {
+            let mut q = Sql::new(DIALECT, "SELECT d.id, d.event_id");
+            push_selection(&mut q, selection)?;
+            q.push(" AND d.resolution = 'open' AND e.purged_at IS NULL ORDER BY d.id");
+            built_as(&q).fetch_all(db.reader()).await.context("cannot read the selection")
         }
     }
     sqlite {

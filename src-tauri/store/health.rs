@@ -67,6 +67,16 @@ impl Store {
     ) -> anyhow::Result<(i64, Option<DateTime<Utc>>)> {
         dispatch!(self, running_out_of_budget(target, started_by, own_wait))
     }
+
+    /// Targets that answered "slow down" (an attempt of class `rate_limited`) since `since`.
+    pub async fn rate_limited_targets(&self, since: DateTime<Utc>) -> anyhow::Result<Vec<String>> {
+        dispatch!(self, rate_limited_targets(since))
+    }
+
+    /// When `target` last delivered a lead.
+    pub async fn last_delivered_at(&self, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
+        dispatch!(self, last_delivered_at(target))
+    }
 }
 
 backends! {
@@ -175,6 +185,28 @@ backends! {
             .await
             .context("cannot read steps near their retry budget")?;
             Ok((n, oldest.map(from_ms)))
+        }
+
+        pub async fn rate_limited_targets(db: &Db, since: DateTime<Utc>) -> anyhow::Result<Vec<String>> {
+            let rows: Vec<(String,)> = sqlx::query_as(
+                "SELECT DISTINCT d.target FROM attempt a JOIN delivery d ON d.id = a.delivery_id
+                  WHERE a.started_at >= $1 AND a.class = 'rate_limited'",
+            )
+            .bind(ms(since))
+            .fetch_all(db.reader())
+            .await
+            .context("cannot read rate limits")?;
+            Ok(rows.into_iter().map(|r| r.0).collect())
+        }
+
+        pub async fn last_delivered_at(db: &Db, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
+            let (at,): (Option<i64>,) =
+                sqlx::query_as("SELECT MAX(delivered_at) FROM delivery WHERE target = $1 AND state = 'delivered'")
+                    .bind(target)
+                    .fetch_one(db.reader())
+                    .await
+                    .context("cannot read last delivery")?;
+            Ok(at.map(from_ms))
         }
     }
 }

@@ -18,14 +18,14 @@
 /// `postgres { … }` only for that backend.
 macro_rules! backends {
     ($(shared { $($shared:item)* })? $(sqlite { $($lite:item)* })? $(postgres { $($pg:item)* })?) => {
-        mod on_sqlite {
+        pub(super) mod on_sqlite {
             #![allow(unused_imports)]
             use super::*;
             use $crate::store::sqlite::{Conn, Db};
             $($($shared)*)?
             $($($lite)*)?
         }
-        mod on_postgres {
+        pub(super) mod on_postgres {
             #![allow(unused_imports)]
             use super::*;
             use $crate::store::postgres::{Conn, Db};
@@ -51,6 +51,7 @@ mod contacts;
 mod dead_letters;
 mod events;
 mod figures;
+mod fixes;
 mod fixtures;
 mod health;
 mod inspect;
@@ -62,6 +63,7 @@ mod missing_data;
 mod operators;
 mod polls;
 pub mod postgres;
+mod previews;
 mod replays;
 mod seed;
 mod sources;
@@ -89,6 +91,7 @@ pub use dead_letters::{
 };
 pub use events::{InsertOutcome, NewEvent, OnChange, Via};
 pub use figures::{BreakerHistory, DeliveredStep, RouteDeadLetters};
+pub use fixes::{DeadLetterLead, LeadFix};
 #[doc(hidden)]
 pub use fixtures::{BenchFill, LeadFixture, StepFixture, StepFixtureState};
 pub use health::{QueueHealth, TargetHealth};
@@ -104,9 +107,10 @@ pub use metrics::{
 pub use missing_data::{Episode, EpisodeCount, MissingDataCounts, MissingDataLead, MissingField};
 pub use operators::{OperatorToken, Reveal, TargetPause};
 pub use polls::{PollCursor, PollPass};
+pub use previews::{FallbackRule, PreviewCategory, PreviewCount};
 pub use replays::{
-    DeadLetterLead, FallbackRule, LeadFix, NewReplay, PreviewCategory, PreviewCount, QueuedItem, ReplayEvent,
-    ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem, RunningReplay, StartOutcome, StatusChange,
+    NewReplay, QueuedItem, ReplayEvent, ReplayHistoryEntry, ReplayItemCounts, ReplayProgress, ReplayReportItem,
+    RunningReplay, StartOutcome, StatusChange,
 };
 pub use seed::EventCountPoint;
 pub use sources::{ReconciliationRun, RunResult};

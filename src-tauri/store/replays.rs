@@ -1,57 +1,21 @@
-//! Replays (`replay`, `replay_item`, `replay_event`) and fixes to a lead's data (`payload_fix`): the preview's
-//! counts, starting a replay with its items, the runner's state (counts, pacing, sending items back, canary and
-//! finish), the report and history, and recording fixes.
+//! Replays (`replay`, `replay_item`, `replay_event`): starting a replay with its items, the runner's state (counts,
+//! pacing, sending items back, canary and finish), the report and history. What a replay would do is counted in
+//! `previews.rs`; fixes to a lead's data are `fixes.rs`.
 //!
 //! Selections are turned into SQL by `dead_letters.rs`'s builders; lists of ids are `json_each` on SQLite and
 //! `= ANY` on PostgreSQL.
-
-use std::collections::BTreeMap;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::dead_letters::{
-    open_condition, push_selection, push_tally_where, push_where, Dialect, ReplaySelection, Sql, ANY_REPLAY_ACTIVE,
-    QUEUED_IN_REPLAY,
-};
+use super::dead_letters::{open_condition, push_selection, Dialect, ReplaySelection, Sql, QUEUED_IN_REPLAY};
+use super::previews::{push_fallback_case, FallbackRule};
 use super::{from_ms, ms, Store};
-use crate::model::{decode, ErrorClass, ReplayEventKind, ReplayOutcome, ReplayPhase, ReplayStatus, Resolution};
+use crate::model::{decode, ErrorClass, ReplayEventKind, ReplayOutcome, ReplayPhase, ReplayStatus};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Types
-
-/// A time-sensitive target: leads older than `max_lead_age_minutes` go to `fallback` instead.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FallbackRule {
-    pub target: String,
-    pub fallback: String,
-    pub max_lead_age_minutes: u64,
-}
-
-/// Where a selected dead letter stands for a replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PreviewCategory {
-    /// An open dead letter with its data: it will be sent back.
-    Eligible,
-    /// Replayed, discarded or fixed by hand before.
-    Resolved,
-    /// Its lead's data was purged.
-    Purged,
-    /// Waiting in another replay that is still running.
-    Queued,
-}
-
-/// One line of a preview: how many selected dead letters of `target` are in `category` (and, when eligible,
-/// how many of them were received more than 24 h ago, and the fallback they will run, if any).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PreviewCount {
-    pub target: String,
-    pub category: PreviewCategory,
-    pub count: i64,
-    pub older_than_24h: i64,
-    pub fallback: Option<String>,
-}
 
 /// A replay to record.
 #[derive(Debug, Clone)]
@@ -197,63 +161,14 @@ pub struct QueuedItem {
     pub fallback_to: Option<String>,
 }
 
-/// A dead letter's lead, for an edit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetterLead {
-    pub event_id: i64,
-    pub source: String,
-    pub resolution: Resolution,
-    pub purged: bool,
-}
-
-/// A fix to one lead's data: its data from now on and the audit of the change.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeadFix {
-    pub event_id: i64,
-    pub payload: serde_json::Value,
-    pub operation: serde_json::Value,
-    pub before: serde_json::Value,
-    pub after: serde_json::Value,
-}
-
-type PreviewRow = (String, String, i64, i64, Option<String>);
 type Head = (i64, String, String, String, String, String, i64, f64, Option<String>, i64, Option<i64>);
 type Counts = (i64, i64, i64, i64, i64, i64, i64, i64, i64);
 type ItemRow = (i64, String, String, String, String, Option<String>, Option<String>, Option<String>, Option<i64>);
 type HistoryRow = (i64, i64, String, String, Option<String>, Option<String>);
 
-fn category(name: &str) -> PreviewCategory {
-    match name {
-        "eligible" => PreviewCategory::Eligible,
-        "resolved" => PreviewCategory::Resolved,
-        "purged" => PreviewCategory::Purged,
-        _ => PreviewCategory::Queued,
-    }
-}
-
 /// `1` when `condition` holds, else `0`, summed as BIGINT (portable: PostgreSQL sums no booleans).
 fn count_if(condition: &str) -> String {
     format!("CAST(COALESCE(SUM(CASE WHEN {condition} THEN 1 ELSE 0 END), 0) AS BIGINT)")
-}
-
-/// Appends `CASE d.target WHEN … THEN <fallback if the lead is too old> END`. A lead is as old as the lead itself
-/// (`lead_at`, when it says it came into being before it was received), as on the worker's path.
-fn push_fallback_case(q: &mut Sql, rules: &[FallbackRule], now: DateTime<Utc>) {
-    if rules.is_empty() {
-        q.push("CAST(NULL AS TEXT)");
-        return;
-    }
-    q.push("CASE d.target");
-    for rule in rules {
-        q.push(" WHEN ")
-            .bind(rule.target.as_str())
-            .push(" THEN CASE WHEN COALESCE(e.lead_at, e.received_at) < ")
-            .bind(ms(now - chrono::Duration::minutes(rule.max_lead_age_minutes as i64)))
-            .push(" THEN ")
-            .bind(rule.fallback.as_str())
-            .push(" END");
-    }
-    q.push(" END");
 }
 
 /// Whether a step's history has an attempt that may have reached the target without a definite answer (no
@@ -267,17 +182,6 @@ pub(super) const UNCERTAIN: &str = "(in_doubt != 0 OR EXISTS (SELECT 1 FROM atte
 // Operations
 
 impl Store {
-    /// The preview's counts for a selection: per target and category. A filter the kept tally answers is counted
-    /// without reading every dead letter; any other selection by one aggregate scan.
-    pub async fn replay_preview(
-        &self,
-        selection: &ReplaySelection,
-        fallbacks: &[FallbackRule],
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<Vec<PreviewCount>> {
-        dispatch!(self, replay_preview(selection, fallbacks, now))
-    }
-
     /// Records a replay and its items (each with its prior class and reason, in delivery-id order) and its
     /// `started` event in one transaction, if the selection still holds exactly `expected` eligible dead
     /// letters. Nothing is sent back yet.
@@ -322,16 +226,6 @@ impl Store {
     /// The replays a delivery was part of, oldest first.
     pub async fn replay_history(&self, delivery_id: i64) -> anyhow::Result<Vec<ReplayHistoryEntry>> {
         dispatch!(self, replay_history(delivery_id))
-    }
-
-    /// The open dead letters with their data the selection holds now: (delivery id, event id), by delivery id.
-    pub async fn selected_open_events(&self, selection: &ReplaySelection) -> anyhow::Result<Vec<(i64, i64)>> {
-        dispatch!(self, selected_open_events(selection))
-    }
-
-    /// Targets that answered "slow down" (an attempt of class `rate_limited`) since `since`.
-    pub async fn rate_limited_targets(&self, since: DateTime<Utc>) -> anyhow::Result<Vec<String>> {
-        dispatch!(self, rate_limited_targets(since))
     }
 
     /// The running replays, oldest first.
@@ -407,11 +301,6 @@ impl Store {
         dispatch!(self, finish_replay(replay_id, detail, now))
     }
 
-    /// When `target` last delivered a lead.
-    pub async fn last_delivered_at(&self, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
-        dispatch!(self, last_delivered_at(target))
-    }
-
     /// The open dead letters of `target` an auto-replay takes: setup and outage classes, dead in
     /// `[since, before)`, with their data, not queued in a running replay and never in an auto-replay.
     pub async fn auto_replay_candidates(
@@ -422,200 +311,10 @@ impl Store {
     ) -> anyhow::Result<Vec<i64>> {
         dispatch!(self, auto_replay_candidates(target, since, before))
     }
-
-    /// A lead's source and data.
-    pub async fn lead_data(&self, event_id: i64) -> anyhow::Result<(String, serde_json::Value)> {
-        dispatch!(self, lead_data(event_id))
-    }
-
-    /// The lead of a dead letter; `None` when the delivery is not a dead letter.
-    pub async fn dead_letter_lead(&self, delivery_id: i64) -> anyhow::Result<Option<DeadLetterLead>> {
-        dispatch!(self, dead_letter_lead(delivery_id))
-    }
-
-    /// Stores fixed leads (the first fix keeps the original) and their audit, in one transaction.
-    pub async fn record_lead_fixes(
-        &self,
-        fixes: &[LeadFix],
-        actor: &str,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> anyhow::Result<()> {
-        dispatch!(self, record_lead_fixes(fixes, actor, reason, now))
-    }
 }
 
 backends! {
     shared {
-        /// Whether any replay is running or paused (only then can a dead letter be queued in one).
-        async fn any_replay_active(db: &Db) -> anyhow::Result<bool> {
-            let (n,): (i64,) = sqlx::query_as(ANY_REPLAY_ACTIVE)
-                .fetch_one(db.reader())
-                .await
-                .context("cannot read replays")?;
-            Ok(n > 0)
-        }
-
-        pub async fn replay_preview(
-            db: &Db,
-            selection: &ReplaySelection,
-            fallbacks: &[FallbackRule],
-            now: DateTime<Utc>,
-        ) -> anyhow::Result<Vec<PreviewCount>> {
-            let check_queued = any_replay_active(db).await?;
-            match (&selection.ids, &selection.filter) {
-                (None, Some(filter)) if filter.tally_answers() => {
-                    preview_by_tally(db, filter, check_queued, fallbacks, now).await
-                }
-                _ => preview_by_scan(db, selection, check_queued, fallbacks, now).await,
-            }
-        }
-
-        /// The preview's counts by scanning the selected dead letters (any selection).
-        async fn preview_by_scan(
-            db: &Db,
-            selection: &ReplaySelection,
-            check_queued: bool,
-            rules: &[FallbackRule],
-            now: DateTime<Utc>,
-        ) -> anyhow::Result<Vec<PreviewCount>> {
-            let mut q = Sql::new(
-                DIALECT,
-                "SELECT d.target, CASE WHEN d.resolution != 'open' THEN 'resolved' WHEN e.purged_at IS NOT NULL THEN 'purged'",
-            );
-            if check_queued {
-                q.push(&format!(" WHEN {QUEUED_IN_REPLAY} IS NOT NULL THEN 'queued'"));
-            }
-            q.push(" ELSE 'eligible' END AS category, COUNT(*), CAST(COALESCE(SUM(CASE WHEN e.received_at < ")
-                .bind(ms(now - chrono::Duration::hours(24)))
-                .push(" THEN 1 ELSE 0 END), 0) AS BIGINT), ");
-            push_fallback_case(&mut q, rules, now);
-            q.push(" AS fallback");
-            push_selection(&mut q, selection)?;
-            q.push(" GROUP BY d.target, category, fallback");
-            let rows: Vec<PreviewRow> = built_as(&q).fetch_all(db.reader()).await.context("cannot preview replay")?;
-            Ok(rows
-                .into_iter()
-                .map(|(target, c, count, older_than_24h, fallback)| PreviewCount {
-                    target,
-                    category: category(&c),
-                    count,
-                    older_than_24h,
-                    fallback,
-                })
-                .collect())
-        }
-
-        /// The same counts for a filter the kept `dead_letter_tally` answers, without reading every dead letter:
-        /// the tally gives the counts by target, resolution and purge; only the dead letters queued in a running
-        /// replay and those received recently (to tell which are older than 24 h or than a fallback's age) are
-        /// read, from their own indexes. Equal to the scan by construction (`older = eligible − recent`).
-        async fn preview_by_tally(
-            db: &Db,
-            filter: &crate::store::DeadLetterFilter,
-            check_queued: bool,
-            rules: &[FallbackRule],
-            now: DateTime<Utc>,
-        ) -> anyhow::Result<Vec<PreviewCount>> {
-            let filter = filter.any_resolution();
-            // A NULL resolution counts as open, as in the scan (`d.resolution != 'open'` is not true for it).
-            let mut q = Sql::new(
-                DIALECT,
-                "SELECT t.target, CASE WHEN t.resolution NOT IN ('open', '') THEN 'resolved'
-                        WHEN t.purged != 0 THEN 'purged' ELSE 'open' END AS category, CAST(SUM(t.n) AS BIGINT)
-                   FROM dead_letter_tally t WHERE",
-            );
-            push_tally_where(&mut q, &filter, None);
-            q.push(" GROUP BY 1, 2");
-            let counts: Vec<(String, String, i64)> =
-                built_as(&q).fetch_all(db.reader()).await.context("cannot preview replay")?;
-
-            let open_unpurged = " AND COALESCE(d.resolution, 'open') = 'open' AND e.purged_at IS NULL";
-            let mut queued: BTreeMap<String, i64> = BTreeMap::new();
-            if check_queued {
-                let mut q = Sql::new(DIALECT, "SELECT d.target, COUNT(*) FROM delivery d JOIN inbound_event e ON e.id = d.event_id");
-                push_where(&mut q, &filter);
-                q.push(open_unpurged);
-                q.push(
-                    " AND d.id IN (SELECT ri.delivery_id FROM replay r JOIN replay_item ri ON ri.replay_id = r.id
-                                    WHERE r.status IN ('running', 'paused') AND ri.requeued_at IS NULL)
-                      GROUP BY d.target",
-                );
-                let rows: Vec<(String, i64)> =
-                    built_as(&q).fetch_all(db.reader()).await.context("cannot preview replay")?;
-                queued.extend(rows);
-            }
-
-            // Eligible dead letters received after the earliest cut-off (24 h, or a fallback's age): per target,
-            // how many are younger than 24 h and how many are younger than the target's fallback age.
-            let day = ms(now - chrono::Duration::hours(24));
-            let cutoff = |minutes: u64| ms(now - chrono::Duration::minutes(minutes as i64));
-            let earliest = rules.iter().map(|r| cutoff(r.max_lead_age_minutes)).fold(day, i64::min);
-            let mut q = Sql::new(DIALECT, "SELECT d.target, CAST(SUM(CASE WHEN e.received_at >= ");
-            q.bind(day).push(" THEN 1 ELSE 0 END) AS BIGINT), ");
-            if rules.is_empty() {
-                q.push("CAST(0 AS BIGINT)");
-            } else {
-                q.push("CAST(SUM(CASE");
-                for rule in rules {
-                    q.push(" WHEN d.target = ")
-                        .bind(rule.target.as_str())
-                        .push(" THEN CASE WHEN COALESCE(e.lead_at, e.received_at) >= ")
-                        .bind(cutoff(rule.max_lead_age_minutes))
-                        .push(" THEN 1 ELSE 0 END");
-                }
-                q.push(" ELSE 0 END) AS BIGINT)");
-            }
-            // The lead's table drives (its time index), each lead's steps are looked up by event.
-            q.push(" FROM inbound_event e CROSS JOIN delivery d");
-            push_where(&mut q, &filter);
-            q.push(" AND d.event_id = e.id AND e.received_at >= ").bind(earliest);
-            q.push(open_unpurged);
-            if check_queued {
-                q.push(&format!(" AND {QUEUED_IN_REPLAY} IS NULL"));
-            }
-            q.push(" GROUP BY d.target");
-            let recent: Vec<(String, i64, i64)> =
-                built_as(&q).fetch_all(db.reader()).await.context("cannot preview replay")?;
-            let recent: BTreeMap<String, (i64, i64)> = recent.into_iter().map(|(t, day, fb)| (t, (day, fb))).collect();
-
-            let mut rows = Vec::new();
-            let line = |target: &str, category, count, older_than_24h, fallback| PreviewCount {
-                target: target.to_string(),
-                category,
-                count,
-                older_than_24h,
-                fallback,
-            };
-            for (target, c, n) in counts {
-                if c != "open" {
-                    if n > 0 {
-                        rows.push(line(&target, category(&c), n, 0, None));
-                    }
-                    continue;
-                }
-                let queued_n = queued.get(&target).copied().unwrap_or(0);
-                if queued_n > 0 {
-                    rows.push(line(&target, PreviewCategory::Queued, queued_n, 0, None));
-                }
-                let eligible = n - queued_n;
-                let (young, young_for_fallback) = recent.get(&target).copied().unwrap_or((0, 0));
-                let old = eligible - young;
-                let rule = rules.iter().find(|r| r.target == target);
-                let to_fallback = rule.map_or(0, |_| eligible - young_for_fallback);
-                // Rows with a count only, as the scan's GROUP BY gives; `old` rides on either (only its sum is used).
-                let stays = eligible - to_fallback;
-                if stays > 0 {
-                    rows.push(line(&target, PreviewCategory::Eligible, stays, old, None));
-                }
-                if let (Some(rule), true) = (rule, to_fallback > 0) {
-                    let old = if stays > 0 { 0 } else { old };
-                    rows.push(line(&target, PreviewCategory::Eligible, to_fallback, old, Some(rule.fallback.clone())));
-                }
-            }
-            Ok(rows)
-        }
-
         pub async fn start_replay(db: &Db, replay: &NewReplay<'_>) -> anyhow::Result<StartOutcome> {
             let check_queued = any_replay_active(db).await?;
             let mut tx = db.begin_write().await?;
@@ -884,25 +583,6 @@ backends! {
                 .collect()
         }
 
-        pub async fn selected_open_events(db: &Db, selection: &ReplaySelection) -> anyhow::Result<Vec<(i64, i64)>> {
-            let mut q = Sql::new(DIALECT, "SELECT d.id, d.event_id");
-            push_selection(&mut q, selection)?;
-            q.push(" AND d.resolution = 'open' AND e.purged_at IS NULL ORDER BY d.id");
-            built_as(&q).fetch_all(db.reader()).await.context("cannot read the selection")
-        }
-
-        pub async fn rate_limited_targets(db: &Db, since: DateTime<Utc>) -> anyhow::Result<Vec<String>> {
-            let rows: Vec<(String,)> = sqlx::query_as(
-                "SELECT DISTINCT d.target FROM attempt a JOIN delivery d ON d.id = a.delivery_id
-                  WHERE a.started_at >= $1 AND a.class = 'rate_limited'",
-            )
-            .bind(ms(since))
-            .fetch_all(db.reader())
-            .await
-            .context("cannot read rate limits")?;
-            Ok(rows.into_iter().map(|r| r.0).collect())
-        }
-
         pub async fn running_replays(db: &Db) -> anyhow::Result<Vec<RunningReplay>> {
             let rows: Vec<(i64, String, i64, f64, Option<String>, i64)> = sqlx::query_as(
                 "SELECT id, phase, canary_size, rate_per_second, waiting_for, auto FROM replay WHERE status = 'running'
@@ -1081,16 +761,6 @@ backends! {
             Ok(())
         }
 
-        pub async fn last_delivered_at(db: &Db, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
-            let (at,): (Option<i64>,) =
-                sqlx::query_as("SELECT MAX(delivered_at) FROM delivery WHERE target = $1 AND state = 'delivered'")
-                    .bind(target)
-                    .fetch_one(db.reader())
-                    .await
-                    .context("cannot read last delivery")?;
-            Ok(at.map(from_ms))
-        }
-
         pub async fn auto_replay_candidates(
             db: &Db,
             target: &str,
@@ -1116,80 +786,16 @@ backends! {
             Ok(ids.into_iter().map(|r| r.0).collect())
         }
 
-        pub async fn lead_data(db: &Db, event_id: i64) -> anyhow::Result<(String, serde_json::Value)> {
-            let (source, payload): (String, String) =
-                sqlx::query_as("SELECT source, payload FROM inbound_event WHERE id = $1")
-                    .bind(event_id)
-                    .fetch_one(db.reader())
-                    .await
-                    .context("cannot read the lead")?;
-            Ok((source, serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null)))
-        }
-
-        pub async fn dead_letter_lead(db: &Db, delivery_id: i64) -> anyhow::Result<Option<DeadLetterLead>> {
-            let row: Option<(i64, String, Option<String>, Option<i64>)> = sqlx::query_as(
-                "SELECT e.id, e.source, d.resolution, e.purged_at FROM delivery d JOIN inbound_event e ON e.id = d.event_id
-                  WHERE d.id = $1 AND d.state = 'dead'",
-            )
-            .bind(delivery_id)
-            .fetch_optional(db.reader())
-            .await
-            .context("cannot read the dead letter")?;
-            row.map(|(event_id, source, resolution, purged)| {
-                Ok(DeadLetterLead {
-                    event_id,
-                    source,
-                    resolution: resolution.as_deref().map(decode).transpose()?.unwrap_or(Resolution::Open),
-                    purged: purged.is_some(),
-                })
-            })
-            .transpose()
-        }
-
-        pub async fn record_lead_fixes(
-            db: &Db,
-            fixes: &[LeadFix],
-            actor: &str,
-            reason: &str,
-            now: DateTime<Utc>,
-        ) -> anyhow::Result<()> {
-            let mut tx = db.begin_write().await?;
-            for fix in fixes {
-                sqlx::query(
-                    "UPDATE inbound_event SET original_payload = COALESCE(original_payload, payload), payload = $1
-                      WHERE id = $2",
-                )
-                .bind(fix.payload.to_string())
-                .bind(fix.event_id)
-                .execute(&mut *tx)
-                .await
-                .context("cannot store the fixed lead")?;
-                sqlx::query(
-                    "INSERT INTO payload_fix (event_id, at, actor, reason, operation, before, after)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(fix.event_id)
-                .bind(ms(now))
-                .bind(actor)
-                .bind(reason)
-                .bind(fix.operation.to_string())
-                .bind(fix.before.to_string())
-                .bind(fix.after.to_string())
-                .execute(&mut *tx)
-                .await
-                .context("cannot record the fix")?;
-            }
-            tx.commit().await.context("cannot commit the fixes")?;
-            Ok(())
-        }
     }
     sqlite {
         const DIALECT: Dialect = Dialect::Sqlite;
+        use crate::store::dead_letters::on_sqlite::any_replay_active;
         use crate::store::dead_letters::{lite as built, lite_as as built_as};
         type DbKind = sqlx::Sqlite;
     }
     postgres {
         const DIALECT: Dialect = Dialect::Postgres;
+        use crate::store::dead_letters::on_postgres::any_replay_active;
         use crate::store::dead_letters::{pg as built, pg_as as built_as};
         type DbKind = sqlx::Postgres;
     }
