@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 const SRC: &str = "src-tauri";
 
-/// Every module file as `(module path, text without comments and test modules)`.
-fn modules() -> BTreeMap<String, String> {
+/// Every `.rs` file under `src-tauri`.
+fn rust_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -32,6 +32,12 @@ fn modules() -> BTreeMap<String, String> {
     }
     let mut files = Vec::new();
     walk(Path::new(SRC), &mut files);
+    files
+}
+
+/// Every module file as `(module path, text without comments and test modules)`.
+fn modules() -> BTreeMap<String, String> {
+    let files = rust_files();
     let mut out = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix(SRC).unwrap().with_extension("");
@@ -277,18 +283,7 @@ fn only_the_clock_and_the_demo_read_the_system_time() {
 /// read the system time would test a different moment on every run.
 #[test]
 fn unit_tests_do_not_read_the_system_time() {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(Path::new(SRC), &mut files);
+    let files = rust_files();
     let readers: Vec<String> = files
         .into_iter()
         .filter(|f| !f.starts_with(Path::new(SRC).join("demo")) && f != &Path::new(SRC).join("clock.rs"))
@@ -305,16 +300,6 @@ fn unit_tests_do_not_read_the_system_time() {
 /// `(path under src-tauri, code)`: comments and every `#[cfg(test)]` item (a test module, a test-only function)
 /// left out, wherever in the file it stands.
 fn program_code() -> Vec<(String, String)> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
     /// The text without the item each `#[cfg(test)]` stands on: up to its `;`, or to the brace closing its body.
     fn without_test_items(code: &str) -> String {
         let mut out = String::new();
@@ -349,8 +334,7 @@ fn program_code() -> Vec<(String, String)> {
         out.push_str(rest);
         out
     }
-    let mut files = Vec::new();
-    walk(Path::new(SRC), &mut files);
+    let mut files = rust_files();
     files.sort();
     files
         .into_iter()
