@@ -356,3 +356,56 @@ async fn a_send_nobody_confirms_goes_to_a_person_and_is_not_repeated() {
     assert!(step.dead_reason.as_deref().unwrap_or_default().contains("did this lead get our message?"));
     assert_eq!(c.wa.count_to(&phone(5)), 1, "never sent again by itself");
 }
+
+#[tokio::test]
+async fn a_refused_setup_holds_the_step_and_alerts_instead_of_dead_lettering_each_lead() {
+    let c = start("", None).await;
+    let store = &c.server.app.store;
+    // WhatsApp: the template does not exist (132001). Twilio: the region is not enabled (21408).
+    c.wa.set_faults(mock_whatsapp::Faults { template_missing: true, ..Default::default() });
+    c.tw.set_faults(mock_twilio::Faults { region_disabled: true, ..Default::default() });
+    for i in 0..3 {
+        c.post("web", person(&format!("w{i}"), &phone(200 + i))).await;
+        c.post("text", person(&format!("t{i}"), &phone(300 + i))).await;
+    }
+    let setup_alerts = async || -> Vec<String> {
+        let alerts = store.alerts(50).await.unwrap();
+        let mut keys: Vec<String> = alerts
+            .iter()
+            .filter(|a| a.kind == leadline::model::AlertKind::PermanentConfig && a.resolved_at.is_none())
+            .map(|a| a.key.clone())
+            .collect();
+        keys.sort();
+        keys
+    };
+    wait_for("an alert for each step", Duration::from_secs(20), async || setup_alerts().await == ["hello", "sms"])
+        .await;
+    // Several probes were refused (one per cooldown), and still no lead was dead-lettered or used its attempts.
+    wait_for("a few refused probes", Duration::from_secs(20), async || c.wa.refused() >= 3 && c.tw.refused() >= 3)
+        .await;
+    let steps = c.steps().await;
+    assert_eq!(steps.len(), 6, "no fallback ran: {steps:?}");
+    assert!(steps.iter().all(|s| s.state == "pending" && s.attempts == 0), "{steps:?}");
+    assert!(c.wa.messages().is_empty() && c.tw.messages().is_empty());
+    let attempts = store.all_attempts().await.unwrap();
+    assert!(attempts.iter().any(|a| a.reason.contains("waits until the step's setup is fixed")), "{attempts:?}");
+    // The health view names the hold.
+    let health = leadline::monitor::health(&c.server.app, chrono::Utc::now()).await.unwrap();
+    let held = |t: &str| {
+        health.breakers.iter().any(|b| {
+            b.target == t && matches!(b.situation, leadline::monitor::health::TargetSituation::RefusingSetup { .. })
+        })
+    };
+    assert!(held("hello") && held("sms"), "{:?}", health.breakers);
+
+    // A person fixes the template and the region: every lead goes, once, and the alerts resolve.
+    c.wa.set_faults(Default::default());
+    c.tw.set_faults(Default::default());
+    c.settle().await;
+    for i in 0..3 {
+        assert_eq!(c.wa.count_to(&phone(200 + i)), 1);
+        assert_eq!(c.tw.count_to(&phone(300 + i)), 1);
+    }
+    assert!(c.steps().await.iter().all(|s| s.state == "delivered"));
+    wait_for("the alerts to resolve", Duration::from_secs(20), async || setup_alerts().await.is_empty()).await;
+}

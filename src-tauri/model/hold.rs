@@ -11,6 +11,10 @@ pub enum HoldReason {
     RateLimited,
     /// The target refused the credential in this environment variable; one probe is let through at `until`.
     Credentials { credential: String },
+    /// The target refused its own setup (a WhatsApp template that does not exist, an SMS region not enabled):
+    /// every lead would fail the same way, so they wait for a person to fix it; one probe is let through at
+    /// `until`.
+    Setup { reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]

@@ -29,6 +29,11 @@ pub enum TargetSituation {
         credential: String,
         next_try: DateTime<Utc>,
     },
+    /// It refused its own setup (a template, a region) for this reason; one lead probes at `next_try`.
+    RefusingSetup {
+        reason: String,
+        next_try: DateTime<Utc>,
+    },
     /// The breaker opened: it kept failing, sending is paused (since `since`) until a probe succeeds.
     Down {
         since: Option<DateTime<Utc>>,
@@ -54,8 +59,11 @@ pub fn situation(
             HoldReason::Credentials { credential } => {
                 TargetSituation::RefusingCredentials { credential, next_try: h.until }
             }
-            HoldReason::RateLimited => unreachable!("matched as credentials"),
+            _ => unreachable!("matched as credentials"),
         },
+        (_, Some(Hold { reason: HoldReason::Setup { reason }, until }), _) => {
+            TargetSituation::RefusingSetup { reason, next_try: until }
+        }
         (_, _, BreakerState::Open) => TargetSituation::Down { since: opened_at },
         (_, Some(h), _) => TargetSituation::RateLimited { until: h.until },
         (_, None, BreakerState::HalfOpen) => TargetSituation::Testing,
@@ -111,6 +119,13 @@ pub fn verdict(open_alerts: &[Alert], targets: &[(String, TargetSituation)], que
                 return say(
                     VerdictLevel::NeedsPerson,
                     format!("{name} refuses the credential in {credential}: its leads are waiting"),
+                    Place::target(name),
+                )
+            }
+            TargetSituation::RefusingSetup { .. } => {
+                return say(
+                    VerdictLevel::NeedsPerson,
+                    format!("{name} refuses its own setup: its leads are waiting"),
                     Place::target(name),
                 )
             }

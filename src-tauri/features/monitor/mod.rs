@@ -266,6 +266,29 @@ async fn on_worker_event(app: &App, notifier: &dyn Notifier, event: WorkerEvent)
             )
             .await
         }
+        WorkerEvent::SetupRefused { target, reason } => {
+            raise(
+                app,
+                notifier,
+                AlertSpec {
+                    kind: AlertKind::PermanentConfig,
+                    key: target.clone(),
+                    severity: Severity::Critical,
+                    title: format!("{target} refuses its own setup: its leads are waiting"),
+                    detail: format!(
+                        "{}. Every lead to {target} would fail the same way, so none is dead-lettered: they wait \
+                         without using attempts, one lead tries again after each pause, and all go on by themselves \
+                         once the settings of {target} are fixed (the Targets page shows them).",
+                        reason.trim_end_matches('.')
+                    ),
+                },
+                now,
+            )
+            .await
+        }
+        WorkerEvent::SetupAccepted { target } => {
+            resolve(app, AlertKind::PermanentConfig, &target, "the step sent a lead again", now).await
+        }
         WorkerEvent::CredentialAccepted { credential, .. } => {
             resolve(app, AlertKind::Credentials, &credential, "a request with the credential worked again", now).await
         }
@@ -466,7 +489,10 @@ pub async fn check_queue(app: &App, notifier: &dyn Notifier, queue: &crate::stor
                 .and_then(|t| t.dead_open_by_class.get("permanent_config"))
                 .copied()
                 .unwrap_or(0);
-            if open == 0 {
+            // A target holding its leads for its setup keeps its alert until a lead goes through.
+            let holding =
+                app.worker.as_ref().and_then(|w| w.targets.get(&key)).is_some_and(|t| t.refused_setup().is_some());
+            if open == 0 && !holding {
                 resolve(app, AlertKind::PermanentConfig, &key, "no configuration dead letter is open any more", now)
                     .await;
             }

@@ -138,6 +138,9 @@ pub struct AttemptReport {
     /// The target refused this credential (the environment variable naming it): hold the whole target and
     /// ask a person for a new one, instead of dead-lettering every lead.
     pub credential_refused: Option<String>,
+    /// The target refused its own setup, not this lead (an unknown template, a region not enabled — these
+    /// words): hold the whole target and alert, instead of dead-lettering every lead the same way.
+    pub setup_refused: Option<String>,
     /// The target's quota is used up until `retry_after` (HubSpot's daily limit): the lead waits for it without
     /// using an attempt or its time budget — the quota is not the lead's failure.
     pub quota_wait: bool,
@@ -173,6 +176,7 @@ impl AttemptReport {
             in_doubt: false,
             payload: None,
             credential_refused: None,
+            setup_refused: None,
             quota_wait: false,
             not_before: None,
             run_fallback: false,

@@ -289,6 +289,16 @@ pub trait Channel: Send + Sync {
     fn refused(&self, report: &mut AttemptReport, verdict: &VendorVerdict);
 }
 
+/// A refusal of the step's own setup — the template is unknown or its parameters do not fit (WhatsApp 132000,
+/// 132001), the region is not enabled (Twilio 21408), the sender is wrong — is no fault of the lead: every lead
+/// would fail the same way. The report asks the worker to hold the step and alert a person (like a refused
+/// credential), so the leads wait instead of each being dead-lettered.
+pub fn hold_on_setup(report: &mut AttemptReport, v: &VendorVerdict) {
+    if v.class == Some(ErrorClass::PermanentConfig) && v.alert && !v.credential_problem {
+        report.setup_refused = Some(v.reason.clone());
+    }
+}
+
 /// The flow of one first-contact try, the same for both channels. `None`: nothing happened and nothing was
 /// decided (the contact record could not be read or written): the lead goes back to the queue unsent.
 pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option<AttemptReport> {

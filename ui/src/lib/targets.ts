@@ -19,6 +19,12 @@ export function situationText(s: TargetSituation, now: Date = new Date()): { lev
         label: 'refusing credentials',
         detail: `renew the token in ${s.credential}, then Reload secrets; leads wait (next try ${time(s.next_try)})`,
       };
+    case 'refusing_setup':
+      return {
+        level: 'bad',
+        label: 'refusing its setup',
+        detail: `${s.reason}; fix the step's settings — leads wait (next try ${time(s.next_try)})`,
+      };
     case 'down':
       return {
         level: 'bad',

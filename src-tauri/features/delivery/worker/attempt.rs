@@ -326,6 +326,39 @@ pub(super) async fn decide(
             now,
         );
     }
+    if let (Some(why), Verdict::Failed(_)) = (&report.setup_refused, &report.verdict) {
+        // The step's own setup was refused (a first contact's template, its region): every lead would fail the
+        // same way, so the target holds and a person is alerted; its leads wait without using attempts (one
+        // probe per breaker cooldown) and go on by themselves once the setup is fixed.
+        let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
+        target.hold_until(probe_at, HoldReason::Setup { reason: why.clone() });
+        if handle.team && target.hold_to_tell(probe_at) {
+            if let Err(e) = store.share_hold(&job.target, probe_at, None).await {
+                tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
+            }
+        }
+        let first = target.refused_setup.lock().expect("setup lock").replace(why.clone()).is_none();
+        if first {
+            tracing::warn!(target = %job.target, reason = %why, "setup refused: holding the target");
+        }
+        let _ = handle.events.send(WorkerEvent::SetupRefused { target: job.target.clone(), reason: why.clone() });
+        return Completion::of(
+            job,
+            JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
+            Some(AttemptRecord {
+                started_at: report.started_at,
+                duration_ms: report.duration_ms,
+                http_status: report.http_status,
+                class: Some(ErrorClass::PermanentConfig),
+                reason: format!("{} — the lead waits until the step's setup is fixed", why.trim_end_matches('.')),
+                response_excerpt: report.excerpt,
+            }),
+            now,
+        );
+    }
+    if report.verdict == Verdict::Delivered && target.refused_setup.lock().expect("setup lock").take().is_some() {
+        let _ = handle.events.send(WorkerEvent::SetupAccepted { target: job.target.clone() });
+    }
     if report.verdict == Verdict::Delivered {
         if let Some(credential) = target.refused_credential.lock().expect("credential lock").take() {
             let _ = handle.events.send(WorkerEvent::CredentialAccepted { target: job.target.clone(), credential });

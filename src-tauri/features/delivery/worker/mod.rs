@@ -64,6 +64,15 @@ pub enum WorkerEvent {
         credential: String,
         reason: String,
     },
+    /// The target refused its own setup (a template, a region): its leads wait, a person must fix the step.
+    SetupRefused {
+        target: String,
+        reason: String,
+    },
+    /// A target that had refused its setup sent a lead again.
+    SetupAccepted {
+        target: String,
+    },
     /// A request with a credential that had been refused succeeded again.
     CredentialAccepted {
         target: String,

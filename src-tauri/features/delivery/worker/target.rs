@@ -36,6 +36,9 @@ pub struct TargetRuntime {
     hold: Mutex<Option<Hold>>,
     /// The credential this target last refused, until a request with it succeeds again.
     pub(super) refused_credential: Mutex<Option<String>>,
+    /// Why this target last refused its own setup (a first contact's template, region), until a lead goes
+    /// through again.
+    pub(super) refused_setup: Mutex<Option<String>>,
     /// When the credentials were last read again (a reload of secrets): a refusal of a request sent before then
     /// answered the credential that was replaced, and holds nothing.
     credentials_read_at: Mutex<Option<DateTime<Utc>>>,
@@ -63,6 +66,7 @@ impl TargetRuntime {
             paused: AtomicBool::new(false),
             hold: Mutex::new(None),
             refused_credential: Mutex::new(None),
+            refused_setup: Mutex::new(None),
             credentials_read_at: Mutex::new(None),
             pacer: Mutex::new(Pacer::new(config.rate, config.concurrency)),
             pace_cursor: Mutex::new(None),
@@ -109,7 +113,9 @@ impl TargetRuntime {
         let shared = self.connector().held_until(now);
         let other = paced.max(shared);
         match (own, other) {
-            (Some(h), Some(g)) if g > h.until && !matches!(h.reason, HoldReason::Credentials { .. }) => {
+            (Some(h), Some(g))
+                if g > h.until && !matches!(h.reason, HoldReason::Credentials { .. } | HoldReason::Setup { .. }) =>
+            {
                 Some(Hold { until: g, reason: HoldReason::RateLimited })
             }
             (Some(h), _) => Some(h),
@@ -150,6 +156,11 @@ impl TargetRuntime {
     /// The credential this target refused and that has not worked since.
     pub fn refused_credential(&self) -> Option<String> {
         self.refused_credential.lock().expect("credential lock").clone()
+    }
+
+    /// Why this target refused its own setup, if it has not sent a lead since.
+    pub fn refused_setup(&self) -> Option<String> {
+        self.refused_setup.lock().expect("setup lock").clone()
     }
 
     /// The request this target would send for `job` (a dry run: nothing is sent).

@@ -140,6 +140,7 @@ impl Channel for SmsStep {
         if v.credential_problem {
             report.credential_refused = Some(self.sms.auth_token_env.clone());
         }
+        contact::hold_on_setup(report, v);
     }
 }
 

@@ -121,6 +121,7 @@ impl Channel for WhatsappStep {
         if v.credential_problem {
             report.credential_refused = Some(self.token_env.clone());
         }
+        contact::hold_on_setup(report, v);
     }
 }
 

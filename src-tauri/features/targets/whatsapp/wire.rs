@@ -82,7 +82,7 @@ pub fn parse_send<H: HeaderLookup + ?Sized>(
 ///   value, most often the number) are the lead's data;
 /// - 132000, 132001, 132005, 132007, 132012, 132015, 132016 (the template: wrong parameters, missing,
 ///   paused, disabled…), 131047 (free text outside 24 h), 131051, 131030, 131031, 368, 10, 200 are the setup's:
-///   a person fixes the step and replays;
+///   they alert, and the step holds its leads until a person fixes it (`contact::hold_on_setup`);
 /// - 190 (expired or revoked token) holds the step for its credential, like the CRM connectors;
 /// - 1, 2, 131000, 131016, 133004 are temporary.
 pub fn classify_error(

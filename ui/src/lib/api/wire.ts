@@ -92,13 +92,13 @@ export type BreakerView = { target: string, state: BreakerState, opened_at: stri
  */
 situation: TargetSituation, };
 
-export type TargetSituation = { "kind": "sending" } | { "kind": "paused_by_person" } | { "kind": "refusing_credentials", credential: string, next_try: string, } | { "kind": "down", since: string | null, } | { "kind": "rate_limited", until: string, } | { "kind": "testing" };
+export type TargetSituation = { "kind": "sending" } | { "kind": "paused_by_person" } | { "kind": "refusing_credentials", credential: string, next_try: string, } | { "kind": "refusing_setup", reason: string, next_try: string, } | { "kind": "down", since: string | null, } | { "kind": "rate_limited", until: string, } | { "kind": "testing" };
 
 export type BreakerState = "closed" | "open" | "half_open";
 
 export type Hold = { until: string, reason: HoldReason, };
 
-export type HoldReason = { "kind": "rate_limited" } | { "kind": "credentials", credential: string, };
+export type HoldReason = { "kind": "rate_limited" } | { "kind": "credentials", credential: string, } | { "kind": "setup", reason: string, };
 
 export type RequestPreview = { method: string, url: string, 
 /**
