@@ -409,3 +409,81 @@ async fn a_refused_setup_holds_the_step_and_alerts_instead_of_dead_lettering_eac
     assert!(c.steps().await.iter().all(|s| s.state == "delivered"));
     wait_for("the alerts to resolve", Duration::from_secs(20), async || setup_alerts().await.is_empty()).await;
 }
+
+/// Replays `ids` (dead letters) as a person would, and waits until the replay is done.
+async fn replay(c: &Contact, ids: Vec<i64>) {
+    use leadline::api::ReplayRequest;
+    use leadline::replay::{ReplayOptions, ReplaySelection};
+    let app = &c.server.app;
+    let request = ReplayRequest {
+        selection: ReplaySelection { ids: Some(ids.clone()), filter: None },
+        expected: ids.len() as i64,
+        reason: "checked with the lead".into(),
+        options: ReplayOptions { canary: None, rate_per_second: None },
+    };
+    let receipt = leadline::api::replay(app, &request, "desktop user `ops`").await.unwrap();
+    assert_eq!(receipt.queued, ids.len() as i64);
+    wait_for("the replay to finish", Duration::from_secs(20), async || {
+        leadline::api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_replay_never_repeats_a_first_contact_that_was_delivered() {
+    let t0 = chrono::Utc.with_ymd_and_hms(2026, 12, 5, 12, 0, 0).unwrap();
+    let clock = leadline::api::Clock::manual(t0);
+    let c = start("in_doubt_minutes = 10", Some(clock.clone())).await;
+    let store = &c.server.app.store;
+    // The answer is lost and no receipt arrives in time: after ten minutes a person is asked.
+    c.wa.post_receipts_to("http://127.0.0.1:1/nowhere");
+    c.wa.set_faults(mock_whatsapp::Faults { lose_answers: 1, hang: Duration::from_secs(2), ..Default::default() });
+    c.post("web", person("late", &phone(40))).await;
+    wait_for("the send without an answer", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().any(|a| a.reason.starts_with("sent, no answer"))
+    })
+    .await;
+    clock.set(t0 + chrono::Duration::minutes(11));
+    c.settle().await;
+    let step = c.steps().await.pop().unwrap();
+    assert_eq!((step.state.as_str(), step.dead_class.as_deref()), ("dead", Some("ambiguous")));
+    // Its receipt arrives late: the message was delivered. A person replays the lead anyway.
+    c.wa.post_receipts_to(&format!("http://{}/receipts/whatsapp/hello", c.server.addr));
+    c.wa.report_all("delivered").await;
+    wait_for("the late receipt to be recorded", Duration::from_secs(10), async || {
+        store.receipts_of(&[step.id]).await.unwrap().iter().any(|r| r.status == "delivered")
+    })
+    .await;
+    replay(&c, vec![step.id]).await;
+    c.settle().await;
+    let step = c.steps().await.pop().unwrap();
+    assert_eq!(step.state, "delivered", "{step:?}");
+    assert_eq!(c.wa.count_to(&phone(40)), 1, "no second hello");
+    assert!(c.tw.messages().is_empty(), "and no SMS instead");
+
+    // A lead whose hello went out and whose SMS fallback's text was refused (the number is invalid for Twilio)
+    // is replayed from its dead SMS step: the WhatsApp step is not run again.
+    let stuck = phone(41);
+    c.wa.set_faults(mock_whatsapp::Faults {
+        undeliverable: BTreeSet::from([stuck.trim_start_matches('+').to_string()]),
+        ..Default::default()
+    });
+    c.tw.set_faults(mock_twilio::Faults { invalid: BTreeSet::from([stuck.clone()]), ..Default::default() });
+    c.post("web", person("fallback", &stuck)).await;
+    wait_for("the SMS fallback to fail", Duration::from_secs(20), async || {
+        c.steps().await.iter().any(|s| s.source_ref == "fallback" && s.target == "sms" && s.state == "dead")
+    })
+    .await;
+    let dead = c.steps().await.into_iter().find(|s| s.source_ref == "fallback" && s.state == "dead").unwrap();
+    c.tw.set_faults(Default::default());
+    replay(&c, vec![dead.id]).await;
+    c.settle().await;
+    assert_eq!((c.wa.count_to(&stuck), c.tw.count_to(&stuck)), (1, 1));
+
+    // The same lead sent again by its source with other content (a revision) does not greet it twice either.
+    c.post("web", person("revised", &phone(42))).await;
+    c.settle().await;
+    c.post("web", serde_json::json!({"id": "revised", "name": "Ada King", "phone": phone(42)})).await;
+    c.settle().await;
+    assert_eq!(c.wa.count_to(&phone(42)), 1);
+}
