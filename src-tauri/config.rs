@@ -777,6 +777,10 @@ pub struct SourceConfig {
     pub deliver_test_leads: bool,
     /// `crm_stage` sources: where the lead and its new stage are in the CRM's webhook body.
     pub stage_webhook: Option<StageWebhookConfig>,
+    /// The time zone of this source's leads (an IANA name, `Europe/Madrid`): first-contact steps keep their
+    /// quiet hours in it. Without it, the zone comes from the step's `first_contact.time_zone`, else from the
+    /// phone number's country code.
+    pub time_zone: Option<String>,
 }
 
 /// Where a CRM's stage-change webhook holds what Leadline needs (JSON pointers). The defaults read a HubSpot
@@ -1397,6 +1401,9 @@ impl Config {
             }
             if source.route.is_empty() {
                 return Err(invalid(format!("{key}.route"), "must name at least one target"));
+            }
+            if let Some(tz) = source.time_zone.as_deref().filter(|tz| tz.parse::<chrono_tz::Tz>().is_err()) {
+                return Err(invalid(format!("{key}.time_zone"), format!("`{tz}` is not a time zone")));
             }
             for (i, target) in source.route.iter().enumerate() {
                 let Some(tc) = self.targets.get(target) else {

@@ -32,7 +32,7 @@ fn free_port() -> u16 {
 }
 
 /// `web` leads go to `hello` (WhatsApp; SMS when that fails for the number; a call task for leads over 60
-/// minutes old); `text` leads go straight to `sms`. `first_contact` is TOML added to both first-contact steps.
+/// minutes old), and so do `ny` leads, whose time zone is New York's; `text` leads go straight to `sms`. `first_contact` is TOML added to both first-contact steps.
 fn config(
     port: u16,
     db: &std::path::Path,
@@ -60,6 +60,10 @@ route = ["hello"]
 
 [sources.text]
 route = ["sms"]
+
+[sources.ny]
+route = ["hello"]
+time_zone = "America/New_York"
 
 [targets.hello]
 kind = "whatsapp"
@@ -486,4 +490,37 @@ async fn a_replay_never_repeats_a_first_contact_that_was_delivered() {
     c.post("web", serde_json::json!({"id": "revised", "name": "Ada King", "phone": phone(42)})).await;
     c.settle().await;
     assert_eq!(c.wa.count_to(&phone(42)), 1);
+}
+
+#[tokio::test]
+async fn quiet_hours_follow_the_sources_time_zone_else_the_numbers_country() {
+    // 23:30 in Berlin, 17:30 in New York.
+    let night = chrono::Utc.with_ymd_and_hms(2026, 12, 5, 22, 30, 0).unwrap();
+    let clock = leadline::api::Clock::manual(night);
+    let c = start(r#"quiet_hours = { from = "21:00", until = "08:00" }"#, Some(clock.clone())).await;
+    let us = "+12125550142";
+    // A German number from the New York source, and an American number from the web form: both daytime.
+    c.post("ny", person("ny", &phone(50))).await;
+    c.post("web", person("us", us)).await;
+    // A German number from the web form: night in Berlin.
+    c.post("web", person("de", &phone(51))).await;
+    wait_for("the daytime leads to be greeted", Duration::from_secs(10), async || {
+        c.wa.count_to(&phone(50)) == 1 && c.wa.count_to(us) == 1
+    })
+    .await;
+    let store = &c.server.app.store;
+    wait_for("the German lead to be scheduled", Duration::from_secs(10), async || {
+        store
+            .all_attempts()
+            .await
+            .unwrap()
+            .iter()
+            .any(|a| a.reason.starts_with("scheduled") && a.reason.contains("Europe/Berlin"))
+    })
+    .await;
+    assert_eq!(c.wa.count_to(&phone(51)), 0, "nothing at night in Berlin");
+    // 08:00 in Berlin: it goes; the others were not sent again.
+    clock.set(chrono::Utc.with_ymd_and_hms(2026, 12, 6, 7, 0, 1).unwrap());
+    c.settle().await;
+    assert_eq!((c.wa.count_to(&phone(50)), c.wa.count_to(us), c.wa.count_to(&phone(51))), (1, 1, 1));
 }

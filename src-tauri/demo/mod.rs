@@ -72,6 +72,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             key_env: None,
             deliver_test_leads: false,
             stage_webhook: None,
+            time_zone: None,
         },
     );
     c.sources.insert(
@@ -99,6 +100,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             key_env: None,
             deliver_test_leads: false,
             stage_webhook: None,
+            time_zone: None,
         },
     );
     c.sources.insert(
@@ -120,6 +122,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             key_env: Some(GOOGLE_KEY_ENV.into()),
             deliver_test_leads: false,
             stage_webhook: None,
+            time_zone: None,
         },
     );
     c.sources.insert(
@@ -140,6 +143,7 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             key_env: None,
             deliver_test_leads: false,
             stage_webhook: None,
+            time_zone: None,
         },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };

@@ -287,6 +287,19 @@ pub trait Channel: Send + Sync {
     async fn look_up(&self, message: &ContactMessage, prepared: &Prepared, cx: &Exchange<'_>) -> LookUp;
     /// Fills the report of a refusal: verdict, hold, credentials.
     fn refused(&self, report: &mut AttemptReport, verdict: &VendorVerdict);
+    /// The `time_zone` of the source a lead came from, if it has one.
+    fn source_zone(&self, source: &str) -> Option<&str>;
+}
+
+/// Each source's `time_zone`, by source name: what [`Channel::source_zone`] answers.
+pub fn source_zones(all: &crate::config::Config) -> std::collections::BTreeMap<String, String> {
+    all.sources.iter().filter_map(|(name, s)| Some((name.clone(), s.time_zone.clone()?))).collect()
+}
+
+/// Pure: the time zone a lead's quiet hours are kept in — its source's `time_zone`, else the step's
+/// `first_contact.time_zone`, else the one its number's country code says ([`zone_of`]).
+pub fn lead_zone(recipient: &str, source_zone: Option<&str>, step_zone: Option<&str>) -> chrono_tz::Tz {
+    zone_of(recipient, source_zone.filter(|z| z.parse::<chrono_tz::Tz>().is_ok()).or(step_zone))
 }
 
 /// A refusal of the step's own setup — the template is unknown or its parameters do not fit (WhatsApp 132000,
@@ -400,8 +413,8 @@ pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option
             return None;
         }
     }
+    let zone = lead_zone(&prepared.recipient, step.source_zone(&job.source), config.first_contact.time_zone.as_deref());
     if let Some(quiet) = &config.first_contact.quiet_hours {
-        let zone = zone_of(&prepared.recipient, config.first_contact.time_zone.as_deref());
         if let Some(until) = quiet.times().ok().and_then(|q| quiet_until(cx.now, zone, q)) {
             report.not_before = Some(until);
             report.note = Some(format!(
@@ -414,7 +427,6 @@ pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option
     if let Some(limit) = config.max_lead_age() {
         let born = crate::model::lead_time(job.received_at, &job.payload);
         let quiet = config.first_contact.quiet_hours.as_ref().and_then(|q| q.times().ok());
-        let zone = zone_of(&prepared.recipient, config.first_contact.time_zone.as_deref());
         let age = cx.now - counts_from(born, cx.now, zone, quiet);
         if age > chrono::Duration::minutes(i64::try_from(limit).unwrap_or(i64::MAX / 60_000)) {
             if let Some(to) = &config.fallback {
@@ -620,6 +632,17 @@ mod tests {
         assert_eq!(zone_of("+12125550100", None), chrono_tz::America::New_York);
         assert_eq!(zone_of("+4915112345678", Some("America/Chicago")), chrono_tz::America::Chicago);
         assert_eq!(zone_of("+99912345678", None), chrono_tz::UTC);
+    }
+
+    #[test]
+    fn the_sources_zone_comes_before_the_steps_and_the_country_codes() {
+        assert_eq!(
+            lead_zone("+4915112345678", Some("Europe/Madrid"), Some("America/Chicago")),
+            chrono_tz::Europe::Madrid
+        );
+        assert_eq!(lead_zone("+4915112345678", None, Some("America/Chicago")), chrono_tz::America::Chicago);
+        assert_eq!(lead_zone("+4915112345678", None, None), chrono_tz::Europe::Berlin);
+        assert_eq!(lead_zone("+4915112345678", Some("Mars/Olympus"), None), chrono_tz::Europe::Berlin);
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub struct SmsStep {
     url: String,
     auth_token: String,
     clock: crate::clock::Clock,
+    /// Each source's `time_zone` (the lead's quiet hours are kept in it).
+    zones: std::collections::BTreeMap<String, String>,
 }
 
 impl SmsStep {
@@ -43,6 +45,7 @@ impl SmsStep {
             sms,
             auth_token,
             clock,
+            zones: contact::source_zones(secrets),
         })
     }
 
@@ -141,6 +144,10 @@ impl Channel for SmsStep {
             report.credential_refused = Some(self.sms.auth_token_env.clone());
         }
         contact::hold_on_setup(report, v);
+    }
+
+    fn source_zone(&self, source: &str) -> Option<&str> {
+        self.zones.get(source).map(String::as_str)
     }
 }
 

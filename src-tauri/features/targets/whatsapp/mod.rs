@@ -24,6 +24,8 @@ pub struct WhatsappStep {
     token: reqwest::header::HeaderValue,
     token_env: String,
     clock: crate::clock::Clock,
+    /// Each source's `time_zone` (the lead's quiet hours are kept in it).
+    zones: std::collections::BTreeMap<String, String>,
 }
 
 impl WhatsappStep {
@@ -49,6 +51,7 @@ impl WhatsappStep {
             token,
             token_env,
             clock,
+            zones: contact::source_zones(secrets),
         })
     }
 }
@@ -122,6 +125,10 @@ impl Channel for WhatsappStep {
             report.credential_refused = Some(self.token_env.clone());
         }
         contact::hold_on_setup(report, v);
+    }
+
+    fn source_zone(&self, source: &str) -> Option<&str> {
+        self.zones.get(source).map(String::as_str)
     }
 }
 
