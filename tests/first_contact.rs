@@ -524,3 +524,35 @@ async fn quiet_hours_follow_the_sources_time_zone_else_the_numbers_country() {
     c.settle().await;
     assert_eq!((c.wa.count_to(&phone(50)), c.wa.count_to(us), c.wa.count_to(&phone(51))), (1, 1, 1));
 }
+
+#[tokio::test]
+async fn a_look_up_follows_twilios_list_page_by_page() {
+    let t0 = chrono::Utc::now();
+    let clock = leadline::api::Clock::manual(t0);
+    let c = start("", Some(clock.clone())).await;
+    let store = &c.server.app.store;
+    let to = phone(60);
+    // The answer and the status callbacks are lost; then the account sends another message to the same number,
+    // and the list holds one message a page: Leadline's send is on the second page.
+    c.tw.set_faults(mock_twilio::Faults {
+        lose_answers: 1,
+        hang: Duration::from_secs(2),
+        page_size_cap: 1,
+        no_callbacks: true,
+        ..Default::default()
+    });
+    c.post("text", person("paged", &to)).await;
+    wait_for("the send without an answer", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().any(|a| a.reason.starts_with("sent, no answer"))
+    })
+    .await;
+    c.tw.add_other_message(&to, "Your appointment is tomorrow");
+    // Past the settling time: a look-up that did not find it would send it again.
+    clock.set(t0 + chrono::Duration::seconds(10));
+    c.settle().await;
+    let ours = c.tw.messages().iter().filter(|m| m.to == to && m.body.contains("thanks for your request")).count();
+    assert_eq!(ours, 1, "found on the second page, not sent again");
+    assert!(c.tw.lists() >= 2, "two pages read: {}", c.tw.lists());
+    let attempts = store.all_attempts().await.unwrap();
+    assert!(attempts.iter().any(|a| a.reason.contains("found by look-up")), "{attempts:?}");
+}

@@ -48,6 +48,10 @@ pub struct Faults {
     pub unreachable: BTreeSet<String>,
     /// The region is not enabled: every send is refused with 21408.
     pub region_disabled: bool,
+    /// Lists hold at most this many messages a page (0: as asked); the rest follow through `next_page_uri`.
+    pub page_size_cap: usize,
+    /// No status callback is posted (they are lost on the way).
+    pub no_callbacks: bool,
 }
 
 /// A message the mock created.
@@ -113,6 +117,20 @@ impl MockTwilio {
         self.lock().refused
     }
 
+    /// A message the account sent to `to` without Leadline (another application): listed, never counted as
+    /// Leadline's by a test that looks at the body.
+    pub fn add_other_message(&self, to: &str, body: &str) {
+        let mut inner = self.lock();
+        let n = inner.messages.len();
+        inner.messages.push(Message {
+            sid: format!("SMother{n:030}"),
+            to: to.to_string(),
+            body: body.to_string(),
+            status_callback: None,
+            date_created: chrono::Utc::now(),
+        });
+    }
+
     /// List requests answered (look-ups of sends in doubt).
     pub fn lists(&self) -> u64 {
         self.lock().lists
@@ -125,6 +143,9 @@ impl MockTwilio {
     /// Posts a status callback for `m`, signed with the auth token over the callback address.
     async fn callback(&self, m: &Message, status: &str, error_code: Option<&str>) {
         let Some(url) = &m.status_callback else { return };
+        if self.lock().faults.no_callbacks {
+            return;
+        }
         let mut form: Vec<(String, String)> = vec![
             ("AccountSid".into(), ACCOUNT_SID.into()),
             ("MessageSid".into(), m.sid.clone()),
@@ -188,17 +209,29 @@ async fn list_messages(
     }
     let mut inner = mock.lock();
     inner.lists += 1;
-    let size: usize = q.get("PageSize").and_then(|s| s.parse().ok()).unwrap_or(50);
+    let mut size: usize = q.get("PageSize").and_then(|s| s.parse().ok()).unwrap_or(50).clamp(1, 1000);
+    if inner.faults.page_size_cap > 0 {
+        size = size.min(inner.faults.page_size_cap);
+    }
+    let page: usize = q.get("Page").and_then(|s| s.parse().ok()).unwrap_or(0);
     let to = q.get("To");
-    let messages: Vec<serde_json::Value> = inner
-        .messages
+    let all: Vec<&Message> = inner.messages.iter().rev().filter(|m| to.is_none_or(|t| *t == m.to)).collect();
+    let messages: Vec<serde_json::Value> = all
         .iter()
-        .rev()
-        .filter(|m| to.is_none_or(|t| *t == m.to))
+        .skip(page * size)
         .take(size)
         .map(|m| wire::created_answer(&m.sid, &m.to, &m.body, m.date_created))
         .collect();
-    Json(json!({"messages": messages, "next_page_uri": null, "page": 0, "page_size": size})).into_response()
+    // Twilio's shape: `next_page_uri` is a path on the API's host (with a `PageToken`), `null` on the last page.
+    let next = ((page + 1) * size < all.len()).then(|| {
+        let to = to.map(|t| format!("To={}&", wire::encode(t))).unwrap_or_default();
+        format!(
+            "/2010-04-01/Accounts/{sid}/Messages.json?{to}PageSize={size}&Page={}&PageToken=PA{}",
+            page + 1,
+            page + 1
+        )
+    });
+    Json(json!({"messages": messages, "next_page_uri": next, "page": page, "page_size": size})).into_response()
 }
 
 async fn create_message(

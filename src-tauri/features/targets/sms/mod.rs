@@ -120,20 +120,32 @@ impl Channel for SmsStep {
     /// Twilio creates the message before it answers, so its list shows every send that reached it: found, it
     /// went out; not found, it never arrived and may be sent.
     async fn look_up(&self, message: &ContactMessage, prepared: &Prepared, cx: &Exchange<'_>) -> LookUp {
-        let url = wire::list_url(&self.config.url, &self.sms.account_sid, &message.recipient, 50);
+        let mut url = wire::list_url(&self.config.url, &self.sms.account_sid, &message.recipient, 50);
         let text = prepared.body.get("Body").and_then(Value::as_str).unwrap_or_default().to_string();
-        match send(self.request(reqwest::Method::GET, &url), &self.clock, cx.answers).await {
-            Outcome::Answered(resp) if (200..300).contains(&resp.status) => {
-                match wire::find_in_list(&resp.body, &message.recipient, &text, message.sent_at) {
-                    Ok(Some((sid, status))) => LookUp::Found { provider_id: sid, status },
-                    Ok(None) => LookUp::NotFound,
-                    Err(why) => LookUp::Unknown(format!("Twilio's list could not be read: {why}")),
+        // Page by page (`next_page_uri`), newest first, until the message is found or the pages reach back
+        // before the send: only then is "not found" an answer.
+        for _ in 0..wire::MAX_PAGES {
+            let resp = match send(self.request(reqwest::Method::GET, &url), &self.clock, cx.answers).await {
+                Outcome::Answered(resp) if (200..300).contains(&resp.status) => resp,
+                Outcome::Answered(resp) => {
+                    return LookUp::Unknown(format!("Twilio's list answered HTTP {}", resp.status))
                 }
+                Outcome::Unsent(why) | Outcome::Unanswered(why) => {
+                    return LookUp::Unknown(format!("Twilio's list: {why}"))
+                }
+                Outcome::HeldBack => return LookUp::Unknown("Twilio asked to wait before its list is read".into()),
+            };
+            match wire::find_in_list(&resp.body, &message.recipient, &text, message.sent_at) {
+                Ok(Some((sid, status))) => return LookUp::Found { provider_id: sid, status },
+                Ok(None) => {}
+                Err(why) => return LookUp::Unknown(format!("Twilio's list could not be read: {why}")),
             }
-            Outcome::Answered(resp) => LookUp::Unknown(format!("Twilio's list answered HTTP {}", resp.status)),
-            Outcome::Unsent(why) | Outcome::Unanswered(why) => LookUp::Unknown(format!("Twilio's list: {why}")),
-            Outcome::HeldBack => LookUp::Unknown("Twilio asked to wait before its list is read".into()),
+            match wire::next_page(&self.config.url, &resp.body, message.sent_at) {
+                Some(next) => url = next,
+                None => return LookUp::NotFound,
+            }
         }
+        LookUp::Unknown(format!("not in the first {} pages of Twilio's list", wire::MAX_PAGES))
     }
 
     fn refused(&self, report: &mut AttemptReport, v: &VendorVerdict) {

@@ -152,6 +152,32 @@ pub fn list_url(base: &str, account_sid: &str, to: &str, page_size: u32) -> Stri
     format!("{}?To={}&PageSize={page_size}", messages_url(base, account_sid), encode_component(to))
 }
 
+/// `to` encoded for a query (what [`list_url`] does).
+pub fn encode(to: &str) -> String {
+    encode_component(to)
+}
+
+/// Most pages of the list read for one look-up (newest first: a send in doubt is recent, so it is on the first
+/// pages unless the account sent many messages to the same number since).
+pub const MAX_PAGES: usize = 10;
+
+/// The next page of a list answer: Twilio's `next_page_uri` (a path on the API's host, `null` on the last page)
+/// joined to `base` — unless this page already reaches back before `sent_at` (less [`CLOCK_SLACK`]): the list is
+/// newest first, so later pages hold only older messages, which cannot be the send in doubt.
+pub fn next_page(base: &str, body: &[u8], sent_at: DateTime<Utc>) -> Option<String> {
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let reached_older = json.get("messages").and_then(Value::as_array).is_some_and(|ms| {
+        ms.iter().any(|m| {
+            m.get("date_created")
+                .and_then(Value::as_str)
+                .and_then(|d| DateTime::parse_from_rfc2822(d).ok())
+                .is_some_and(|d| d.with_timezone(&Utc) < sent_at - CLOCK_SLACK)
+        })
+    });
+    let uri = json.get("next_page_uri").and_then(Value::as_str).filter(|u| u.starts_with('/'))?;
+    (!reached_older).then(|| format!("{}{uri}", base.trim_end_matches('/')))
+}
+
 /// In a list answer, the message to `to` with `body`, created at or after `sent_at` (less [`CLOCK_SLACK`]): its
 /// sid and status. `Err` when the answer cannot be read.
 pub fn find_in_list(
@@ -264,6 +290,19 @@ mod tests {
         let r = *parse_send(status, body.to_string().as_bytes(), &[] as &[(&str, &str)], now()).unwrap_err();
         assert_eq!(r.code, Some(code.to_string()));
         (r.verdict, r.opted_out)
+    }
+
+    #[test]
+    fn the_list_is_followed_page_by_page_until_it_reaches_older_messages() {
+        let recent = created_answer("SM2", "+4915112345678", "other", now());
+        let next = "/2010-04-01/Accounts/AC1/Messages.json?To=%2B4915112345678&PageSize=1&Page=1&PageToken=PA1";
+        let page = json!({"messages": [recent], "next_page_uri": next}).to_string();
+        assert_eq!(next_page("http://127.0.0.1:9/", page.as_bytes(), now()), Some(format!("http://127.0.0.1:9{next}")));
+        let last = json!({"messages": [], "next_page_uri": null}).to_string();
+        assert_eq!(next_page("http://x", last.as_bytes(), now()), None);
+        let old = created_answer("SM1", "+4915112345678", "other", now() - Duration::hours(3));
+        let older = json!({"messages": [old], "next_page_uri": next}).to_string();
+        assert_eq!(next_page("http://x", older.as_bytes(), now()), None, "nothing newer further on");
     }
 
     #[test]
