@@ -353,6 +353,7 @@ const ENVIRONMENT_READ: &[(&str, &str)] = &[
     ("LEADLINE_CONFIG", "the configuration file (`--config`)"),
     ("LEADLINE_DATABASE_URL", "the database (`--database-url`)"),
     ("LEADLINE_DEMO_CLOCK_OFFSET", "where in its schedule the demo starts"),
+    ("LEADLINE_DEMO_MISSING_DATA", "off: the demo CRM target without its missing_data setting, for the end-to-end specs that need phone dead letters"),
     ("HOSTNAME", "the worker's name on its leases"),
     ("USER", "the desktop operator's name in the audit"),
     ("USERNAME", "the desktop operator's name in the audit"),
