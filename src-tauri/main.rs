@@ -273,7 +273,7 @@ fn check_config(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 async fn test_connection(config: PathBuf, target: String) -> anyhow::Result<()> {
-    let c = Config::load(&config)?;
+    let c = leadline::features::checks::load(&config)?;
     let tc = c.targets.get(&target).with_context(|| format!("{}: no target named `{target}`", config.display()))?;
     let runtime = leadline::delivery::worker::TargetRuntime::new(&target, tc, &c, leadline::clock::Clock::system())?;
     let check = runtime.check().await;

@@ -254,7 +254,7 @@ fn the_folders_are_the_layers() {
     let expected = [
         "build.rs",
         "clock.rs",
-        "config.rs",
+        "config",
         "demo",
         "features",
         "lib.rs",

@@ -707,6 +707,6 @@ mod tests {
     #[test]
     fn demo_config_is_valid() {
         let c = demo_config("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap(), None);
-        c.validate().unwrap();
+        crate::features::checks::check(&c).unwrap();
     }
 }

@@ -2,8 +2,10 @@
 //! turns them into steps, delivery runs them through the targets (CRMs) and the Graph API step, dead letters are
 //! read (dlq) and sent back (replay), the monitor watches, reconciliation recovers missed leads, polling
 //! asks sources without webhooks for their new leads, figures sum up, settings edits the configuration in the app.
+//! `checks` runs the configuration's validation and then each feature's checks of the kinds it owns.
 
 pub mod app;
+pub mod checks;
 pub mod contact;
 pub mod delivery;
 pub mod dlq;

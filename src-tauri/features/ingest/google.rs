@@ -111,6 +111,36 @@ pub fn fields(columns: &[Value]) -> Map<String, Value> {
     out
 }
 
+/// What a `google_ads` source's settings must be: the key's variable, and none of the webhook signature or
+/// listing settings other sources take. Run by `features::checks` after the configuration's own validation.
+pub fn check(key: &str, source: &crate::config::SourceConfig) -> Result<(), crate::config::ConfigError> {
+    fn invalid(key: impl Into<String>, message: impl Into<String>) -> crate::config::ConfigError {
+        crate::config::ConfigError::invalid(key, message)
+    }
+    if source.key_env.is_none() {
+        return Err(invalid(
+            format!("{key}.key_env"),
+            "is required for kind = \"google_ads\" (the key Google sends back in every lead)",
+        ));
+    }
+    for (set, name) in [
+        (source.signature.is_some(), "signature"),
+        (source.app_secret_env.is_some(), "app_secret_env"),
+        (source.verify_token_env.is_some(), "verify_token_env"),
+        (source.reconcile.is_some(), "reconcile"),
+        (source.poll.is_some(), "poll"),
+    ] {
+        if set {
+            return Err(invalid(
+                format!("{key}.{name}"),
+                "does not apply to kind = \"google_ads\" (Google's lead form webhook carries its key in the body, \
+                 and Google offers no list of leads to compare with)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

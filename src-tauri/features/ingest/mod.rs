@@ -358,6 +358,21 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
     Ok(sources)
 }
 
+/// Each source's kind-specific settings, checked by the kind's own `check` (`google_ads`: [`google::check`],
+/// `crm_stage`: [`stage::check`]); the configuration's validation has checked what every source shares and the
+/// `generic` and `meta` kinds' settings. Fails naming the key.
+pub fn check_kinds(config: &Config) -> Result<(), crate::config::ConfigError> {
+    for (name, source) in &config.sources {
+        let key = format!("sources.{name}");
+        match source.kind {
+            SourceKind::GoogleAds => google::check(&key, source)?,
+            SourceKind::CrmStage => stage::check(&key, source, config)?,
+            SourceKind::Generic | SourceKind::Meta => {}
+        }
+    }
+    Ok(())
+}
+
 /// Checks that every source's secrets are set, as starting the server would.
 pub fn check_sources(config: &Config) -> anyhow::Result<()> {
     resolve_sources(config).map(|_| ())

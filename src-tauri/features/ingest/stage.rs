@@ -62,6 +62,41 @@ pub fn read(body: &Value, cfg: &StageWebhookConfig, received_at: DateTime<Utc>) 
     Ok(StageChange { external_id, crm_id, stage, changed_at, value })
 }
 
+/// What a `crm_stage` source's settings must be: webhooks only (no listing), a signature header if signed, and
+/// a route of conversion steps only. Run by `features::checks` after the configuration's own validation.
+pub fn check(
+    key: &str,
+    source: &crate::config::SourceConfig,
+    config: &crate::config::Config,
+) -> Result<(), crate::config::ConfigError> {
+    use crate::config::TargetKind;
+    fn invalid(key: impl Into<String>, message: impl Into<String>) -> crate::config::ConfigError {
+        crate::config::ConfigError::invalid(key, message)
+    }
+    if source.reconcile.is_some() || source.poll.is_some() {
+        return Err(invalid(
+            format!("{key}.reconcile"),
+            "does not apply to kind = \"crm_stage\" (stage changes come by webhook)",
+        ));
+    }
+    if source.signature.as_ref().is_some_and(|s| s.header.is_empty()) {
+        return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
+    }
+    for t in &source.route {
+        let kind = config.targets.get(t).map(|t| t.kind);
+        if !matches!(kind, Some(TargetKind::MetaConversions | TargetKind::GoogleAdsConversions)) {
+            return Err(invalid(
+                format!("{key}.route"),
+                format!(
+                    "`{t}` is not a conversion step: a crm_stage source routes only to kind = \"meta_conversions\" \
+                     or \"google_ads_conversions\""
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -255,11 +255,11 @@ pub fn view(config: &Config) -> SettingsView {
     }
 }
 
-/// Every check `serve` makes before it opens the database: the config's validation, every secret variable of
-/// the sources, targets and alert channels, every target's headers and credentials as header values (no CR/LF). `check-config`
-/// and the settings page run exactly this. Returns the warnings to show: one per unsigned source.
+/// Every check `serve` makes before it opens the database: the config's validation and each kind's checks
+/// (`features::checks`), every secret variable of the sources, targets and alert channels, every target's headers
+/// and credentials as header values (no CR/LF). `check-config` and the settings page run exactly this. Returns the warnings to show: one per unsigned source.
 pub fn preflight(config: &Config) -> anyhow::Result<Vec<String>> {
-    config.validate()?;
+    crate::features::checks::check(config)?;
     config.database_url()?;
     crate::features::ingest::check_sources(config)?;
     crate::features::monitor::channels::check(config)?;

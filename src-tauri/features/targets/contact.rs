@@ -541,6 +541,33 @@ pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option
     Some(report)
 }
 
+/// What every first-contact step's settings must be, after its own section (`whatsapp::check`, `sms::check`): a
+/// mapping that writes the recipient `to`, quiet hours and a time zone that read, a wait above zero.
+pub fn check(key: &str, target: &TargetConfig) -> Result<(), crate::config::ConfigError> {
+    fn invalid(key: impl Into<String>, message: impl Into<String>) -> crate::config::ConfigError {
+        crate::config::ConfigError::invalid(key, message)
+    }
+    let writes_to = target.mapping.iter().any(|r| r.to == "to" || r.to == "/to");
+    if !writes_to {
+        return Err(invalid(
+            format!("{key}.mapping"),
+            "must write `to`, the lead's phone number (with phone_e164, so national numbers get a country)",
+        ));
+    }
+    if let Some(q) = &target.first_contact.quiet_hours {
+        q.times().map_err(|m| invalid(format!("{key}.first_contact.quiet_hours"), m))?;
+    }
+    if let Some(tz) = &target.first_contact.time_zone {
+        if tz.parse::<chrono_tz::Tz>().is_err() {
+            return Err(invalid(format!("{key}.first_contact.time_zone"), format!("`{tz}` is not a time zone")));
+        }
+    }
+    if target.first_contact.in_doubt_minutes == 0 {
+        return Err(invalid(format!("{key}.first_contact.in_doubt_minutes"), "must be greater than 0"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

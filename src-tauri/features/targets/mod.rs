@@ -1,6 +1,7 @@
 //! Targets: where a lead's steps go. [`connector::Connector`] is what a connector is; each vendor is a folder with
 //! its pure wire format (`wire.rs`) and its connector (`mod.rs`); [`connector_for`] is the one place that maps a
-//! configured kind to its connector. Connectors import neither the delivery worker nor the store.
+//! configured kind to its connector, and [`check`] the one place that runs each kind's checks of its settings
+//! (each vendor's `check.rs`). Connectors import neither the delivery worker nor the store.
 //!
 //! - [`generic`]: any JSON endpoint (`kind = "http"`), with an idempotency strategy and an optional field mapping.
 //! - [`hubspot`], [`salesforce`], [`pipedrive`]: each CRM in its own API.
@@ -30,7 +31,7 @@ pub mod whatsapp;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{Config, TargetConfig, TargetKind};
+use crate::config::{Config, ConfigError, TargetConfig, TargetKind};
 
 pub use connector::{
     AttemptReport, ConnectionCheck, Connector, ContactBook, Exchange, LinkBook, NearLimit, NoContacts, NoLinks,
@@ -38,6 +39,27 @@ pub use connector::{
 };
 pub use generic::HttpTarget;
 pub use request::{AnswerWatch, Unwatched, EXCERPT_CHARS};
+
+/// Each target's kind-specific settings, checked by the kind's own `check` (the configuration's validation has
+/// checked what every target shares: URL, strategy, retries, mapping, references). Fails naming the key.
+pub fn check(config: &Config) -> Result<(), ConfigError> {
+    for (name, target) in &config.targets {
+        let key = format!("targets.{name}");
+        match target.kind {
+            // Everything an `http` target has is shared, and checked by the configuration's validation.
+            TargetKind::Http => {}
+            TargetKind::MetaLead => meta_lead::check::check(&key, target)?,
+            TargetKind::Pipedrive => pipedrive::check::check(&key, target)?,
+            TargetKind::Salesforce => salesforce::check::check(&key, target)?,
+            TargetKind::Hubspot => hubspot::check::check(&key, target)?,
+            TargetKind::Whatsapp => whatsapp::check::check(&key, target)?,
+            TargetKind::Sms => sms::check::check(&key, target)?,
+            TargetKind::MetaConversions => meta_conversions::check::check(&key, target)?,
+            TargetKind::GoogleAdsConversions => google_ads_conversions::check::check(&key, target)?,
+        }
+    }
+    Ok(())
+}
 
 /// The connector of target `name`, reading its credentials now; it reads the time on `clock`.
 pub fn connector_for(

@@ -10,6 +10,7 @@
 //! lead without a click id, a stage the target does not map and a click older than the window (90 days, or
 //! `window_days`) end as reported.
 
+pub mod check;
 pub mod wire;
 
 use std::collections::BTreeMap;

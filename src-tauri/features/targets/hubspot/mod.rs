@@ -1,6 +1,7 @@
 //! HubSpot CRM v3 (`kind = "hubspot"`): records upserted in batches by a unique property. [`wire`] builds the
 //! requests and reads the answers; this module sends them.
 
+pub mod check;
 pub mod wire;
 
 use chrono_tz::Tz;

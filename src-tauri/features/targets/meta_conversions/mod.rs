@@ -11,6 +11,7 @@
 //! ([`crate::features::graph::classify_error`]): throttling holds every request to Graph, a refused token holds
 //! the step and asks for a new one.
 
+pub mod check;
 pub mod wire;
 
 use std::collections::BTreeMap;

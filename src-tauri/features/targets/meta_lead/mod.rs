@@ -9,6 +9,8 @@
 //! holds the step and asks a person for a new token (the leads wait, nothing is dead-lettered), a lead that
 //! no longer exists is a data dead letter. A lead never goes on to a CRM without its answers.
 
+pub mod check;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,7 @@
 //! (when none) → create lead, with a local link between the two writes. [`wire`] builds the requests and reads
 //! the answers; this module sends them.
 
+pub mod check;
 pub mod wire;
 
 use anyhow::Context;

@@ -1,6 +1,7 @@
 //! Salesforce REST API (`kind = "salesforce"`): a lead upserted by an external id field, with the OAuth 2.0
 //! refresh-token flow. [`wire`] builds the requests and reads the answers; this module sends them.
 
+pub mod check;
 pub mod wire;
 
 use chrono::Duration;

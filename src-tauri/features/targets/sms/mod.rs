@@ -2,6 +2,7 @@
 //! the answers, lists and status callbacks; [`super::contact`] keeps it to one message per lead; this module
 //! sends, and looks a send whose answer was lost up in Twilio's list of messages.
 
+pub mod check;
 pub mod wire;
 
 use anyhow::Context;

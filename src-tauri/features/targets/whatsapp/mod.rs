@@ -2,6 +2,7 @@
 //! builds the request and reads the answers and receipts; [`super::contact`] keeps it to one message per lead;
 //! this module sends.
 
+pub mod check;
 pub mod wire;
 
 use anyhow::Context;
