@@ -339,6 +339,17 @@ impl Config {
                 if md.drop.is_empty() || md.drop.iter().any(|f| f.trim().is_empty()) {
                     return Err(invalid(format!("{key}.drop"), "must list at least one field, none of them empty"));
                 }
+                // The fallback exists for a lead whose e-mail is good: a bad e-mail always dead-letters, whatever
+                // the target finds its record by (Pipedrive and the generic target have no upsert key of the CRM).
+                if let Some(email) = md.drop.iter().find(|f| names_an_email(f)) {
+                    return Err(invalid(
+                        format!("{key}.drop"),
+                        format!(
+                            "cannot list `{email}`: a lead is written without a field only when its e-mail is good; \
+                             a refused e-mail stays a dead letter"
+                        ),
+                    ));
+                }
                 if let Some(upsert) = target.upsert_key_field() {
                     if md.drop.iter().any(|f| f == upsert) {
                         return Err(invalid(
@@ -646,9 +657,31 @@ impl TargetConfig {
     }
 }
 
+/// Whether a `missing_data.drop` entry names an e-mail field: its last path segment (`/person/emails`,
+/// `Email`, `hs_email`) is or ends in `email`/`emails`, in any case.
+fn names_an_email(field: &str) -> bool {
+    let last = field.rsplit('/').next().unwrap_or(field).to_ascii_lowercase();
+    last.ends_with("email") || last.ends_with("emails")
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::examples::{parse, CHANNELS, OK};
+
+    #[test]
+    fn missing_data_never_drops_an_email() {
+        let with = |drop: &str| {
+            format!(
+                "{OK}mapping = [{{ to = \"email\", from = \"email\" }}, {{ to = \"phone\", from = \"phone\" }}]\n\
+                 missing_data = {{ drop = [{drop}] }}\n"
+            )
+        };
+        parse(&with("\"phone\"")).expect("a phone may be dropped");
+        for email in ["\"phone\", \"email\"", "\"/person/emails\"", "\"Email\""] {
+            let e = parse(&with(email)).unwrap_err().to_string();
+            assert!(e.starts_with("targets.crm.missing_data.drop:") && e.contains("e-mail"), "{email}: {e}");
+        }
+    }
 
     #[test]
     fn database_url_may_name_postgres() {
