@@ -9,6 +9,7 @@
 
 pub mod body;
 pub mod google;
+pub mod hubspot_v3;
 pub mod id;
 pub mod meta;
 pub mod peer;

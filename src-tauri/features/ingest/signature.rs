@@ -10,6 +10,8 @@ pub enum SignatureError {
     Missing,
     Malformed,
     Mismatch,
+    /// A signed timestamp older than the sender allows (HubSpot's v3: 5 minutes).
+    Stale,
 }
 
 /// Verifies `header` (hex, optionally prefixed `sha256=`) against HMAC-SHA256(secret, body).
