@@ -234,6 +234,11 @@ route = ["crm", "capi"]
 kind = "crm_stage"
 route = ["capi", "gads"]
 
+[sources.hubspot_signed]
+kind = "crm_stage"
+route = ["gads"]
+signature = {{ scheme = "hubspot_v3", secret_env = "TEST_HUBSPOT_CLIENT_SECRET", url = "{SIGNED_URL}" }}
+
 [targets.meta_fetch]
 kind = "meta_lead"
 url = "http://{crm}/graph"
@@ -299,6 +304,7 @@ async fn spawn() -> Chain {
         ("TEST_GADS_CLIENT_ID", "client.apps.googleusercontent.com"),
         ("TEST_GADS_CLIENT_SECRET", "client-secret"),
         ("TEST_GADS_REFRESH", "refresh-me"),
+        ("TEST_HUBSPOT_CLIENT_SECRET", HUBSPOT_CLIENT_SECRET),
     ] {
         c.inline_secrets.insert(k.into(), v.into());
     }
@@ -319,6 +325,21 @@ async fn post_stage(app: &TestApp, body: &Value) -> (u16, Value) {
     let r = app.http.post(app.url("/ingest/hubspot_stages")).json(body).send().await.unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The HubSpot app's client secret, and the URL HubSpot calls for the `hubspot_signed` source (behind a proxy:
+/// Leadline itself listens on 127.0.0.1).
+const HUBSPOT_CLIENT_SECRET: &str = "hubspot-app-client-secret";
+const SIGNED_URL: &str = "https://leads.example.com/ingest/hubspot_signed";
+
+/// `X-HubSpot-Signature-v3` computed here as HubSpot's "Validating requests" guide gives it, independently of
+/// Leadline's code: base64(HMAC-SHA256(client secret, "POST" + URL + body + timestamp)).
+fn hubspot_v3(secret: &str, body: &str, timestamp: &str) -> String {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("POST{SIGNED_URL}{body}{timestamp}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
 }
 
 async fn steps_of(app: &TestApp, target: &str) -> Vec<leadline::store::DeliveryRecord> {
@@ -623,4 +644,54 @@ impl PostTo for TestApp {
     async fn post_plain_to(&self, source: &str, body: &Value) -> u16 {
         self.http.post(self.url(&format!("/ingest/{source}"))).json(body).send().await.unwrap().status().as_u16()
     }
+}
+
+#[tokio::test]
+async fn a_stage_with_hubspots_v3_signature_is_taken_and_a_wrong_or_stale_one_refused_unstored() {
+    let chain = spawn().await;
+    let app = &chain.app;
+    let lead = json!({"lead_id": "GL-v3", "gcl_id": "Cj0-v3", "google_key": GOOGLE_KEY, "form_id": 1,
+        "user_column_data": [{"column_id": "EMAIL", "string_value": "v3@example.com"}]});
+    assert_eq!(app.http.post(app.url("/ingest/google")).json(&lead).send().await.unwrap().status(), 202);
+    app.wait_settled(Duration::from_secs(10)).await;
+    let contact = chain.hubspot.contact("leadline_id", "google:GL-v3").expect("the lead is a HubSpot contact");
+    let body = workflow_webhook(&contact.id, Some("google:GL-v3"), "customer", Utc::now()).to_string();
+    let send = async |signature: Option<String>, timestamp: Option<String>| {
+        let mut r = app.http.post(app.url("/ingest/hubspot_signed")).header("content-type", "application/json");
+        if let Some(s) = signature {
+            r = r.header("X-HubSpot-Signature-v3", s);
+        }
+        if let Some(t) = timestamp {
+            r = r.header("X-HubSpot-Request-Timestamp", t);
+        }
+        let r = r.body(body.clone()).send().await.unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+    };
+    let stored = app.server.app.store.count_events().await.unwrap();
+    let now = Utc::now().timestamp_millis().to_string();
+    let code = |a: &Value| a["code"].as_str().unwrap_or_default().to_string();
+
+    let (s, a) = send(None, None).await;
+    assert_eq!((s, code(&a)), (401, "missing_signature".into()), "{a}");
+    // Signed with another secret.
+    let (s, a) = send(Some(hubspot_v3("not-the-client-secret", &body, &now)), Some(now.clone())).await;
+    assert_eq!((s, code(&a)), (401, "bad_signature".into()), "{a}");
+    // Signed, then given a fresher timestamp: the timestamp is part of what is signed.
+    let (s, a) = send(Some(hubspot_v3(HUBSPOT_CLIENT_SECRET, &body, "1700000000000")), Some(now.clone())).await;
+    assert_eq!((s, code(&a)), (401, "bad_signature".into()), "{a}");
+    // Rightly signed six minutes ago: a replay.
+    let old = (Utc::now() - chrono::Duration::minutes(6)).timestamp_millis().to_string();
+    let (s, a) = send(Some(hubspot_v3(HUBSPOT_CLIENT_SECRET, &body, &old)), Some(old)).await;
+    assert_eq!((s, code(&a)), (401, "stale_signature".into()), "{a}");
+    assert_eq!(app.server.app.store.count_events().await.unwrap(), stored, "nothing refused is stored");
+
+    let (s, a) = send(Some(hubspot_v3(HUBSPOT_CLIENT_SECRET, &body, &now)), Some(now.clone())).await;
+    assert_eq!(s, 202, "{a}");
+    assert_eq!(app.server.app.store.count_events().await.unwrap(), stored + 1);
+    app.wait_settled(Duration::from_secs(10)).await;
+    assert!(
+        chain.platforms.lock().unwrap().uploaded.contains_key("google:GL-v3:customer"),
+        "the stage went on to Google Ads"
+    );
+    chain.app.server.shutdown().await.unwrap();
 }

@@ -819,14 +819,30 @@ fn default_id_field() -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureConfig {
+    /// How requests are signed: a shared secret's HMAC of the body in `header` (the default), or HubSpot's own
+    /// request signature v3 (`crm_stage` sources only).
+    #[serde(default)]
+    pub scheme: SignatureScheme,
     /// Header carrying the hex HMAC-SHA256 of the raw body (an optional `sha256=` prefix is accepted).
     #[serde(default = "default_signature_header")]
     pub header: String,
-    /// Environment variable holding the shared secret.
+    /// Environment variable holding the shared secret (`hubspot_v3`: the HubSpot app's client secret).
     pub secret_env: String,
+    /// `hubspot_v3`: the URL HubSpot calls, exactly as entered in HubSpot; the signature covers it.
+    pub url: Option<String>,
 }
 
-fn default_signature_header() -> String {
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SignatureScheme {
+    /// Hex HMAC-SHA256 of the raw body with a shared secret, in the configured header.
+    #[default]
+    HmacSha256,
+    /// HubSpot's `X-HubSpot-Signature-v3` with `X-HubSpot-Request-Timestamp` (features/ingest/hubspot_v3.rs).
+    HubspotV3,
+}
+
+pub fn default_signature_header() -> String {
     "X-Signature-256".to_string()
 }
 

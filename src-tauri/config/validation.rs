@@ -279,6 +279,13 @@ impl Config {
                 }
                 SourceKind::Generic => {
                     if let Some(sig) = &source.signature {
+                        if sig.scheme != SignatureScheme::HmacSha256 || sig.url.is_some() {
+                            return Err(invalid(
+                                format!("{key}.signature.scheme"),
+                                "hubspot_v3 (and its url) is for kind = \"crm_stage\" sources: a generic source is signed \
+                                 with { header, secret_env }",
+                            ));
+                        }
                         if sig.header.is_empty() {
                             return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
                         }

@@ -22,8 +22,8 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::config::{
-    BackoffConfig, BreakerConfig, Config, ReconcileConfig, SignatureConfig, SourceConfig, SourceKind, Strategy,
-    TargetConfig, TargetKind,
+    BackoffConfig, BreakerConfig, Config, ReconcileConfig, SignatureConfig, SignatureScheme, SourceConfig, SourceKind,
+    Strategy, TargetConfig, TargetKind,
 };
 use crate::features::ingest::signature;
 use crate::store::EventCountPoint;
@@ -60,6 +60,8 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
             signature: Some(SignatureConfig {
                 header: "X-Signature-256".into(),
                 secret_env: WEBFORM_SECRET_ENV.into(),
+                scheme: SignatureScheme::HmacSha256,
+                url: None,
             }),
             app_secret_env: None,
             verify_token_env: None,

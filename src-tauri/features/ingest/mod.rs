@@ -45,6 +45,8 @@ pub enum IngestError {
     MissingSignature(String),
     #[error("signature in {0} does not match the body")]
     BadSignature(String),
+    #[error("the request's timestamp ({0}) is more than 5 minutes old: refused as a replay")]
+    StaleSignature(String),
     #[error("body is not valid JSON: {0}")]
     MalformedJson(String),
     #[error("{0}")]
@@ -85,6 +87,7 @@ impl IngestError {
             IngestError::UnknownSource(_) => StatusCode::NOT_FOUND,
             IngestError::MissingSignature(_)
             | IngestError::BadSignature(_)
+            | IngestError::StaleSignature(_)
             | IngestError::MissingKey
             | IngestError::BadKey => StatusCode::UNAUTHORIZED,
             IngestError::MalformedJson(_) | IngestError::BadRequest(_) => StatusCode::BAD_REQUEST,
@@ -106,6 +109,7 @@ impl IngestError {
             IngestError::UnknownSource(_) => "unknown_source",
             IngestError::MissingSignature(_) => "missing_signature",
             IngestError::BadSignature(_) => "bad_signature",
+            IngestError::StaleSignature(_) => "stale_signature",
             IngestError::MalformedJson(_) => "malformed_json",
             IngestError::MissingId(_) => "missing_id",
             IngestError::InvalidId(_) => "invalid_id",
@@ -159,6 +163,9 @@ struct SourceRuntime {
     secret: Option<Vec<u8>>,
     /// Header carrying the signature.
     signature_header: Option<String>,
+    /// `signature.scheme = "hubspot_v3"`: the URL HubSpot calls, which the signature covers (the secret is the
+    /// app's client secret in `secret`; the headers are HubSpot's own).
+    hubspot_v3_url: Option<String>,
     verify_token: Option<String>,
     /// `google_ads`: the key Google sends back in each lead's `google_key`.
     google_key: Option<String>,
@@ -306,6 +313,11 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
             (SourceKind::GoogleAds, Some(var)) => Some(config.secret(&format!("{key}.key_env"), var)?),
             _ => None,
         };
+        let hubspot_v3_url = sc
+            .signature
+            .as_ref()
+            .filter(|sig| sig.scheme == crate::config::SignatureScheme::HubspotV3)
+            .and_then(|sig| sig.url.clone());
         let (secret, signature_header, verify_token) = match sc.kind {
             SourceKind::GoogleAds => (None, None, None),
             SourceKind::Generic | SourceKind::CrmStage => match &sc.signature {
@@ -349,6 +361,7 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
                 config: sc.clone(),
                 secret,
                 signature_header,
+                hubspot_v3_url,
                 verify_token,
                 google_key,
                 max_body_bytes,
@@ -470,6 +483,7 @@ async fn receive(
     State(state): State<IngestState>,
     Path(source): Path<String>,
     connection: Option<Extension<ConnectInfo<SocketAddr>>>,
+    method: axum::http::Method,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, IngestError> {
@@ -507,7 +521,19 @@ async fn receive(
     // In: the sender's count goes down; a large body keeps its turn until it is answered (its bytes are held).
     drop(on_its_way);
     let raw: &[u8] = &received.bytes;
-    if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
+    if let (Some(secret), Some(url)) = (&src.secret, &src.hubspot_v3_url) {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let (given, sent) = (header(hubspot_v3::SIGNATURE_HEADER), header(hubspot_v3::TIMESTAMP_HEADER));
+        if let Err(e) = hubspot_v3::verify(secret, method.as_str(), url, raw, given, sent, state.clock.now()) {
+            tracing::warn!(source = ?source, reason = ?e, "rejected: HubSpot signature v3 check failed");
+            let names = format!("{} / {}", hubspot_v3::SIGNATURE_HEADER, hubspot_v3::TIMESTAMP_HEADER);
+            return Err(match e {
+                signature::SignatureError::Missing => IngestError::MissingSignature(names),
+                signature::SignatureError::Stale => IngestError::StaleSignature(sent.unwrap_or_default().to_string()),
+                _ => IngestError::BadSignature(hubspot_v3::SIGNATURE_HEADER.to_string()),
+            });
+        }
+    } else if let (Some(secret), Some(header)) = (&src.secret, &src.signature_header) {
         let given = headers.get(header.as_str()).and_then(|v| v.to_str().ok());
         if let Err(e) = signature::verify(secret, raw, given) {
             tracing::warn!(source = ?source, reason = ?e, "rejected: signature check failed");

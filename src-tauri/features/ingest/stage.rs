@@ -69,7 +69,7 @@ pub fn check(
     source: &crate::config::SourceConfig,
     config: &crate::config::Config,
 ) -> Result<(), crate::config::ConfigError> {
-    use crate::config::TargetKind;
+    use crate::config::{SignatureScheme, TargetKind};
     fn invalid(key: impl Into<String>, message: impl Into<String>) -> crate::config::ConfigError {
         crate::config::ConfigError::invalid(key, message)
     }
@@ -79,8 +79,34 @@ pub fn check(
             "does not apply to kind = \"crm_stage\" (stage changes come by webhook)",
         ));
     }
-    if source.signature.as_ref().is_some_and(|s| s.header.is_empty()) {
-        return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
+    if let Some(sig) = &source.signature {
+        match sig.scheme {
+            SignatureScheme::HmacSha256 => {
+                if sig.header.is_empty() {
+                    return Err(invalid(format!("{key}.signature.header"), "must not be empty"));
+                }
+                if sig.url.is_some() {
+                    return Err(invalid(format!("{key}.signature.url"), "applies only to scheme = \"hubspot_v3\""));
+                }
+            }
+            SignatureScheme::HubspotV3 => {
+                let url = sig.url.as_deref().unwrap_or_default();
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(invalid(
+                        format!("{key}.signature.url"),
+                        "is required for scheme = \"hubspot_v3\": the webhook URL exactly as HubSpot calls it \
+                         (https://…/ingest/<name>), which the signature covers",
+                    ));
+                }
+                if sig.header != crate::config::default_signature_header() {
+                    return Err(invalid(
+                        format!("{key}.signature.header"),
+                        "does not apply to scheme = \"hubspot_v3\": HubSpot's headers are X-HubSpot-Signature-v3 and \
+                         X-HubSpot-Request-Timestamp",
+                    ));
+                }
+            }
+        }
     }
     for t in &source.route {
         let kind = config.targets.get(t).map(|t| t.kind);
