@@ -154,4 +154,45 @@ mod tests {
         let c = read(&json!({"vid": 7, "properties": {"lifecyclestage": {"value": "lead"}}}), &cfg, now).unwrap();
         assert_eq!((c.changed_at, c.external_id), (now, None));
     }
+
+    /// `scheme = "hubspot_v3"` needs the URL HubSpot calls and takes no header of its own; a generic source
+    /// cannot use it.
+    #[test]
+    fn a_hubspot_v3_signature_needs_its_url_and_only_on_crm_stage_sources() {
+        let text = |kind: &str, signature: &str| {
+            format!(
+                r#"
+                [sources.stages]
+                kind = "{kind}"
+                route = ["capi"]
+                signature = {signature}
+                [targets.capi]
+                kind = "meta_conversions"
+                url = "http://127.0.0.1:9/graph"
+                access_token_env = "CAPI_TOKEN"
+                dataset_id = "1"
+                lead_event_source = "HubSpot"
+                stages = {{ customer = "Purchase" }}
+                "#
+            )
+        };
+        let check = |kind: &str, signature: &str| {
+            crate::features::checks::parse(&text(kind, signature), std::path::Path::new("t.toml")).map(|_| ())
+        };
+        let url = r#"url = "https://leads.example.com/ingest/stages""#;
+        assert!(check("crm_stage", &format!(r#"{{ scheme = "hubspot_v3", secret_env = "S", {url} }}"#)).is_ok());
+        let no_url = check("crm_stage", r#"{ scheme = "hubspot_v3", secret_env = "S" }"#).unwrap_err().to_string();
+        assert!(no_url.starts_with("sources.stages.signature.url:"), "{no_url}");
+        let header =
+            check("crm_stage", &format!(r#"{{ scheme = "hubspot_v3", secret_env = "S", header = "X-Sig", {url} }}"#))
+                .unwrap_err()
+                .to_string();
+        assert!(header.starts_with("sources.stages.signature.header:"), "{header}");
+        let hmac_url = check("crm_stage", &format!(r#"{{ secret_env = "S", {url} }}"#)).unwrap_err().to_string();
+        assert!(hmac_url.starts_with("sources.stages.signature.url:"), "{hmac_url}");
+        let generic = check("generic", &format!(r#"{{ scheme = "hubspot_v3", secret_env = "S", {url} }}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(generic.starts_with("sources.stages.signature.scheme:"), "{generic}");
+    }
 }
