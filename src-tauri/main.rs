@@ -163,6 +163,7 @@ async fn serve(
     demo_rate: f64,
 ) -> anyhow::Result<()> {
     let mut crm = None;
+    let mut whatsapp = None;
     let mut config = match (&config_path, demo_mode) {
         (Some(path), false) => Config::load(path)?,
         (None, true) => {
@@ -172,8 +173,11 @@ async fn serve(
             // Printed for people and end-to-end tests who want to look at what the "CRM" received.
             println!("Demo CRM (mock HubSpot and the other demo endpoints): http://{addr}");
             crm = Some(mock);
+            // First contacts go to the demo's own mock WhatsApp and Twilio.
+            let (wa, _tw, contact) = demo::start_contact_mocks().await?;
+            whatsapp = Some(wa);
             let db = format!("sqlite://{}", default_data_dir()?.join("leadline-demo.db").display());
-            demo::demo_config(addr, "127.0.0.1:8787".parse()?, Some(db))
+            demo::demo_config(addr, contact, listen.unwrap_or("127.0.0.1:8787".parse()?), Some(db))
         }
         (Some(_), true) => anyhow::bail!("--demo runs its own configuration; leave out --config"),
         (None, false) => anyhow::bail!("nothing to run: pass --config FILE, or --demo to see Leadline on demo traffic"),
@@ -208,6 +212,9 @@ async fn serve(
     if let Some(token) = token {
         let note = if demo_running { "demo" } else { "shown once; `leadline reset-token` makes a new one" };
         println!("Browser access ({note}): http://{}/?token={token}", server.addr);
+    }
+    if let Some(wa) = &whatsapp {
+        demo::connect_receipts(wa, server.addr);
     }
     if let Some(mock) = crm {
         demo::seed_history(&server.app.store, &server.app.config, server.app.clock.now(), demo_rate).await?;

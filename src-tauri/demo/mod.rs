@@ -29,6 +29,8 @@ use crate::features::ingest::signature;
 use crate::store::EventCountPoint;
 use mock_crm::{Behaviour, MockCrm};
 use mock_hubspot::{HubspotBehaviour, Secondly};
+use mock_twilio::MockTwilio;
+use mock_whatsapp::MockWhatsapp;
 
 pub const WEBFORM_SECRET_ENV: &str = "LEADLINE_DEMO_WEBFORM_SECRET";
 pub const META_SECRET_ENV: &str = "LEADLINE_DEMO_META_APP_SECRET";
@@ -36,6 +38,9 @@ pub const META_VERIFY_ENV: &str = "LEADLINE_DEMO_META_VERIFY_TOKEN";
 pub const META_TOKEN_ENV: &str = "LEADLINE_DEMO_META_ACCESS_TOKEN";
 pub const HUBSPOT_TOKEN_ENV: &str = "LEADLINE_DEMO_HUBSPOT_TOKEN";
 pub const GOOGLE_KEY_ENV: &str = "LEADLINE_DEMO_GOOGLE_KEY";
+pub const WHATSAPP_TOKEN_ENV: &str = "LEADLINE_DEMO_WHATSAPP_TOKEN";
+pub const WHATSAPP_SECRET_ENV: &str = "LEADLINE_DEMO_WHATSAPP_APP_SECRET";
+pub const TWILIO_TOKEN_ENV: &str = "LEADLINE_DEMO_TWILIO_TOKEN";
 /// The key the demo's Google Ads lead form sends back in `google_key`.
 pub const GOOGLE_KEY: &str = "demo-google-lead-form-key";
 /// The demo's Meta lead form.
@@ -45,8 +50,29 @@ pub const META_PAGE: &str = "1234567890";
 /// One in this many Meta webhooks is "lost" on the way by the demo (reconciliation finds them).
 pub const META_WEBHOOK_LOSS_EVERY: u64 = 10;
 
-/// The demo's configuration: three sources, a CRM and a follow-up notification, all on loopback.
-pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<String>) -> Config {
+/// Where the demo's first-contact providers listen: the mock WhatsApp Cloud API and the mock Twilio.
+#[derive(Debug, Clone, Copy)]
+pub struct ContactMocks {
+    pub whatsapp: SocketAddr,
+    pub twilio: SocketAddr,
+}
+
+/// Starts the demo's mock WhatsApp and mock Twilio on loopback (any free ports).
+pub async fn start_contact_mocks() -> anyhow::Result<(MockWhatsapp, MockTwilio, ContactMocks)> {
+    let (wa, whatsapp) = MockWhatsapp::start("127.0.0.1:0".parse()?).await?;
+    let (tw, twilio) = MockTwilio::start("127.0.0.1:0".parse()?).await?;
+    Ok((wa, tw, ContactMocks { whatsapp, twilio }))
+}
+
+/// Once Leadline listens on `addr`: the mock WhatsApp posts its status webhooks to the `hello` step's receipts.
+pub fn connect_receipts(wa: &MockWhatsapp, addr: SocketAddr) {
+    wa.post_receipts_to(&format!("http://{addr}/receipts/whatsapp/hello"));
+}
+
+/// The demo's configuration: four sources, a CRM, a follow-up notification and a first contact (WhatsApp, SMS when
+/// WhatsApp fails for the number), all on loopback. Twilio's status callbacks go to `listen`, so a `listen` on
+/// port 0 (the desktop app) leaves them out: the SMS step then confirms its sends from Twilio's list.
+pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, database_url: Option<String>) -> Config {
     let base = format!("http://{crm}");
     let mut c = Config::default();
     c.server.listen = listen;
@@ -82,8 +108,9 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         SourceConfig {
             kind: SourceKind::Meta,
             id_field: "id".into(),
-            // The webhook carries only ids: the first step fetches the lead's answers from the Graph API.
-            route: vec!["meta_details".into(), "crm".into()],
+            // The webhook carries only ids: the first step fetches the lead's answers from the Graph API. Once in
+            // the CRM, the lead gets a WhatsApp hello (an SMS if WhatsApp fails for the number).
+            route: vec!["meta_details".into(), "crm".into(), "hello".into()],
             signature: None,
             app_secret_env: Some(META_SECRET_ENV.into()),
             verify_token_env: Some(META_VERIFY_ENV.into()),
@@ -110,8 +137,9 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         SourceConfig {
             kind: SourceKind::GoogleAds,
             id_field: "id".into(),
-            // Google's webhook carries the answers themselves: straight to the CRM, with the Meta leads' mapping.
-            route: vec!["crm".into()],
+            // Google's webhook carries the answers themselves: straight to the CRM, with the Meta leads' mapping,
+            // then the first contact.
+            route: vec!["crm".into(), "hello".into()],
             signature: None,
             app_secret_env: None,
             verify_token_env: None,
@@ -230,6 +258,49 @@ pub fn demo_config(crm: SocketAddr, listen: SocketAddr, database_url: Option<Str
         },
     );
     c.targets.insert("call_task".into(), target(format!("{base}/tasks/{{external_id}}"), Strategy::Upsert, 4));
+    c.targets.insert(
+        "hello".into(),
+        TargetConfig {
+            kind: TargetKind::Whatsapp,
+            strategy: None,
+            access_token_env: Some(WHATSAPP_TOKEN_ENV.into()),
+            mapping: first_contact_mapping(),
+            // A hello hours late is worse than none: replayed old leads get a call task instead.
+            max_lead_age_minutes: Some(60),
+            fallback: Some("call_task".into()),
+            on_failure: Some("sms".into()),
+            whatsapp: Some(crate::config::WhatsappConfig {
+                phone_number_id: "106540352242922".into(),
+                template: "lead_welcome".into(),
+                language: "de".into(),
+                parameters: vec!["first_name".into()],
+                app_secret_env: Some(WHATSAPP_SECRET_ENV.into()),
+                verify_token_env: None,
+            }),
+            ..target(format!("http://{}", contact.whatsapp), Strategy::Upsert, 4)
+        },
+    );
+    let status_callback = (listen.port() != 0).then(|| format!("http://{listen}/receipts/sms/sms"));
+    c.targets.insert(
+        "sms".into(),
+        TargetConfig {
+            kind: TargetKind::Sms,
+            strategy: None,
+            mapping: first_contact_mapping(),
+            sms: Some(crate::config::SmsConfig {
+                account_sid: mock_twilio::ACCOUNT_SID.into(),
+                auth_token_env: TWILIO_TOKEN_ENV.into(),
+                from: Some("+15005550006".into()),
+                messaging_service_sid: None,
+                body: "Hi {first_name}, thanks for your request: we will call you shortly.".into(),
+                status_callback,
+            }),
+            ..target(format!("http://{}", contact.twilio), Strategy::Upsert, 4)
+        },
+    );
+    c.inline_secrets.insert(WHATSAPP_TOKEN_ENV.into(), mock_whatsapp::TOKEN.into());
+    c.inline_secrets.insert(WHATSAPP_SECRET_ENV.into(), mock_whatsapp::APP_SECRET.into());
+    c.inline_secrets.insert(TWILIO_TOKEN_ENV.into(), mock_twilio::AUTH_TOKEN.into());
     c.inline_secrets.insert(WEBFORM_SECRET_ENV.into(), "demo-webform-secret".into());
     c.inline_secrets.insert(GOOGLE_KEY_ENV.into(), GOOGLE_KEY.into());
     c.inline_secrets.insert(META_SECRET_ENV.into(), "demo-meta-app-secret".into());
@@ -571,6 +642,17 @@ fn welcome_sms_mapping() -> Vec<crate::features::targets::mapping::FieldRule> {
     .expect("the demo's mapping is valid")
 }
 
+/// The first contact's record (WhatsApp and SMS alike): the phone in E.164 and the first name, from a Meta or
+/// Google lead's `fields`.
+fn first_contact_mapping() -> Vec<crate::features::targets::mapping::FieldRule> {
+    serde_json::from_value(json!([
+        {"to": "to", "from": ["phone", "/lead/phone", "/fields/phone_number"],
+            "transform": [{"phone_e164": {"default_country": "+49"}}], "required": true},
+        {"to": "first_name", "from": ["name", "/lead/name", "/fields/full_name"], "transform": ["trim", "first_name"], "default": "there"}
+    ]))
+    .expect("the demo's mapping is valid")
+}
+
 /// One synthetic request: URL, body and signature header, and for a Meta lead the answers Meta keeps
 /// (`field_data`, fetched by the lead's first step). Lead `n` picks its source and data.
 pub fn synthetic_request(
@@ -652,15 +734,15 @@ mod tests {
     #[test]
     fn the_seeded_past_is_delivered_along_each_sources_route() {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let config = demo_config(addr, addr, None);
+        let config = demo_config(addr, ContactMocks { whatsapp: addr, twilio: addr }, addr, None);
         let at: chrono::DateTime<chrono::Utc> = "2026-03-02T10:00:00Z".parse().unwrap();
         let event =
             |source: &str, events| EventCountPoint { source: source.into(), resolution_seconds: 60, at, events };
         let delivered =
             delivered_points(&[event("webform", 5.0), event("meta_ads", 3.0), event("partner_api", 2.0)], &config);
         let got: BTreeMap<&str, f64> = delivered.iter().map(|p| (p.source.as_str(), p.events)).collect();
-        // webform → crm, notify; meta_ads → meta_details, crm; partner_api → crm.
-        assert_eq!(got, BTreeMap::from([("crm", 10.0), ("meta_details", 3.0), ("notify", 5.0)]));
+        // webform → crm, notify; meta_ads → meta_details, crm, hello; partner_api → crm.
+        assert_eq!(got, BTreeMap::from([("crm", 10.0), ("hello", 3.0), ("meta_details", 3.0), ("notify", 5.0)]));
         assert!(delivered.iter().all(|p| p.at == at && p.resolution_seconds == 60));
     }
 
@@ -708,7 +790,8 @@ mod tests {
 
     #[test]
     fn demo_config_is_valid() {
-        let c = demo_config("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap(), None);
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let c = demo_config(a, ContactMocks { whatsapp: a, twilio: a }, "127.0.0.1:2".parse().unwrap(), None);
         crate::features::checks::check(&c).unwrap();
     }
 }

@@ -151,7 +151,8 @@ for (const { width, height, theme: colours } of SIZES) {
 
       await nav.getByRole('link', { name: /^Targets/ }).click();
       const rows = page.getByTestId('target-row');
-      await expect(rows).toHaveCount(4);
+      // crm, notify, meta_details, call_task, and the first contact: hello (WhatsApp) and sms.
+      await expect(rows).toHaveCount(6);
       await fits(page, theme, 'targets');
       for (const r of await rows.all()) {
         await reachable(r.getByRole('button', { name: 'Mapping & test' }));

@@ -467,6 +467,7 @@ pub async fn start_engine(
 ) -> anyhow::Result<Server> {
     let path =
         if demo { None } else { config_path.or_else(|| Some(config_dir.join("leadline.toml")).filter(|p| p.exists())) };
+    let mut whatsapp = None;
     let (config, demo_crm) = match path {
         Some(p) => {
             let mut c = Config::load(&p)?;
@@ -479,8 +480,11 @@ pub async fn start_engine(
             let (crm, addr) = demo::mock_crm::MockCrm::start("127.0.0.1:0".parse()?).await?;
             demo::enter_schedule(&crm);
             tracing::info!(%addr, "demo CRM listening");
+            // First contacts go to the demo's own mock WhatsApp and Twilio.
+            let (wa, _tw, contact) = demo::start_contact_mocks().await?;
+            whatsapp = Some(wa);
             let db = format!("sqlite://{}", data_dir.join("leadline-demo.db").display());
-            (demo::demo_config(addr, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
+            (demo::demo_config(addr, contact, "127.0.0.1:0".parse()?, Some(db)), Some(crm))
         }
     };
     // The demo started at a point of its schedule has been "listening" since its timeline began (see
@@ -488,6 +492,9 @@ pub async fn start_engine(
     let listened_before = if demo_crm.is_some() { demo::clock_offset() } else { Duration::ZERO };
     let options = StartOptions { demo: demo_crm.is_some(), notifier, listened_before, ..Default::default() };
     let server = Server::start_with(config, options).await?;
+    if let Some(wa) = &whatsapp {
+        demo::connect_receipts(wa, server.addr);
+    }
     if let Some(crm) = demo_crm {
         demo::seed_history(&server.app.store, &server.app.config, server.app.clock.now(), 60.0).await?;
         tokio::spawn(demo::run_schedule(crm.clone()));
