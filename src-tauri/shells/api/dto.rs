@@ -235,6 +235,9 @@ pub struct LeadStory {
     pub episodes: Vec<crate::store::Episode>,
     /// Its steps delivered without a field the CRM refused (a target's `missing_data`): which field, why.
     pub missing_data: Vec<crate::store::MissingDataLead>,
+    /// Its first contacts' receipts (sent, delivered, read, failed), oldest first, each naming its step by
+    /// `delivery_id`.
+    pub receipts: Vec<crate::store::ReceiptEntry>,
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]

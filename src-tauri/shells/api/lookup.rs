@@ -67,5 +67,7 @@ async fn lead_story_as_stored(app: &App, event_id: i64) -> Result<LeadStory, Api
         .collect();
     let episodes = app.store.episodes_of_lead(event_id).await?;
     let missing_data = app.store.missing_data_of_lead(event_id).await?;
-    Ok(LeadStory { lead, crm_urls, revealed: true, reveals, episodes, missing_data })
+    let step_ids: Vec<i64> = lead.steps.iter().map(|s| s.delivery_id).collect();
+    let receipts = app.store.receipts_of(&step_ids).await?;
+    Ok(LeadStory { lead, crm_urls, revealed: true, reveals, episodes, missing_data, receipts })
 }

@@ -4,6 +4,7 @@
 use super::dto::{Session, SourceKey, SourceView, WebhookSetup};
 use super::error::ApiError;
 use crate::features::app::{App, LiveEvent};
+use crate::features::contact::speed::ContactSpeed;
 use crate::features::figures::{self, DeliveryFigures};
 use crate::features::monitor::alerts::{self, Alert};
 use crate::features::monitor::health::HealthView;
@@ -78,6 +79,16 @@ pub async fn figures(app: &App, range: &str) -> Result<DeliveryFigures, ApiError
     let now = app.clock.now();
     let targets: Vec<String> = app.config.targets.keys().cloned().collect();
     Ok(figures::figures(&app.store, &targets, now - span, now).await?)
+}
+
+/// Speed to first contact over `range` (`24h` or `7d`): per source, from a lead's arrival to the provider
+/// accepting its first message and to the message's delivery receipt, p50 and p95.
+pub async fn contact_speed(app: &App, range: &str) -> Result<Vec<ContactSpeed>, ApiError> {
+    let span = Range::parse(range)
+        .ok_or_else(|| ApiError::BadRequest(format!("unknown range `{range}`: use 1h, 24h or 7d")))?
+        .span();
+    let times = app.store.contact_times(app.clock.now() - span).await?;
+    Ok(crate::features::contact::speed::figures(&times))
 }
 
 pub async fn alerts(app: &App) -> Result<Vec<Alert>, ApiError> {

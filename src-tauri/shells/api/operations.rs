@@ -44,6 +44,7 @@ use super::dto::*;
 use super::error::ApiError;
 use super::{args, connections, export, letters, lookup, missing_data, monitoring, replaying, settings};
 use crate::features::app::App;
+use crate::features::contact::speed::ContactSpeed;
 use crate::features::dlq::{DeadLetterFilter, DeadLetterGroup};
 use crate::features::figures::DeliveryFigures;
 use crate::features::monitor::alerts::Alert;
@@ -136,6 +137,12 @@ operations! {
     figures: read GET "/api/figures" (a: RangeArgs) -> DeliveryFigures,
         example { "range": "24h" },
         |cx| monitoring::figures(&cx.app, a.range.as_deref().unwrap_or("24h")).await;
+
+    /// Speed to first contact over `range` (`24h` unless given): per source, p50 and p95 from a lead's arrival to
+    /// its first message accepted by the provider and to its delivery receipt.
+    contact_speed: read GET "/api/contact-speed" (a: RangeArgs) -> Vec<ContactSpeed>,
+        example { "range": "24h" },
+        |cx| monitoring::contact_speed(&cx.app, a.range.as_deref().unwrap_or("24h")).await;
 
     /// Each source: its volume against its baseline, reconciliation and polling.
     sources: read GET "/api/sources" (_a: NoArgs) -> Vec<SourceView>,

@@ -1,7 +1,7 @@
 // Leadline's operations, generated from the registry (src-tauri/shells/api/operations.rs) by
 // tests/ts_contract.rs. Do not edit: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract`.
 
-import type { Alert, ChannelView, ConnectionCheck, ControlArgs, CorrectArgs, DeadLetterFilter, DeadLetterGroup, DeadLetterList, DeadLetterView, DeliveryFigures, EditArgs, FixAndReplayPreview, FixAndReplayPreviewArgs, FixAndReplayReceipt, FixAndReplayRequest, FixReport, FixRequest, HealthView, IdArgs, LeadQuery, LeadSearch, LeadStory, MetricSeries, MissingDataCounts, MissingDataLead, NoArgs, RangeArgs, ReconciliationRun, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplayRequest, ReplaySelection, ReportArgs, RequestPreview, ResolveRequest, RevealArgs, SaveOutcome, SecretEntry, SecretReload, SecretStored, Session, SettingsEdit, SettingsView, SourceArgs, SourceKey, SourceView, TargetArgs, TargetPreviewArgs, TargetView } from './wire';
+import type { Alert, ChannelView, ConnectionCheck, ContactSpeed, ControlArgs, CorrectArgs, DeadLetterFilter, DeadLetterGroup, DeadLetterList, DeadLetterView, DeliveryFigures, EditArgs, FixAndReplayPreview, FixAndReplayPreviewArgs, FixAndReplayReceipt, FixAndReplayRequest, FixReport, FixRequest, HealthView, IdArgs, LeadQuery, LeadSearch, LeadStory, MetricSeries, MissingDataCounts, MissingDataLead, NoArgs, RangeArgs, ReconciliationRun, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplayRequest, ReplaySelection, ReportArgs, RequestPreview, ResolveRequest, RevealArgs, SaveOutcome, SecretEntry, SecretReload, SecretStored, Session, SettingsEdit, SettingsView, SourceArgs, SourceKey, SourceView, TargetArgs, TargetPreviewArgs, TargetView } from './wire';
 
 /** Each operation's arguments and answer. An export answers where its file was saved (`null`: not saved). */
 export type Operations = {
@@ -13,6 +13,9 @@ export type Operations = {
   metrics: { args: RangeArgs; answer: MetricSeries };
   /** Delivery figures over `range` (`24h` unless given). */
   figures: { args: RangeArgs; answer: DeliveryFigures };
+  /** Speed to first contact over `range` (`24h` unless given): per source, p50 and p95 from a lead's arrival to
+   *  its first message accepted by the provider and to its delivery receipt. */
+  contact_speed: { args: RangeArgs; answer: Array<ContactSpeed> };
   /** Each source: its volume against its baseline, reconciliation and polling. */
   sources: { args: NoArgs; answer: Array<SourceView> };
   /** A Google Ads source's key, unmasked, to paste into the lead form's webhook settings; the reveal is logged. */
@@ -116,6 +119,7 @@ export const OPERATIONS: { readonly [N in OperationName]: OperationRoute } = {
   health: { method: 'GET', path: '/api/health', access: 'read', confirmed: false, file: false, refusal: false },
   metrics: { method: 'GET', path: '/api/metrics', access: 'read', confirmed: false, file: false, refusal: false },
   figures: { method: 'GET', path: '/api/figures', access: 'read', confirmed: false, file: false, refusal: false },
+  contact_speed: { method: 'GET', path: '/api/contact-speed', access: 'read', confirmed: false, file: false, refusal: false },
   sources: { method: 'GET', path: '/api/sources', access: 'read', confirmed: false, file: false, refusal: false },
   reveal_source_key: { method: 'POST', path: '/api/sources/{source}/key', access: 'write', confirmed: false, file: false, refusal: false },
   reconcile_now: { method: 'POST', path: '/api/sources/{source}/reconcile', access: 'write', confirmed: false, file: false, refusal: false },
@@ -181,6 +185,10 @@ export const EXAMPLES: {
   figures: {
     args: {"range":"24h"},
     request: { method: 'GET', path: "/api/figures?range=24h", body: null },
+  },
+  contact_speed: {
+    args: {"range":"24h"},
+    request: { method: 'GET', path: "/api/contact-speed?range=24h", body: null },
   },
   sources: {
     args: {},

@@ -607,7 +607,12 @@ episodes: Array<Episode>,
 /**
  * Its steps delivered without a field the CRM refused (a target's `missing_data`): which field, why.
  */
-missing_data: Array<MissingDataLead>, event_id: number, source: string, source_ref: string, received_at: string, 
+missing_data: Array<MissingDataLead>, 
+/**
+ * Its first contacts' receipts (sent, delivered, read, failed), oldest first, each naming its step by
+ * `delivery_id`.
+ */
+receipts: Array<ReceiptEntry>, event_id: number, source: string, source_ref: string, received_at: string, 
 /**
  * `webhook` or `reconciliation`.
  */
@@ -1090,6 +1095,16 @@ export type ReplayOutcome = "delivered" | "in_progress" | "queued" | "failed_sam
 
 export type ReplayEventKind = "started" | "canary_sent" | "canary_passed" | "canary_failed" | "waiting" | "resumed" | "continued" | "paused" | "cancelled" | "finished";
 
+export type ContactSpeed = { source: string, 
+/**
+ * Messages accepted.
+ */
+accepted: number, accepted_p50_ms: number | null, accepted_p95_ms: number | null, 
+/**
+ * Messages with a delivery receipt.
+ */
+delivered: number, delivered_p50_ms: number | null, delivered_p95_ms: number | null, };
+
 export type ControlArgs = { id: number, action: 'cancel' | 'pause' | 'resume', };
 
 export type CorrectArgs = { id: number, fix: FieldFix, reason: string, };
@@ -1152,6 +1167,12 @@ export type MissingField = { field: string, reason: string, at: string, };
 export type NoArgs = Record<symbol, never>;
 
 export type RangeArgs = { range: string | null, };
+
+export type ReceiptEntry = { delivery_id: number, provider_id: string, 
+/**
+ * `sent`, `delivered`, `read` or `failed`.
+ */
+status: string, error_code: string | null, error_title: string | null, at: string, };
 
 export type ReportArgs = { id: number, outcome: string | null, };
 
