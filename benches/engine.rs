@@ -43,6 +43,11 @@
 //!    R/10) that refuses the rest naming no rate and no time — a generic CRM's bare `429`, and Salesforce's
 //!    concurrent-request `403 REQUEST_LIMIT_EXCEEDED` — with no `rate` declared: leads delivered per second, over
 //!    the whole drain and from its 10th second on, and the share of requests refused.
+//! 9. First contact (SQLite only, `--only-first-contact`; not run otherwise): leads POSTed to the ingest at a steady
+//!    rate (`--contact-rate`, 20/s, for `--contact-seconds`, 30) whose route is one WhatsApp step (SMS when WhatsApp
+//!    fails) against the demo's mock WhatsApp Cloud API and mock Twilio on loopback, which answer at once and post
+//!    signed receipts: p50 and p95 from the lead's arrival to the message accepted by the provider, and to its
+//!    delivery receipt — the same figures as the Overview's "Speed to first contact".
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -624,6 +629,92 @@ async fn queue_leads(db: &Path, leads: usize, prefix: &str, payload: impl Fn(&st
     store.close().await;
 }
 
+async fn bench_first_contact(rate: usize, seconds: usize) {
+    use leadline::demo::mock_twilio::{self, MockTwilio};
+    use leadline::demo::mock_whatsapp::{self, MockWhatsapp};
+    let (wa, wa_addr) = MockWhatsapp::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (_tw, tw_addr) = MockTwilio::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+
+[database]
+url = "sqlite://{db}"
+
+[sources.web]
+route = ["hello"]
+
+[targets.hello]
+kind = "whatsapp"
+url = "http://{wa_addr}"
+api_version = "v21.0"
+access_token_env = "BENCH_WA_TOKEN"
+concurrency = 16
+on_failure = "sms"
+whatsapp = {{ phone_number_id = "106540352242922", template = "lead_welcome", language = "de", parameters = ["first_name"], app_secret_env = "BENCH_WA_SECRET" }}
+mapping = [{{ to = "to", from = "phone", transform = [{{ phone_e164 = {{ default_country = "+49" }} }}], required = true }}, {{ to = "first_name", from = "name", transform = ["first_name"] }}]
+
+[targets.sms]
+kind = "sms"
+url = "http://{tw_addr}"
+concurrency = 16
+sms = {{ account_sid = "{sid}", auth_token_env = "BENCH_TW_TOKEN", from = "+15005550006", body = "Hi {{first_name}}, thanks for your request.", status_callback = "http://127.0.0.1:{port}/receipts/sms/sms" }}
+mapping = [{{ to = "to", from = "phone", transform = [{{ phone_e164 = {{ default_country = "+49" }} }}], required = true }}, {{ to = "first_name", from = "name", transform = ["first_name"] }}]
+"#,
+        db = dir.path().join("contact.db").display(),
+        sid = mock_twilio::ACCOUNT_SID,
+    );
+    let mut config = Config::parse(&text, Path::new("bench.toml")).unwrap();
+    config.inline_secrets.insert("BENCH_WA_TOKEN".into(), mock_whatsapp::TOKEN.into());
+    config.inline_secrets.insert("BENCH_WA_SECRET".into(), mock_whatsapp::APP_SECRET.into());
+    config.inline_secrets.insert("BENCH_TW_TOKEN".into(), mock_twilio::AUTH_TOKEN.into());
+    let server = Server::start(config).await.unwrap();
+    wa.post_receipts_to(&format!("http://{}/receipts/whatsapp/hello", server.addr));
+    let client = reqwest::Client::new();
+    let leads = rate * seconds;
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+    for i in 0..leads {
+        tick.tick().await;
+        let (client, url) = (client.clone(), format!("http://{}/ingest/web", server.addr));
+        tokio::spawn(async move {
+            let lead =
+                serde_json::json!({"id": format!("c{i}"), "name": "Ada Lovelace", "phone": format!("+49151{i:08}")});
+            let _ = client.post(url).json(&lead).send().await;
+        });
+    }
+    let store = &server.app.store;
+    let since = chrono::DateTime::<chrono::Utc>::MIN_UTC;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let times = loop {
+        let times = store.contact_times(since).await.unwrap();
+        let done = times.iter().map(|t| t.delivered_ms.len()).sum::<usize>();
+        if done >= leads || Instant::now() > deadline {
+            break times;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ms = |v: Option<i64>| v.map_or("-".to_string(), |v| format!("{v} ms"));
+    for f in leadline::contact::speed::figures(&times) {
+        println!(
+            "first contact: {leads} leads at {rate}/s over {:.0} s, source {}: accepted {} (p50 {} / p95 {}), \
+             delivered {} (p50 {} / p95 {})",
+            started.elapsed().as_secs_f64(),
+            f.source,
+            f.accepted,
+            ms(f.accepted_p50_ms),
+            ms(f.accepted_p95_ms),
+            f.delivered,
+            ms(f.delivered_p50_ms),
+            ms(f.delivered_p95_ms)
+        );
+    }
+    server.shutdown().await.unwrap();
+}
+
 async fn bench_pacing(leads: usize, allowed: f64, declared: bool) {
     let (crm, crm_addr) = leadline::demo::mock_crm::MockCrm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
     crm.set_behaviour(leadline::demo::mock_crm::Behaviour {
@@ -923,7 +1014,8 @@ fn main() {
         "both" => vec![Backend::Sqlite, Backend::Postgres],
         other => panic!("--backend {other}: expected sqlite, postgres or both"),
     };
-    let store_figures_run = !only("--only-pacing") && !only("--only-hubspot") && !only("--only-refusals");
+    let store_figures_run =
+        !only("--only-pacing") && !only("--only-hubspot") && !only("--only-refusals") && !only("--only-first-contact");
     let team_run = only("--only-team");
     // Declared before the runtime, so it is dropped (the cluster stopped) after everything using it, and also
     // when a figure panics.
@@ -974,6 +1066,10 @@ fn main() {
             if only("--only-delivery") || only("--only-dead-letters") || only("--only-ingest") {
                 return;
             }
+        }
+        if only("--only-first-contact") {
+            bench_first_contact(arg("--contact-rate", 20), arg("--contact-seconds", 30)).await;
+            return;
         }
         if only("--only-refusals") {
             let seconds = arg("--refusal-seconds", 30);
