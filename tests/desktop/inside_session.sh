@@ -10,6 +10,9 @@ bin="$2"
 mkdir -p "$out"
 export NO_AT_BRIDGE=1
 export LEADLINE_DEMO_CLOCK_OFFSET=400
+# The replay below needs the phone rule's data dead letters: without this the demo's CRM target writes those leads
+# without the phone (its missing_data setting), and there is no dead letter to replay.
+export LEADLINE_DEMO_MISSING_DATA=off
 export XDG_DATA_HOME="$out/data" XDG_CONFIG_HOME="$out/config"
 rm -rf "$out/notifications.jsonl" "$out/data" "$out/config" "$out/failure.png"
 /usr/bin/python3 "$(dirname "$0")/fake_notifications.py" "$out/notifications.jsonl" > "$out/fake.log" 2>&1 &

@@ -77,8 +77,8 @@ click "${NAV_DEAD_LETTERS[@]}"
 sleep 2
 # The list shows the newest dead letter first.
 IFS='|' read -r id source ref < <(sql "SELECT d.id, e.source, e.source_ref FROM delivery d JOIN inbound_event e
-  ON e.id = d.event_id WHERE d.state = 'dead' AND d.resolution = 'open' ORDER BY d.id DESC LIMIT 1")
-[ -n "$id" ] || fail "no open dead letter to replay"
+  ON e.id = d.event_id WHERE d.state = 'dead' AND d.resolution = 'open' ORDER BY d.id DESC LIMIT 1") || true
+[ -n "${id:-}" ] || fail "no open dead letter to replay"
 external="$source:$ref"
 echo "replaying dead letter $id ($external) through the native dialog"
 [ "$(records_for "$external")" = 0 ] || fail "the CRM already holds $external"
