@@ -312,9 +312,14 @@ pub(super) async fn decide(
             credential: credential.clone(),
             reason: f.reason.clone(),
         });
+        // The lead is stored due at once: the target's hold (in this process, and shared with the team) is what
+        // keeps it waiting. Were it stored for the probe time, a reload of secrets that came while this
+        // completion was on its way to the database (after the hold, before the write) would end the hold and
+        // make the waiting leads due, and this one would then be written to wait out the whole cooldown anyway.
+        // A restart with a renewed credential lets it go at once too.
         return Completion::of(
             job,
-            JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
+            JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
             Some(AttemptRecord {
                 started_at: report.started_at,
                 duration_ms: report.duration_ms,
