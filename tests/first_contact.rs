@@ -384,6 +384,78 @@ async fn a_send_nobody_confirms_goes_to_a_person_and_is_not_repeated() {
     assert_eq!(c.wa.count_to(&phone(5)), 1, "never sent again by itself");
 }
 
+async fn dead_step(c: &Contact, source_ref: &str) -> leadline::store::DeliveryRecord {
+    c.steps().await.into_iter().find(|s| s.source_ref == source_ref && s.state == "dead").expect("a dead step")
+}
+
+/// The answer to "did this lead get our message?" in one click: "send again" sends it once more; "it arrived"
+/// sends nothing and the step is delivered. A plain replay, without an answer, asks again rather than guess.
+#[tokio::test]
+async fn a_person_answers_whether_a_message_in_doubt_arrived() {
+    let t0 = chrono::Utc.with_ymd_and_hms(2026, 12, 5, 12, 0, 0).unwrap();
+    let clock = leadline::api::Clock::manual(t0);
+    let c = start("in_doubt_minutes = 10", Some(clock.clone())).await;
+    let app = &c.server.app;
+    let store = &app.store;
+    c.wa.post_receipts_to("http://127.0.0.1:1/nowhere");
+    c.wa.set_faults(mock_whatsapp::Faults { lose_answers: 2, hang: Duration::from_secs(2), ..Default::default() });
+    c.post("web", person("again", &phone(60))).await;
+    c.post("web", person("arrived", &phone(61))).await;
+    wait_for("both sends without an answer", Duration::from_secs(10), async || {
+        store.all_attempts().await.unwrap().iter().filter(|a| a.reason.starts_with("sent, no answer")).count() == 2
+    })
+    .await;
+    clock.set(t0 + chrono::Duration::minutes(11));
+    c.settle().await;
+    let (again, arrived) = (dead_step(&c, "again").await, dead_step(&c, "arrived").await);
+
+    // The dead letter asks the question; an ordinary dead letter does not.
+    let view = leadline::api::dead_letter(app, again.id).await.unwrap();
+    let doubt = view.contact_doubt.expect("the question");
+    assert_eq!(doubt.channel, "whatsapp");
+    // A plain replay does not guess: the step asks again, and nothing is sent.
+    replay(&c, vec![again.id]).await;
+    c.settle().await;
+    let again = dead_step(&c, "again").await;
+    assert_eq!(again.dead_class.as_deref(), Some("ambiguous"));
+    assert_eq!(c.wa.count_to(&phone(60)), 1);
+
+    // In the window the answer is confirmed natively; the question says what happens.
+    let no = std::sync::Arc::new(leadline::api::ScriptedConfirm::always(false));
+    let args =
+        leadline::api::ContactDoubtArgs { id: again.id, arrived: false, note: "the lead says nothing came".into() };
+    let asked = leadline::api::contact_doubt_question(app, "ops", args.clone()).await.unwrap();
+    assert!(matches!(asked.answered(no).await, Err(leadline::api::ApiError::Cancelled)));
+    assert_eq!(c.wa.count_to(&phone(60)), 1, "a cancelled answer sends nothing");
+
+    // "Send again": the message goes once more, and the step is delivered.
+    c.wa.set_faults(Default::default());
+    leadline::api::answer_contact_doubt(app, &args, "desktop user `ops`").await.unwrap();
+    wait_for("the second hello", Duration::from_secs(20), async || c.wa.count_to(&phone(60)) == 2).await;
+    c.settle().await;
+    let step = c.steps().await.into_iter().find(|s| s.id == again.id).unwrap();
+    assert_eq!(step.state, "delivered", "{step:?}");
+    assert!(leadline::api::dead_letter(app, again.id).await.unwrap().contact_doubt.is_none());
+    // Answered once: a second answer is refused.
+    let twice = leadline::api::answer_contact_doubt(app, &args, "ops").await;
+    assert!(matches!(twice, Err(leadline::api::ApiError::BadRequest(_))), "{twice:?}");
+
+    // "It arrived": nothing is sent, and the step is delivered.
+    let args = leadline::api::ContactDoubtArgs { id: arrived.id, arrived: true, note: String::new() };
+    let receipt = leadline::api::answer_contact_doubt(app, &args, "desktop user `ops`").await.unwrap();
+    wait_for("the replay to finish", Duration::from_secs(20), async || {
+        leadline::api::replay_progress(app, receipt.replay_id).await.unwrap().done
+    })
+    .await;
+    c.settle().await;
+    let step = c.steps().await.into_iter().find(|s| s.id == arrived.id).unwrap();
+    assert_eq!(step.state, "delivered", "{step:?}");
+    assert_eq!(c.wa.count_to(&phone(61)), 1, "no second hello");
+    assert!(c.tw.messages().is_empty(), "and no SMS instead");
+    let history = leadline::api::dead_letter(app, arrived.id).await.unwrap().replays;
+    assert!(history.iter().any(|r| r.reason.contains("the lead got the first message")), "{history:?}");
+}
+
 #[tokio::test]
 async fn a_refused_setup_holds_the_step_and_alerts_instead_of_dead_lettering_each_lead() {
     let c = start("", None).await;

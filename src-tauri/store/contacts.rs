@@ -88,6 +88,18 @@ impl Store {
         dispatch!(self, contact_answered(step_key, status, provider_id, error_code, at))
     }
 
+    /// A person's answer to "did this lead get our message?" for a message still in doubt (`sending`): it arrived
+    /// (`delivered`: never sent again; no delivery time, so the speed figures count only measured ones) or it
+    /// did not (`refused`: the step's next try sends it). Returns whether the message was in doubt.
+    pub async fn settle_contact_doubt(
+        &self,
+        step_key: &str,
+        arrived: bool,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        dispatch!(self, settle_contact_doubt(step_key, arrived, now))
+    }
+
     /// Whether `recipient` opted out.
     pub async fn opted_out(&self, recipient: &str) -> anyhow::Result<bool> {
         dispatch!(self, opted_out(recipient))
@@ -166,6 +178,25 @@ backends! {
             .await
             .context("cannot record the message before sending")?;
             Ok(())
+        }
+
+        pub async fn settle_contact_doubt(
+            db: &Db,
+            step_key: &str,
+            arrived: bool,
+            now: DateTime<Utc>,
+        ) -> anyhow::Result<bool> {
+            let status = if arrived { ContactStatus::Delivered } else { ContactStatus::Refused };
+            let done = sqlx::query(
+                "UPDATE contact_message SET status = $1, updated_at = $2 WHERE step_key = $3 AND status = 'sending'",
+            )
+            .bind(status.as_str())
+            .bind(ms(now))
+            .bind(step_key)
+            .execute(db.writer())
+            .await
+            .context("cannot record the answer about the message in doubt")?;
+            Ok(done.rows_affected() == 1)
         }
 
         pub async fn contact_answered(

@@ -386,8 +386,8 @@ pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option
                             class: ErrorClass::Ambiguous,
                             reason: format!(
                                 "in doubt: did this lead get our message? It was sent at {sent}, its answer was lost \
-                                 and no receipt came within {} minutes. If it arrived, resolve it as fixed by \
-                                 hand; to send it again, replay",
+                                 and no receipt came within {} minutes. Answer on the dead letter: \"It arrived\" \
+                                 goes on without sending, \"Send again\" sends it once more",
                                 config.first_contact.in_doubt_minutes
                             ),
                             field: None,

@@ -9,10 +9,12 @@
 
 use std::sync::Arc;
 
-use super::dto::{FixAndReplayReceipt, FixAndReplayRequest, FixRequest, ReplayRequest, ResolveRequest};
+use super::dto::{
+    ContactDoubtArgs, FixAndReplayReceipt, FixAndReplayRequest, FixRequest, ReplayRequest, ResolveRequest,
+};
 use super::error::ApiError;
 use super::letters::fix_dead_letters;
-use super::replaying::{fix_and_replay, fix_and_replay_preview, replay, replay_preview};
+use super::replaying::{contact_doubt_of, fix_and_replay, fix_and_replay_preview, replay, replay_preview};
 use crate::features::app::App;
 use crate::features::replay::{ReplayError, ReplayOptions, ReplayReceipt, ReplaySelection};
 use crate::store::Resolution;
@@ -139,6 +141,37 @@ pub async fn resolve_question(
     let message =
         format!("{what}: {n} dead letters? They leave the list and are not sent. Note: {}", request.note.trim());
     Ok(Asked::question("Resolve dead letters", message, request))
+}
+
+/// An answer to "did this lead get our message?": what it leads to. Refused without asking when the dead letter is
+/// not a first contact in doubt.
+pub async fn contact_doubt_question(
+    app: &App,
+    _actor: &str,
+    args: ContactDoubtArgs,
+) -> Result<Asked<ContactDoubtArgs>, ApiError> {
+    let (letter, doubt) = contact_doubt_of(app, args.id).await?;
+    let channel = if doubt.channel == "sms" { "SMS" } else { "WhatsApp message" };
+    let sent = doubt.sent_at.format("%Y-%m-%d %H:%M UTC");
+    let note = if args.note.trim().is_empty() { "none given" } else { args.note.trim() };
+    let (title, message) = if args.arrived {
+        (
+            "Continue the lead's route",
+            format!(
+                "Lead {} got the {channel} sent at {sent}: it is recorded as delivered, nothing is sent again, and                  the lead's route goes on from step `{}`. Note: {note}",
+                letter.source_ref, letter.target
+            ),
+        )
+    } else {
+        (
+            "Send the message again",
+            format!(
+                "Send the {channel} of step `{}` to lead {} once more? The first, sent at {sent}, got no answer and                  no receipt. Send again only if you know it did not arrive: a second hello makes the business look                  careless. The usual checks still apply (opt-out, quiet hours, the lead's age). Note: {note}",
+                letter.target, letter.source_ref
+            ),
+        )
+    };
+    Ok(Asked::question(title, message, args))
 }
 
 /// A field fix: how many leads it changes (a dry run now). A dry run itself is not asked.

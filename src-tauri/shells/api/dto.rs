@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::features::contact::doubt::ContactDoubt;
 use crate::features::delivery::breaker::BreakerState;
 use crate::features::dlq::{DeadLetter, DeadLetterDetail};
 use crate::features::monitor::sources::SourceStatus;
@@ -46,6 +47,20 @@ pub struct DeadLetterView {
     pub revealed: bool,
     /// Who had this lead shown unmasked, newest first (the audit).
     pub reveals: Vec<Reveal>,
+    /// A first contact in doubt: "did this lead get our message?", for a person to answer
+    /// (`answer_contact_doubt`).
+    pub contact_doubt: Option<ContactDoubt>,
+}
+
+/// A person's answer to a first contact in doubt (the dead letter `id`).
+#[derive(Debug, Clone, Deserialize, ts_rs::TS)]
+pub struct ContactDoubtArgs {
+    pub id: i64,
+    /// `true`: the lead got the message (nothing is sent again, the route goes on); `false`: send it once more.
+    pub arrived: bool,
+    /// How the person knows (kept with the replay), e.g. "the lead confirmed on the phone".
+    #[serde(default)]
+    pub note: String,
 }
 
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]

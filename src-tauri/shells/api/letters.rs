@@ -5,6 +5,7 @@ use super::dto::{DeadLetterList, DeadLetterView, EditRequest, FixRequest, Resolv
 use super::error::ApiError;
 use super::masking::{mask_letter, mask_view};
 use crate::features::app::{App, LiveEvent};
+use crate::features::contact::doubt;
 use crate::features::dlq::{self, DeadLetterFilter, DeadLetterGroup};
 use crate::features::replay::fix::{self, FixReport};
 use crate::features::replay::{self, ReplaySelection};
@@ -68,7 +69,8 @@ async fn dead_letter_as_stored(app: &App, delivery_id: i64) -> Result<DeadLetter
     let replays = replay::history(&app.store, delivery_id).await?;
     let crm_record = app.store.delivered_record(delivery_id).await?;
     let reveals = app.store.reveals(delivery_id).await?;
-    Ok(DeadLetterView { detail, crm_record, replays, revealed: true, reveals })
+    let contact_doubt = doubt::doubt_of(&app.store, &app.config, &detail.letter).await?;
+    Ok(DeadLetterView { detail, crm_record, replays, revealed: true, reveals, contact_doubt })
 }
 
 /// The dead letter with its personal data unmasked: an explicit request, written to the audit (who, when, why)

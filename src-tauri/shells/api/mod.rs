@@ -23,7 +23,7 @@ pub use crate::features::monitor::health::{
     situation, verdict, BreakerView, HealthVerdict, HealthView, TargetSituation, VerdictLevel,
 };
 pub use crate::runtime::Clock;
-pub use confirm::{ask, fix_and_replay_confirmed, replay_confirmed, Confirm, ScriptedConfirm};
+pub use confirm::{ask, contact_doubt_question, fix_and_replay_confirmed, replay_confirmed, Confirm, ScriptedConfirm};
 pub use connections::{check_target, load_pauses, reload_secrets, set_target_paused, target_preview, targets};
 pub use dto::*;
 pub use error::{ApiError, ErrorBody};
@@ -39,8 +39,8 @@ pub use monitoring::{
     acknowledge_alert, alert_channels, alerts, figures, health, metrics, reconcile_now, session, sources,
 };
 pub use replaying::{
-    control_replay, fix_and_replay, fix_and_replay_preview, replay, replay_preview, replay_progress, replay_report,
-    replays,
+    answer_contact_doubt, control_replay, fix_and_replay, fix_and_replay_preview, replay, replay_preview,
+    replay_progress, replay_report, replays,
 };
 pub use settings::{save_settings, settings, store_secret};
 

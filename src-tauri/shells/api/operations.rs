@@ -202,6 +202,13 @@ operations! {
                   "reason": "the e-mail address had a typo" },
         |cx| letters::edit_dead_letter(&cx.app, a.id, &a.request, &cx.actor).await;
 
+    /// Answers "did this lead get our message?" for a first contact in doubt: it arrived (nothing is sent again,
+    /// the lead's route goes on) or it did not (the message is sent once more). Either way the step is replayed.
+    answer_contact_doubt: write POST "/api/dead-letters/{id}/contact-doubt" (a: ContactDoubtArgs) -> ReplayReceipt,
+        confirm confirm::contact_doubt_question,
+        example { "id": 1, "arrived": true, "note": "the lead confirmed on the phone" },
+        |cx| replaying::answer_contact_doubt(&cx.app, &a, &cx.actor).await;
+
     /// Discards dead letters or marks them fixed by hand; answers how many.
     resolve_dead_letters: write POST "/api/dead-letters/resolve" (a: ResolveRequest) -> i64,
         confirm confirm::resolve_question,
@@ -657,6 +664,9 @@ mod tests {
         let refusals: Vec<&str> = all().iter().filter(|op| op.refusal).map(|op| op.name).collect();
         assert_eq!(refusals, ["save_settings"]);
         let confirmed: Vec<&str> = all().iter().filter(|op| op.confirmed).map(|op| op.name).collect();
-        assert_eq!(confirmed, ["resolve_dead_letters", "fix_dead_letters", "replay", "fix_and_replay"]);
+        assert_eq!(
+            confirmed,
+            ["answer_contact_doubt", "resolve_dead_letters", "fix_dead_letters", "replay", "fix_and_replay"]
+        );
     }
 }

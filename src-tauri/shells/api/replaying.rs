@@ -1,13 +1,18 @@
 //! Replays: the preview, the replay itself, its progress, report and controls, and a field fix with the replay
 //! of the leads it changes as one act.
 
-use super::dto::{FixAndReplayPreview, FixAndReplayReceipt, FixAndReplayRequest, FixRequest, ReplayRequest};
+use super::dto::{
+    ContactDoubtArgs, FixAndReplayPreview, FixAndReplayReceipt, FixAndReplayRequest, FixRequest, ReplayRequest,
+};
 use super::error::ApiError;
 use super::letters::{check_selection, fix_dead_letters};
 use crate::features::app::{App, LiveEvent};
+use crate::features::contact::doubt::{self, ContactDoubt};
 use crate::features::replay::fix::{self, FieldFix, FixReport};
+use crate::features::replay::ReplayOptions;
 use crate::features::replay::{self, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplaySelection};
 use crate::model::privacy;
+use crate::store::DeadLetter;
 use crate::store::ReplayOutcome;
 
 pub async fn replay_preview(app: &App, selection: &ReplaySelection) -> Result<ReplayPreview, ApiError> {
@@ -144,4 +149,53 @@ pub async fn replay_progress(app: &App, replay_id: i64) -> Result<ReplayProgress
     replay::progress(&app.store, replay_id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no replay with id {replay_id}")))
+}
+
+/// The dead letter `id` and the first contact it is in doubt about; refused for any other dead letter.
+pub(crate) async fn contact_doubt_of(app: &App, id: i64) -> Result<(DeadLetter, ContactDoubt), ApiError> {
+    let letter = app
+        .store
+        .dead_letter_detail(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no delivery with id {id}")))?
+        .letter;
+    match doubt::doubt_of(&app.store, &app.config, &letter).await? {
+        Some(d) => Ok((letter, d)),
+        None => Err(ApiError::BadRequest(format!(
+            "dead letter {id} is not a first contact in doubt: there is no question about its message to answer"
+        ))),
+    }
+}
+
+/// A person's answer to "did this lead get our message?" on a first contact in doubt (`features::contact::doubt`):
+/// the answer is recorded on the message, then the step is replayed — it goes on without sending (it arrived) or
+/// sends the message once more (it did not).
+pub async fn answer_contact_doubt(app: &App, args: &ContactDoubtArgs, actor: &str) -> Result<ReplayReceipt, ApiError> {
+    let note = args.note.trim();
+    if note.chars().count() > 500 {
+        return Err(ApiError::BadRequest("the note is longer than 500 characters".into()));
+    }
+    let (letter, _) = contact_doubt_of(app, args.id).await?;
+    let selection = ReplaySelection { ids: Some(vec![args.id]), filter: None };
+    let preview = replay_preview(app, &selection).await?;
+    if preview.eligible != 1 {
+        return Err(ApiError::BadRequest(preview.summary));
+    }
+    let now = app.clock.now();
+    if doubt::settle(&app.store, &app.config, &letter, args.arrived, now).await?.is_none() {
+        return Err(ApiError::Conflict(
+            "the message is no longer in doubt (a receipt came, or someone answered): look again".into(),
+        ));
+    }
+    let how = if note.is_empty() { "a person said so" } else { note };
+    let reason = if args.arrived {
+        format!("the lead got the first message ({how}): nothing is sent again, the route goes on")
+    } else {
+        format!("the lead did not get the first message ({how}): it is sent once more")
+    };
+    let options = ReplayOptions::default();
+    let receipt = replay::start(&app.store, &app.config, &selection, 1, &options, actor, &reason, false, now).await?;
+    tracing::info!(delivery_id = args.id, arrived = args.arrived, actor, "first contact in doubt answered");
+    let _ = app.live.send(LiveEvent::ReplayChanged { replay_id: receipt.replay_id });
+    Ok(receipt)
 }

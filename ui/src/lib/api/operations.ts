@@ -1,7 +1,7 @@
 // Leadline's operations, generated from the registry (src-tauri/shells/api/operations.rs) by
 // tests/ts_contract.rs. Do not edit: run `UPDATE_TS_TYPES=1 cargo test --no-default-features --test ts_contract`.
 
-import type { Alert, ChannelView, ConnectionCheck, ContactSpeed, ControlArgs, CorrectArgs, DeadLetterFilter, DeadLetterGroup, DeadLetterList, DeadLetterView, DeliveryFigures, EditArgs, FixAndReplayPreview, FixAndReplayPreviewArgs, FixAndReplayReceipt, FixAndReplayRequest, FixReport, FixRequest, HealthView, IdArgs, LeadQuery, LeadSearch, LeadStory, MetricSeries, MissingDataCounts, MissingDataLead, NoArgs, RangeArgs, ReconciliationRun, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplayRequest, ReplaySelection, ReportArgs, RequestPreview, ResolveRequest, RevealArgs, SaveOutcome, SecretEntry, SecretReload, SecretStored, Session, SettingsEdit, SettingsView, SourceArgs, SourceKey, SourceView, TargetArgs, TargetPreviewArgs, TargetView } from './wire';
+import type { Alert, ChannelView, ConnectionCheck, ContactDoubtArgs, ContactSpeed, ControlArgs, CorrectArgs, DeadLetterFilter, DeadLetterGroup, DeadLetterList, DeadLetterView, DeliveryFigures, EditArgs, FixAndReplayPreview, FixAndReplayPreviewArgs, FixAndReplayReceipt, FixAndReplayRequest, FixReport, FixRequest, HealthView, IdArgs, LeadQuery, LeadSearch, LeadStory, MetricSeries, MissingDataCounts, MissingDataLead, NoArgs, RangeArgs, ReconciliationRun, ReplayPreview, ReplayProgress, ReplayReceipt, ReplayReportItem, ReplayRequest, ReplaySelection, ReportArgs, RequestPreview, ResolveRequest, RevealArgs, SaveOutcome, SecretEntry, SecretReload, SecretStored, Session, SettingsEdit, SettingsView, SourceArgs, SourceKey, SourceView, TargetArgs, TargetPreviewArgs, TargetView } from './wire';
 
 /** Each operation's arguments and answer. An export answers where its file was saved (`null`: not saved). */
 export type Operations = {
@@ -38,6 +38,9 @@ export type Operations = {
   reveal_dead_letter: { args: RevealArgs; answer: DeadLetterView };
   /** Replaces one dead letter's lead (the original is kept in its history). */
   edit_dead_letter: { args: EditArgs; answer: DeadLetterView };
+  /** Answers "did this lead get our message?" for a first contact in doubt: it arrived (nothing is sent again,
+   *  the lead's route goes on) or it did not (the message is sent once more). Either way the step is replayed. */
+  answer_contact_doubt: { args: ContactDoubtArgs; answer: ReplayReceipt };
   /** Discards dead letters or marks them fixed by hand; answers how many. */
   resolve_dead_letters: { args: ResolveRequest; answer: number };
   /** Applies (or with `dry_run` previews) one field fix to the selected dead letters. */
@@ -131,6 +134,7 @@ export const OPERATIONS: { readonly [N in OperationName]: OperationRoute } = {
   dead_letter: { method: 'GET', path: '/api/dead-letters/{id}', access: 'read', confirmed: false, file: false, refusal: false },
   reveal_dead_letter: { method: 'POST', path: '/api/dead-letters/{id}/reveal', access: 'write', confirmed: false, file: false, refusal: false },
   edit_dead_letter: { method: 'POST', path: '/api/dead-letters/{id}/edit', access: 'write', confirmed: false, file: false, refusal: false },
+  answer_contact_doubt: { method: 'POST', path: '/api/dead-letters/{id}/contact-doubt', access: 'write', confirmed: true, file: false, refusal: false },
   resolve_dead_letters: { method: 'POST', path: '/api/dead-letters/resolve', access: 'write', confirmed: true, file: false, refusal: false },
   fix_dead_letters: { method: 'POST', path: '/api/dead-letters/fix', access: 'write', confirmed: true, file: false, refusal: false },
   export_dead_letters: { method: 'GET', path: '/api/export/dead-letters', access: 'read', confirmed: false, file: true, refusal: false },
@@ -233,6 +237,10 @@ export const EXAMPLES: {
   edit_dead_letter: {
     args: {"id":3,"payload":{"email":"ada@example.com","id":"P-3","name":"Ada Lovelace"},"reason":"the e-mail address had a typo"},
     request: { method: 'POST', path: "/api/dead-letters/3/edit", body: {"payload":{"email":"ada@example.com","id":"P-3","name":"Ada Lovelace"},"reason":"the e-mail address had a typo"} },
+  },
+  answer_contact_doubt: {
+    args: {"arrived":true,"id":1,"note":"the lead confirmed on the phone"},
+    request: { method: 'POST', path: "/api/dead-letters/1/contact-doubt", body: {"arrived":true,"note":"the lead confirmed on the phone"} },
   },
   resolve_dead_letters: {
     args: {"expected":1,"note":"a test lead","resolution":"discarded","selection":{"ids":[2]}},

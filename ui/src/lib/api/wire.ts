@@ -308,7 +308,12 @@ revealed: boolean,
 /**
  * Who had this lead shown unmasked, newest first (the audit).
  */
-reveals: Array<Reveal>, payload: unknown, 
+reveals: Array<Reveal>, 
+/**
+ * A first contact in doubt: "did this lead get our message?", for a person to answer
+ * (`answer_contact_doubt`).
+ */
+contact_doubt: ContactDoubt | null, payload: unknown, 
 /**
  * The lead as received, when it was fixed since.
  */
@@ -1094,6 +1099,26 @@ export type ReplayPhase = "canary" | "canary_failed" | "rest";
 export type ReplayOutcome = "delivered" | "in_progress" | "queued" | "failed_same_reason" | "failed_new_reason" | "resolved_by_hand";
 
 export type ReplayEventKind = "started" | "canary_sent" | "canary_passed" | "canary_failed" | "waiting" | "resumed" | "continued" | "paused" | "cancelled" | "finished";
+
+export type ContactDoubt = { 
+/**
+ * `whatsapp` or `sms`.
+ */
+channel: string, 
+/**
+ * When the message whose answer was lost left.
+ */
+sent_at: string, };
+
+export type ContactDoubtArgs = { id: number, 
+/**
+ * `true`: the lead got the message (nothing is sent again, the route goes on); `false`: send it once more.
+ */
+arrived: boolean, 
+/**
+ * How the person knows (kept with the replay), e.g. "the lead confirmed on the phone".
+ */
+note: string, };
 
 export type ContactSpeed = { source: string, 
 /**
