@@ -386,9 +386,12 @@ pub async fn deliver(step: &dyn Channel, job: &Job, cx: &Exchange<'_>) -> Option
                             class: ErrorClass::Ambiguous,
                             reason: format!(
                                 "in doubt: did this lead get our message? It was sent at {sent}, its answer was lost \
-                                 and no receipt came within {} minutes. Answer on the dead letter: \"It arrived\" \
-                                 goes on without sending, \"Send again\" sends it once more",
-                                config.first_contact.in_doubt_minutes
+                                 and no receipt came within {}. Answer on the dead letter: \"It arrived\" goes on \
+                                 without sending, \"Send again\" sends it once more",
+                                match config.first_contact.in_doubt_minutes {
+                                    1 => "a minute".to_string(),
+                                    n => format!("{n} minutes"),
+                                }
                             ),
                             field: None,
                         });

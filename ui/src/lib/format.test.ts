@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ageLevel, classLabel, explainError, formatAge, formatDuration, leadRows, LOCALE, localTimes, toQuery, urlParts } from './format';
+import { ageLevel, classLabel, explainError, formatAge, formatDuration, formatMs, formatReceiptMs, leadRows, LOCALE, localTimes, toQuery, urlParts } from './format';
 
 describe('formatAge', () => {
   it('reads like a person would say it', () => {
@@ -10,6 +10,17 @@ describe('formatAge', () => {
     expect(formatAge(7500)).toBe('2 h 5 min');
     expect(formatAge(3 * 86400 + 4 * 3600)).toBe('3 d 4 h');
     expect(formatAge(-5)).toBe('0 s');
+  });
+});
+
+describe('first-contact times', () => {
+  it('shows milliseconds to an acceptance, but never claims them for a receipt (whole seconds)', () => {
+    expect(formatMs(null)).toBe('—');
+    expect(formatMs(420)).toBe('420 ms');
+    expect(formatMs(4200)).toBe('4.2 s');
+    expect(formatReceiptMs(420)).toBe('under 1 s');
+    expect(formatReceiptMs(9000)).toBe('9 s');
+    expect(formatReceiptMs(undefined)).toBe('—');
   });
 });
 

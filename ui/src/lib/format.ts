@@ -56,6 +56,19 @@ export function formatDuration(seconds: number | null | undefined): string {
   return d < 10 ? `${one(d)} d` : `${Math.round(d)} d`;
 }
 
+/** Milliseconds to a first contact's acceptance: "420 ms", then as {@link formatDuration}; "—" for none. */
+export function formatMs(v: number | null | undefined): string {
+  if (v === null || v === undefined) return '—';
+  return v < 1000 ? `${Math.max(0, Math.round(v))} ms` : formatDuration(v / 1000);
+}
+
+/** Milliseconds to a delivery receipt, which carries whole seconds (WhatsApp's and Twilio's timestamps): no
+ * milliseconds are claimed. */
+export function formatReceiptMs(v: number | null | undefined): string {
+  if (v === null || v === undefined) return '—';
+  return v < 1000 ? 'under 1 s' : formatDuration(v / 1000);
+}
+
 export type Level = 'ok' | 'warn' | 'bad';
 
 /** Oldest-pending thresholds: under a minute is healthy, under 15 minutes is worth a look, more is an incident. */
