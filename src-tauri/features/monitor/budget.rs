@@ -42,6 +42,8 @@ pub enum Blocker {
     RateLimited,
     /// It refused its credential: one lead probes at this time.
     Credentials,
+    /// It refused the step's own setup (a first contact's template, its region): one lead probes at this time.
+    Setup,
     /// Its breaker is open: one probe goes at this time, the rest after the probe succeeds.
     Breaker,
 }
@@ -66,6 +68,7 @@ pub fn blocked(
         until: h.until,
         by: match h.reason {
             HoldReason::Credentials { .. } => Blocker::Credentials,
+            HoldReason::Setup { .. } => Blocker::Setup,
             _ => Blocker::RateLimited,
         },
     });
@@ -225,13 +228,18 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_in_the_past_or_for_a_credential() {
+    fn a_hold_in_the_past_or_for_a_credential_or_a_setup() {
         let now = t(5);
         assert_eq!(blocked(Some(&hold(t(4))), BreakerState::Closed, None, min(1), now), None);
         let refused = Hold { until: t(6), reason: HoldReason::Credentials { credential: "CRM_TOKEN".into() } };
         assert_eq!(
             blocked(Some(&refused), BreakerState::Closed, None, min(1), now),
             Some(Blocked { until: t(6), by: Blocker::Credentials })
+        );
+        let setup = Hold { until: t(6), reason: HoldReason::Setup { reason: "template not found".into() } };
+        assert_eq!(
+            blocked(Some(&setup), BreakerState::Closed, None, min(1), now),
+            Some(Blocked { until: t(6), by: Blocker::Setup })
         );
     }
 }

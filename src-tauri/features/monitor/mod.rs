@@ -566,6 +566,7 @@ async fn check_budget(
             let before = match b.by {
                 budget::Blocker::RateLimited => format!("before the target's hold ends at {until}"),
                 budget::Blocker::Credentials => format!("before the target's next credential probe at {until}"),
+                budget::Blocker::Setup => format!("before the step's next probe of its setup at {until}"),
                 budget::Blocker::Breaker => format!("before the target's breaker lets a probe through at {until}"),
             };
             (

@@ -294,15 +294,7 @@ pub(super) async fn decide(
         }
     }
     if let (Some(credential), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
-        // An expired credential holds the target and asks for a person: its leads wait without using attempts
-        // (one probe per breaker cooldown), instead of dying one by one.
-        let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
-        target.hold_until(probe_at, HoldReason::Credentials { credential: credential.clone() });
-        if handle.team && target.hold_to_tell(probe_at) {
-            if let Err(e) = store.share_hold(&job.target, probe_at, Some(credential)).await {
-                tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
-            }
-        }
+        // An expired credential: a person renews it (and reloads the secrets).
         let first = target.refused_credential.lock().expect("credential lock").replace(credential.clone()).is_none();
         if first {
             tracing::warn!(target = %job.target, credential = %credential, "credential refused: holding the target");
@@ -312,54 +304,21 @@ pub(super) async fn decide(
             credential: credential.clone(),
             reason: f.reason.clone(),
         });
-        // The lead is stored due at once: the target's hold (in this process, and shared with the team) is what
-        // keeps it waiting. Were it stored for the probe time, a reload of secrets that came while this
-        // completion was on its way to the database (after the hold, before the write) would end the hold and
-        // make the waiting leads due, and this one would then be written to wait out the whole cooldown anyway.
-        // A restart with a renewed credential lets it go at once too.
-        return Completion::of(
-            job,
-            JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
-            Some(AttemptRecord {
-                started_at: report.started_at,
-                duration_ms: report.duration_ms,
-                http_status: report.http_status,
-                class: Some(ErrorClass::PermanentConfig),
-                reason: format!("{} — the lead waits until the credential works again", f.reason),
-                response_excerpt: report.excerpt,
-            }),
-            now,
-        );
+        let hold = HoldReason::Credentials { credential: credential.clone() };
+        let reason = format!("{} — the lead waits until the credential works again", f.reason);
+        return hold_for_a_person(store, handle, target, job, report, hold, reason, now).await;
     }
     if let (Some(why), Verdict::Failed(_)) = (&report.setup_refused, &report.verdict) {
-        // The step's own setup was refused (a first contact's template, its region): every lead would fail the
-        // same way, so the target holds and a person is alerted; its leads wait without using attempts (one
-        // probe per breaker cooldown) and go on by themselves once the setup is fixed.
-        let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
-        target.hold_until(probe_at, HoldReason::Setup { reason: why.clone() });
-        if handle.team && target.hold_to_tell(probe_at) {
-            if let Err(e) = store.share_hold(&job.target, probe_at, None).await {
-                tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
-            }
-        }
+        // The step's own setup was refused (a first contact's template, its region): a person fixes it, and its
+        // leads go on by themselves once a probe passes.
         let first = target.refused_setup.lock().expect("setup lock").replace(why.clone()).is_none();
         if first {
             tracing::warn!(target = %job.target, reason = %why, "setup refused: holding the target");
         }
         let _ = handle.events.send(WorkerEvent::SetupRefused { target: job.target.clone(), reason: why.clone() });
-        return Completion::of(
-            job,
-            JobOutcome::Retry { at: probe_at, counts: false, in_doubt: job.in_doubt },
-            Some(AttemptRecord {
-                started_at: report.started_at,
-                duration_ms: report.duration_ms,
-                http_status: report.http_status,
-                class: Some(ErrorClass::PermanentConfig),
-                reason: format!("{} — the lead waits until the step's setup is fixed", why.trim_end_matches('.')),
-                response_excerpt: report.excerpt,
-            }),
-            now,
-        );
+        let hold = HoldReason::Setup { reason: why.clone() };
+        let reason = format!("{} — the lead waits until the step's setup is fixed", why.trim_end_matches('.'));
+        return hold_for_a_person(store, handle, target, job, report, hold, reason, now).await;
     }
     if report.verdict == Verdict::Delivered && target.refused_setup.lock().expect("setup lock").take().is_some() {
         let _ = handle.events.send(WorkerEvent::SetupAccepted { target: job.target.clone() });
@@ -550,4 +509,48 @@ pub(super) async fn decide(
         });
     }
     completion
+}
+
+/// A refusal only a person can end — a credential or the step's setup: every lead would fail the same way, so the
+/// target holds (one probe per breaker cooldown), the team hears of it, and the lead waits without using an
+/// attempt instead of dying. The lead is stored due at once: the hold (in this process, and shared with the team)
+/// is what keeps it waiting. Were it stored for the probe time, a reload of secrets that came while this
+/// completion was on its way to the database (after the hold, before the write) would end the hold and make the
+/// waiting leads due, and this one would then be written to wait out the whole cooldown anyway; a restart after
+/// the fix lets it go at once too.
+#[allow(clippy::too_many_arguments)]
+async fn hold_for_a_person(
+    store: &Store,
+    handle: &WorkerHandle,
+    target: &TargetRuntime,
+    job: &Job,
+    report: AttemptReport,
+    hold: HoldReason,
+    reason: String,
+    now: DateTime<Utc>,
+) -> Completion {
+    let probe_at = now + chrono::Duration::milliseconds(target.config().breaker.cooldown_ms as i64);
+    let credential = match &hold {
+        HoldReason::Credentials { credential } => Some(credential.clone()),
+        _ => None,
+    };
+    target.hold_until(probe_at, hold);
+    if handle.team && target.hold_to_tell(probe_at) {
+        if let Err(e) = store.share_hold(&job.target, probe_at, credential.as_deref()).await {
+            tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
+        }
+    }
+    Completion::of(
+        job,
+        JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
+        Some(AttemptRecord {
+            started_at: report.started_at,
+            duration_ms: report.duration_ms,
+            http_status: report.http_status,
+            class: Some(ErrorClass::PermanentConfig),
+            reason,
+            response_excerpt: report.excerpt,
+        }),
+        now,
+    )
 }
