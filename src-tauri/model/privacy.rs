@@ -6,7 +6,8 @@
 //! - **Structured data** (a lead's payload, the CRM's record, the values of a fix) is masked by field name:
 //!   every value under a key that names personal data ([`is_personal_field`]: `email`, `first_name`,
 //!   `phone_number`, `FirstName`, `address.street`…), however deeply nested, and the answers of a Meta lead's
-//!   `field_data` (`{"name": "email", "values": [...]}`) by the name they carry. Ids, forms, products, consent
+//!   `field_data` (`{"name": "email", "values": [...]}`) and of a Google form's `user_column_data`
+//!   (`{"column_id": "EMAIL", "string_value": ...}`) by the label they carry. Ids, forms, products, consent
 //!   flags and the like stay readable.
 //! - **Free text** (a CRM's error message, a response excerpt, an alert) is masked by shape
 //!   ([`mask_text`]): e-mail addresses and numbers of seven or more digits (phone numbers, written with spaces,
@@ -143,6 +144,24 @@ pub fn mask_lead(value: &Value) -> Value {
                             .collect::<Map<_, _>>(),
                     );
                 }
+            }
+            // A Google Ads form answer (`{"column_id": "EMAIL", "column_name": "User Email", "string_value": …}`,
+            // `user_column_data`): its id or its name says. The value's own key says nothing about a person.
+            if let (Some(Value::String(id)), true) = (map.get("column_id"), map.contains_key("string_value")) {
+                let label = map.get("column_name").and_then(Value::as_str).unwrap_or_default();
+                let personal = is_personal_field(id) || is_personal_field(label);
+                return Value::Object(
+                    map.iter()
+                        .map(|(k, v)| {
+                            let masked = match k.as_str() {
+                                "column_id" | "column_name" => v.clone(),
+                                "string_value" if personal => mask_all(v),
+                                _ => mask_field(k, v),
+                            };
+                            (k.clone(), masked)
+                        })
+                        .collect::<Map<_, _>>(),
+                );
             }
             Value::Object(map.iter().map(|(k, v)| (k.clone(), mask_field(k, v))).collect())
         }
@@ -317,6 +336,33 @@ mod tests {
         assert_eq!(masked["phones"][1], "491••••••••78");
         let text = masked.to_string();
         for secret in ["Lovelace", "ada@example.com", "2345", "15112345678"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+    }
+
+    /// Google's lead form webhook keeps the answers in `user_column_data`, labelled by `column_id` and
+    /// `column_name`; the value sits under `string_value`, a key that names nothing personal.
+    #[test]
+    fn google_answers_are_masked_by_their_column() {
+        let lead = json!({
+            "lead_id": "GL-1", "gcl_id": "Cj0KCQ-1",
+            "user_column_data": [
+                {"column_id": "FULL_NAME", "column_name": "Full Name", "string_value": "Clara Berg"},
+                {"column_id": "EMAIL", "column_name": "User Email", "string_value": "clara@example.com"},
+                {"column_id": "PHONE_NUMBER", "column_name": "User Phone", "string_value": "+4915184727150"},
+                {"column_id": "budget", "column_name": "What is your budget?", "string_value": "10k"}
+            ]
+        });
+        let masked = mask_lead(&lead);
+        let answers = &masked["user_column_data"];
+        assert_eq!(answers[0]["column_name"], "Full Name");
+        assert_eq!(answers[0]["string_value"], "Cla•••••rg");
+        assert_eq!(answers[1]["column_id"], "EMAIL");
+        assert_eq!(answers[1]["string_value"], "c••••@e••••••.com");
+        assert_eq!(answers[3]["string_value"], "10k");
+        assert_eq!(masked["lead_id"], "GL-1");
+        let text = masked.to_string();
+        for secret in ["Clara Berg", "clara@example.com", "84727150"] {
             assert!(!text.contains(secret), "{secret} leaked: {text}");
         }
     }
