@@ -231,25 +231,30 @@ backends! {
         }
 
         pub async fn make_due(db: &Db, target: &str, now: DateTime<Utc>) -> anyhow::Result<u64> {
-            let done = sqlx::query(
+            // One transaction, so that a lead claimed meanwhile (due once its target's hold ended) is counted
+            // once: as pending or as under way.
+            let mut tx = db.begin_write().await?;
+            sqlx::query(
                 "UPDATE delivery SET next_attempt_at = CASE WHEN next_attempt_at > $1 THEN $2 ELSE next_attempt_at END
                  WHERE state = 'pending' AND target = $3",
             )
             .bind(ms(now))
             .bind(ms(now))
             .bind(target)
-            .execute(db.writer())
+            .execute(&mut *tx)
             .await
             .context("cannot make jobs due")?;
             // A lead under way counts too: the probe the hold let through is in flight, and it goes again if the
             // old credential is refused once more.
-            let running: (i64,) =
-                sqlx::query_as("SELECT COUNT(*) FROM delivery WHERE state = 'running' AND target = $1")
-                    .bind(target)
-                    .fetch_one(db.writer())
-                    .await
-                    .context("cannot count jobs under way")?;
-            Ok(done.rows_affected() + running.0 as u64)
+            let waiting: (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM delivery WHERE state IN ('pending', 'running') AND target = $1",
+            )
+            .bind(target)
+            .fetch_one(&mut *tx)
+            .await
+            .context("cannot count waiting jobs")?;
+            tx.commit().await.context("cannot commit making jobs due")?;
+            Ok(waiting.0 as u64)
         }
 
         pub async fn next_due(db: &Db, target: &str) -> anyhow::Result<Option<DateTime<Utc>>> {
