@@ -27,6 +27,19 @@ app=$!
 cleanup() { kill "$app" "$fake" 2>/dev/null || true; wait "$app" 2>/dev/null || true; }
 trap cleanup EXIT
 
+# Dead letters to replay: HubSpot's phone rule (the first 20 s) refuses national numbers. The demo's own traffic
+# is random and slow in the evening, so two such leads are sent here (to the unsigned partner source) rather than
+# hoped for — as soon as the engine listens, not after the window shows: a window slow to start (30 s under load)
+# would otherwise send them after the rule's 20 s, and they would be delivered.
+for _ in $(seq 80); do grep -q "leadline listening" "$out/app.log" 2>/dev/null && break; sleep 0.25; done
+ingest=$(sed 's/\x1b\[[0-9;]*m//g' "$out/app.log" | sed -n 's/.*leadline listening addr=\([0-9.:]*\).*/\1/p' | head -1)
+[ -n "$ingest" ] || { echo "the app did not log its listen address"; cat "$out/app.log"; exit 1; }
+for n in 1 2; do
+  curl -sf -o /dev/null -H 'Content-Type: application/json' \
+    -d "{\"lead\": {\"ref\": \"smoke-$n\", \"name\": \"Desk Smoke $n\", \"phone\": \"0151 2345 678$n\", \"email\": \"smoke$n@example.com\"}}" \
+    "http://$ingest/ingest/partner_api" || { echo "could not send a lead to http://$ingest/ingest/partner_api"; exit 1; }
+done
+
 # Wait for the window.
 for _ in $(seq 120); do
   if xwininfo -root -tree 2>/dev/null | grep -q '"Leadline"'; then break; fi
@@ -37,16 +50,6 @@ xwininfo -root -tree | grep -q '"Leadline"' || { echo "no Leadline window"; cat 
 for _ in $(seq 120); do grep -q "first overview request" "$out/app.log" && break; sleep 0.25; done
 grep "first overview request" "$out/app.log" || { echo "the UI never asked for the overview"; import -window root "$out/failure.png"; cat "$out/app.log"; exit 1; }
 
-# Dead letters to replay: HubSpot's phone rule (the first 20 s) refuses national numbers. The demo's own traffic
-# is random and slow in the evening, so two such leads are sent here (to the unsigned partner source) rather than
-# hoped for.
-ingest=$(sed 's/\x1b\[[0-9;]*m//g' "$out/app.log" | sed -n 's/.*leadline listening addr=\([0-9.:]*\).*/\1/p' | head -1)
-[ -n "$ingest" ] || { echo "the app did not log its listen address"; cat "$out/app.log"; exit 1; }
-for n in 1 2; do
-  curl -sf -o /dev/null -H 'Content-Type: application/json' \
-    -d "{\"lead\": {\"ref\": \"smoke-$n\", \"name\": \"Desk Smoke $n\", \"phone\": \"0151 2345 678$n\", \"email\": \"smoke$n@example.com\"}}" \
-    "http://$ingest/ingest/partner_api" || { echo "could not send a lead to http://$ingest/ingest/partner_api"; exit 1; }
-done
 # Let them dead-letter, then screenshot.
 sleep 12
 import -window root "$out/desktop.png"
