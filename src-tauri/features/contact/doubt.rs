@@ -49,15 +49,8 @@ pub async fn doubt_of(store: &Store, config: &Config, letter: &DeadLetter) -> an
         .map(|m| ContactDoubt { channel: m.channel, sent_at: m.sent_at }))
 }
 
-/// Records the person's answer about the letter's message. Returns the doubt it settled, or `None` when the
-/// message is no longer in doubt (a receipt came, another person answered).
-pub async fn settle(
-    store: &Store,
-    config: &Config,
-    letter: &DeadLetter,
-    arrived: bool,
-    now: DateTime<Utc>,
-) -> anyhow::Result<Option<ContactDoubt>> {
-    let Some(doubt) = doubt_of(store, config, letter).await? else { return Ok(None) };
-    Ok(store.settle_contact_doubt(&step_key(letter), arrived, now).await?.then_some(doubt))
+/// Records the person's answer about the letter's message, found in doubt by [`doubt_of`]. Returns `false` when
+/// it is no longer in doubt (a receipt came, another person answered): the store changes only a `sending` message.
+pub async fn settle(store: &Store, letter: &DeadLetter, arrived: bool, now: DateTime<Utc>) -> anyhow::Result<bool> {
+    store.settle_contact_doubt(&step_key(letter), arrived, now).await
 }

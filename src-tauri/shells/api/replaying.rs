@@ -182,7 +182,7 @@ pub async fn answer_contact_doubt(app: &App, args: &ContactDoubtArgs, actor: &st
         return Err(ApiError::BadRequest(preview.summary));
     }
     let now = app.clock.now();
-    if doubt::settle(&app.store, &app.config, &letter, args.arrived, now).await?.is_none() {
+    if !doubt::settle(&app.store, &letter, args.arrived, now).await? {
         return Err(ApiError::Conflict(
             "the message is no longer in doubt (a receipt came, or someone answered): look again".into(),
         ));

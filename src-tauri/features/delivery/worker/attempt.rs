@@ -278,19 +278,8 @@ pub(super) async fn decide(
         if target.sent_with_replaced_credentials(report.started_at) {
             // The refusal answers the credential a reload of secrets replaced while the request was on its way:
             // no hold, no alert — the lead goes again at once, with what was read.
-            return Completion::of(
-                job,
-                JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
-                Some(AttemptRecord {
-                    started_at: report.started_at,
-                    duration_ms: report.duration_ms,
-                    http_status: report.http_status,
-                    class: Some(ErrorClass::PermanentConfig),
-                    reason: format!("{} — sent before the secrets were read again; sent again with them", f.reason),
-                    response_excerpt: report.excerpt,
-                }),
-                now,
-            );
+            let reason = format!("{} — sent before the secrets were read again; sent again with them", f.reason);
+            return due_without_an_attempt(job, report, reason, now);
         }
     }
     if let (Some(credential), Verdict::Failed(f)) = (&report.credential_refused, &report.verdict) {
@@ -540,6 +529,12 @@ async fn hold_for_a_person(
             tracing::warn!(error = %format!("{e:#}"), "cannot tell the team about the hold");
         }
     }
+    due_without_an_attempt(job, report, reason, now)
+}
+
+/// The lead goes again as soon as its target lets it, without using an attempt: its request was refused for a
+/// setting of the target (`permanent_config`), not for the lead.
+fn due_without_an_attempt(job: &Job, report: AttemptReport, reason: String, now: DateTime<Utc>) -> Completion {
     Completion::of(
         job,
         JobOutcome::Retry { at: now, counts: false, in_doubt: job.in_doubt },
