@@ -340,7 +340,8 @@ pub fn lead(id: &str) -> serde_json::Value {
 /// Polls `done` until it holds, or panics naming `what` after `within`.
 pub async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + within;
-    while !done().await {
+    // Each look is bounded by the deadline too: one that never answers fails the wait instead of hanging it.
+    while !tokio::time::timeout_at(deadline, done()).await.unwrap_or(false) {
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -381,7 +382,12 @@ pub fn serve_command(config: &Path) -> std::process::Command {
 
 /// Waits until a `leadline serve` child at `base` answers `/healthz`, or panics after 20 s.
 pub async fn wait_up(http: &reqwest::Client, base: &str) {
-    let up = async || http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status().is_success());
+    // Each try has its own short timeout: after a server was killed, a request the client's pool puts on a
+    // connection to the dead process can wait for ever, and the next try opens a new one.
+    let up = async || {
+        let ask = http.get(format!("{base}/healthz")).timeout(Duration::from_secs(2));
+        ask.send().await.is_ok_and(|r| r.status().is_success())
+    };
     wait_for(&format!("leadline to come up at {base}"), Duration::from_secs(20), up).await;
 }
 
