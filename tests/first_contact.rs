@@ -642,11 +642,17 @@ async fn a_look_up_follows_twilios_list_page_by_page() {
         ..Default::default()
     });
     c.post("text", person("paged", &to)).await;
+    // The other message goes while our answer hangs (Twilio has ours; the client waits 300 ms): a retry's
+    // look-up can come at once after the lost answer (full jitter may draw no wait), and must already see both.
+    wait_for("our message to reach Twilio", Duration::from_secs(10), async || {
+        c.tw.messages().iter().any(|m| m.to == to)
+    })
+    .await;
+    c.tw.add_other_message(&to, "Your appointment is tomorrow");
     wait_for("the send without an answer", Duration::from_secs(10), async || {
         store.all_attempts().await.unwrap().iter().any(|a| a.reason.starts_with("sent, no answer"))
     })
     .await;
-    c.tw.add_other_message(&to, "Your appointment is tomorrow");
     // Past the settling time: a look-up that did not find it would send it again.
     clock.set(t0 + chrono::Duration::seconds(10));
     c.settle().await;
