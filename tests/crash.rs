@@ -38,7 +38,7 @@ backoff = {{ base_ms = 20, cap_ms = 200, max_attempts = 30, budget_seconds = 600
         .replace("lease_seconds = 5", "lease_seconds = 2")
         .replace(r#"signature = { header = "X-Signature-256", secret_env = "TEST_WEBFORM_SECRET" }"#, "")
         .replace(
-            "kind = \"meta\"\nroute = [\"meta_fetch\", \"crm\"]\napp_secret_env = \"TEST_META_SECRET\"\nverify_token_env = \"TEST_META_VERIFY\"",
+            "kind = \"meta\"\nroute = [\"meta_fetch\", \"crm\"]\napp_secret_env = \"TEST_META_SECRET\"\nverify_token_env = \"TEST_META_VERIFY\"\npage_id = \"99\"",
             "route = [\"crm\"]",
         );
     let config = dir.path().join("leadline.toml");

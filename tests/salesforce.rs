@@ -334,9 +334,15 @@ async fn the_connection_check_speaks_plainly() {
         f(&mut tc);
         SalesforceTarget::new("crm", &tc, config, leadline::clock::Clock::system()).unwrap()
     };
-    let wrong_object = variant(&|t| t.object = Some("Leed".into())).check().await;
+    fn salesforce(t: &mut leadline::config::TargetConfig) -> &mut leadline::config::SalesforceSettings {
+        match &mut t.settings {
+            leadline::config::TargetSettings::Salesforce(s) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+    let wrong_object = variant(&|t| salesforce(t).object = Some("Leed".into())).check().await;
     assert!(!wrong_object.ok && wrong_object.message.contains("no object Leed"), "{}", wrong_object.message);
-    let wrong_field = variant(&|t| t.external_id_field = Some("Email".into())).check().await;
+    let wrong_field = variant(&|t| salesforce(t).external_id_field = Some("Email".into())).check().await;
     assert!(!wrong_field.ok && wrong_field.message.contains("not marked"), "{}", wrong_field.message);
     let unreachable = variant(&|t| t.url = "http://127.0.0.1:9".into()).check().await;
     assert!(!unreachable.ok && unreachable.message.contains("cannot reach"), "{}", unreachable.message);

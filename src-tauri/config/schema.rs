@@ -602,52 +602,242 @@ pub enum SourceKind {
     CrmStage,
 }
 
+/// One source: what every source has, and its kind's own settings ([`SourceSettings`]). Read from the file's flat
+/// table (`kind = "meta"` beside that kind's keys), which stays as it is.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "SourceFile")]
 pub struct SourceConfig {
-    #[serde(default)]
-    pub kind: SourceKind,
-    /// Generic sources: the field holding the event id; a top-level name (`id`) or a JSON pointer (`/lead/id`).
-    #[serde(default = "default_id_field")]
+    /// The kind and the settings only it has.
+    pub settings: SourceSettings,
+    /// The field holding the event id; a top-level name (`id`) or a JSON pointer (`/lead/id`).
     pub id_field: String,
     /// Target names, in order: each step runs only after the previous one was delivered.
     pub route: Vec<String>,
-    /// Generic sources: optional HMAC-SHA256 signature over the raw body.
-    pub signature: Option<SignatureConfig>,
-    /// Meta sources: environment variable holding the app secret that signs `X-Hub-Signature-256`.
-    pub app_secret_env: Option<String>,
-    /// Meta sources: environment variable holding the verify token of the subscription handshake.
-    pub verify_token_env: Option<String>,
     /// Periodic comparison with the source's own list of leads; missing ones are ingested.
     pub reconcile: Option<ReconcileConfig>,
+    /// Poll mode: Leadline asks the source for its new leads at an interval instead of waiting for webhooks.
+    pub poll: Option<PollConfig>,
+    /// A failing listing raises a `source_failing` alert once it has failed for this long.
+    pub failing_alert_minutes: u64,
+    /// Largest accepted body for this source (default `server.max_body_bytes`).
+    pub max_body_bytes: Option<usize>,
+    /// Refuse to start when this source has no signature check.
+    pub require_signature: bool,
+    /// The time zone of this source's leads (first-contact quiet hours).
+    pub time_zone: Option<String>,
+    /// Keys the file sets that this kind does not take: `Config::validate` (and, for `google_ads`, its own check)
+    /// refuses the first, naming it.
+    pub(crate) stray: Vec<&'static str>,
+}
+
+/// A source's kind with the settings only that kind has. Every feature reads the variant of the kind it serves;
+/// `SourceConfig` holds what all kinds share.
+#[derive(Debug, Clone)]
+pub enum SourceSettings {
+    /// Any JSON body, optionally signed (HMAC-SHA256 over the raw body).
+    Generic(GenericSourceSettings),
+    Meta(MetaSourceSettings),
+    GoogleAds(GoogleAdsSourceSettings),
+    CrmStage(CrmStageSettings),
+}
+
+/// `kind = "generic"` (the default).
+#[derive(Debug, Clone, Default)]
+pub struct GenericSourceSettings {
+    /// HMAC-SHA256 signature over the raw body.
+    pub signature: Option<SignatureConfig>,
+}
+
+/// `kind = "meta"`.
+#[derive(Debug, Clone, Default)]
+pub struct MetaSourceSettings {
+    /// Variable holding the app secret that signs `X-Hub-Signature-256`.
+    pub app_secret_env: Option<String>,
+    /// Variable holding the verify token of the subscription handshake.
+    pub verify_token_env: Option<String>,
+    /// The Facebook page the lead forms belong to (leads found by reconciliation take it from here).
+    pub page_id: Option<String>,
+}
+
+/// `kind = "google_ads"`.
+#[derive(Debug, Clone, Default)]
+pub struct GoogleAdsSourceSettings {
+    /// Variable (or keyring entry) holding the key Google sends back in every lead's `google_key`.
+    pub key_env: Option<String>,
+    /// Deliver the leads Google marks `is_test` along the route like any other.
+    pub deliver_test_leads: bool,
+}
+
+/// `kind = "crm_stage"`.
+#[derive(Debug, Clone, Default)]
+pub struct CrmStageSettings {
+    /// The webhook's signature: HMAC-SHA256, or HubSpot's own v3.
+    pub signature: Option<SignatureConfig>,
+    /// Where the lead and its new stage are in the CRM's webhook body (the file's `stage_webhook`, or HubSpot's
+    /// workflow body).
+    pub stage_webhook: StageWebhookConfig,
+}
+
+impl SourceConfig {
+    /// What the source receives (the file's `kind`).
+    pub fn kind(&self) -> SourceKind {
+        match &self.settings {
+            SourceSettings::Generic(_) => SourceKind::Generic,
+            SourceSettings::Meta(_) => SourceKind::Meta,
+            SourceSettings::GoogleAds(_) => SourceKind::GoogleAds,
+            SourceSettings::CrmStage(_) => SourceKind::CrmStage,
+        }
+    }
+
+    /// The `signature` of a `generic` or `crm_stage` source.
+    pub fn signature(&self) -> Option<&SignatureConfig> {
+        match &self.settings {
+            SourceSettings::Generic(g) => g.signature.as_ref(),
+            SourceSettings::CrmStage(c) => c.signature.as_ref(),
+            SourceSettings::Meta(_) | SourceSettings::GoogleAds(_) => None,
+        }
+    }
+
+    /// A Meta source's page id.
+    pub fn page_id(&self) -> Option<&str> {
+        match &self.settings {
+            SourceSettings::Meta(m) => m.page_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The kind's own keys that name a secret's variable (the signature's `secret_env`, Meta's app secret and
+    /// verify token, Google's key), with the variable.
+    pub fn secret_vars(&self) -> Vec<(&'static str, &str)> {
+        let mut out = Vec::new();
+        if let Some(sig) = self.signature() {
+            out.push(("signature.secret_env", sig.secret_env.as_str()));
+        }
+        match &self.settings {
+            SourceSettings::Meta(m) => {
+                out.extend(m.app_secret_env.as_deref().map(|v| ("app_secret_env", v)));
+                out.extend(m.verify_token_env.as_deref().map(|v| ("verify_token_env", v)));
+            }
+            SourceSettings::GoogleAds(g) => out.extend(g.key_env.as_deref().map(|v| ("key_env", v))),
+            SourceSettings::Generic(_) | SourceSettings::CrmStage(_) => {}
+        }
+        out
+    }
+
+    /// Whether the file set `key`, which this kind does not take.
+    pub fn sets_stray(&self, key: &str) -> bool {
+        self.stray.contains(&key)
+    }
+
+    /// The keys the file set that this kind does not take.
+    pub fn stray_keys(&self) -> &[&'static str] {
+        &self.stray
+    }
+}
+
+impl From<SourceFile> for SourceConfig {
+    /// Keeps each key of the kind in its settings; a key of another kind is listed in `stray`.
+    fn from(f: SourceFile) -> SourceConfig {
+        let kind = f.kind;
+        let settings = match kind {
+            SourceKind::Generic => SourceSettings::Generic(GenericSourceSettings { signature: f.signature.clone() }),
+            SourceKind::Meta => SourceSettings::Meta(MetaSourceSettings {
+                app_secret_env: f.app_secret_env.clone(),
+                verify_token_env: f.verify_token_env.clone(),
+                page_id: f.page_id.clone(),
+            }),
+            SourceKind::GoogleAds => SourceSettings::GoogleAds(GoogleAdsSourceSettings {
+                key_env: f.key_env.clone(),
+                deliver_test_leads: f.deliver_test_leads,
+            }),
+            SourceKind::CrmStage => SourceSettings::CrmStage(CrmStageSettings {
+                signature: f.signature.clone(),
+                stage_webhook: f.stage_webhook.clone().unwrap_or_default(),
+            }),
+        };
+        let takes = |key: &str| match key {
+            "signature" => matches!(kind, SourceKind::Generic | SourceKind::CrmStage),
+            "app_secret_env" | "verify_token_env" | "page_id" => kind == SourceKind::Meta,
+            "key_env" | "deliver_test_leads" => kind == SourceKind::GoogleAds,
+            // stage_webhook
+            _ => kind == SourceKind::CrmStage,
+        };
+        let stray = [
+            ("signature", f.signature.is_some()),
+            ("app_secret_env", f.app_secret_env.is_some()),
+            ("verify_token_env", f.verify_token_env.is_some()),
+            ("page_id", f.page_id.is_some()),
+            ("key_env", f.key_env.is_some()),
+            ("deliver_test_leads", f.deliver_test_leads),
+            ("stage_webhook", f.stage_webhook.is_some()),
+        ]
+        .into_iter()
+        .filter(|&(key, set)| set && !takes(key))
+        .map(|(key, _)| key)
+        .collect();
+        SourceConfig {
+            settings,
+            id_field: f.id_field,
+            route: f.route,
+            reconcile: f.reconcile,
+            poll: f.poll,
+            failing_alert_minutes: f.failing_alert_minutes,
+            max_body_bytes: f.max_body_bytes,
+            require_signature: f.require_signature,
+            time_zone: f.time_zone,
+            stray,
+        }
+    }
+}
+
+/// A source as the file writes it: every kind's keys side by side. Read into this, then into [`SourceConfig`],
+/// whose [`SourceSettings`] keeps only the keys of its kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceFile {
+    #[serde(default)]
+    kind: SourceKind,
+    /// Generic sources: the field holding the event id; a top-level name (`id`) or a JSON pointer (`/lead/id`).
+    #[serde(default = "default_id_field")]
+    id_field: String,
+    /// Target names, in order: each step runs only after the previous one was delivered.
+    route: Vec<String>,
+    /// Generic sources: optional HMAC-SHA256 signature over the raw body.
+    signature: Option<SignatureConfig>,
+    /// Meta sources: environment variable holding the app secret that signs `X-Hub-Signature-256`.
+    app_secret_env: Option<String>,
+    /// Meta sources: environment variable holding the verify token of the subscription handshake.
+    verify_token_env: Option<String>,
+    /// Periodic comparison with the source's own list of leads; missing ones are ingested.
+    reconcile: Option<ReconcileConfig>,
     /// Poll mode: Leadline asks the source for its new leads at an interval instead of waiting for webhooks (a
     /// laptop has no public address Meta could send a webhook to). Excludes `reconcile`: polling is the listing.
-    pub poll: Option<PollConfig>,
+    poll: Option<PollConfig>,
     /// Meta sources: the Facebook page the lead forms belong to. Graph's lead object does not name its page, so
     /// leads found by reconciliation take it from here (webhook leads carry it themselves).
-    pub page_id: Option<String>,
+    page_id: Option<String>,
     /// A failing reconciliation (source unreachable, throttled) raises a `source_failing` alert once it has
     /// failed for this long; a refused token raises a `credentials` alert at once.
     #[serde(default = "default_source_failing_minutes")]
-    pub failing_alert_minutes: u64,
+    failing_alert_minutes: u64,
     /// Largest accepted body for this source (default `server.max_body_bytes`, which it may not exceed).
-    pub max_body_bytes: Option<usize>,
+    max_body_bytes: Option<usize>,
     /// Refuse to start when this source has no signature check (a generic source without `signature`).
     #[serde(default)]
-    pub require_signature: bool,
+    require_signature: bool,
     /// `google_ads` sources: environment variable (or keyring entry) holding the key entered beside the webhook
     /// URL in Google Ads; Google sends it back in every lead's `google_key`.
-    pub key_env: Option<String>,
+    key_env: Option<String>,
     /// `google_ads` sources: deliver the leads Google marks `is_test` (the form editor's "send test data") along
     /// the route like any other. By default they are stored and shown as test leads and reach no target.
     #[serde(default)]
-    pub deliver_test_leads: bool,
+    deliver_test_leads: bool,
     /// `crm_stage` sources: where the lead and its new stage are in the CRM's webhook body.
-    pub stage_webhook: Option<StageWebhookConfig>,
+    stage_webhook: Option<StageWebhookConfig>,
     /// The time zone of this source's leads (an IANA name, `Europe/Madrid`): first-contact steps keep their
     /// quiet hours in it. Without it, the zone comes from the step's `first_contact.time_zone`, else from the
     /// phone number's country code.
-    pub time_zone: Option<String>,
+    time_zone: Option<String>,
 }
 
 /// Where a CRM's stage-change webhook holds what Leadline needs (JSON pointers). The defaults read a HubSpot
@@ -699,10 +889,9 @@ impl SourceKind {
 impl SourceConfig {
     /// Whether requests to this source must carry a valid HMAC signature (Meta sources always do).
     pub fn is_signed(&self) -> bool {
-        match self.kind {
-            SourceKind::Generic => self.signature.is_some(),
+        match self.kind() {
+            SourceKind::Generic | SourceKind::CrmStage => self.signature().is_some(),
             SourceKind::Meta | SourceKind::GoogleAds => true,
-            SourceKind::CrmStage => self.signature.is_some(),
         }
     }
 }
@@ -891,6 +1080,21 @@ pub enum TargetKind {
 }
 
 impl TargetKind {
+    /// The kind as the file writes it (`google_ads_conversions`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Http => "http",
+            TargetKind::MetaLead => "meta_lead",
+            TargetKind::Pipedrive => "pipedrive",
+            TargetKind::Salesforce => "salesforce",
+            TargetKind::Hubspot => "hubspot",
+            TargetKind::Whatsapp => "whatsapp",
+            TargetKind::Sms => "sms",
+            TargetKind::MetaConversions => "meta_conversions",
+            TargetKind::GoogleAdsConversions => "google_ads_conversions",
+        }
+    }
+
     /// A first-contact step: a message to the lead, which no provider de-duplicates, so Leadline never sends it
     /// twice (`targets::contact`).
     pub fn is_first_contact(self) -> bool {
@@ -898,125 +1102,448 @@ impl TargetKind {
     }
 }
 
+/// One target: what every target has, and its kind's own settings ([`TargetSettings`]). Read from the file's flat
+/// table (`kind = "salesforce"` beside the keys of that kind), which stays as it is.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "TargetFile")]
 pub struct TargetConfig {
-    #[serde(default)]
-    pub kind: TargetKind,
+    /// The kind and the settings only it has.
+    pub settings: TargetSettings,
     /// Request URL; `{external_id}` is replaced by the job's external id (required for `upsert`).
     /// `meta_lead`: the Graph API address (`https://graph.facebook.com`).
     pub url: String,
     /// HTTP method; default POST (PUT for `upsert`).
     pub method: Option<String>,
-    /// Required for `http`; a `meta_lead` step only reads, which is always safe to repeat.
+    /// Required for `http`; every other kind has its own (`TargetConfig::strategy`).
     pub strategy: Option<Strategy>,
-    /// `meta_lead`: the Graph API version, the first path segment of every request. `salesforce`: the REST API
-    /// version (`v60.0`); left out, it is [`SALESFORCE_API_VERSION`] (see [`TargetConfig::salesforce_api_version`]).
-    #[serde(default = "default_graph_version")]
+    /// The vendor's API version, the first path segment of its requests (Graph, Salesforce, Google Ads); for
+    /// Salesforce see [`TargetConfig::salesforce_api_version`].
     pub api_version: String,
-    /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
+    /// How a lead becomes the CRM's record. An `http` target with a mapping receives the mapped record as its
+    /// body instead of the envelope.
+    pub mapping: Vec<crate::model::mapping::FieldRule>,
+    /// A GET URL with `{external_id}` for `search_then_create` and ambiguous look-ups.
+    pub search_url: Option<String>,
+    /// The web address of a record in the CRM's own screens, with `{crm_id}`.
+    pub record_url: Option<String>,
+    /// JSON pointer to the CRM's record id in a create/upsert/search answer.
+    pub id_pointer: String,
+    pub headers: BTreeMap<String, String>,
+    pub auth: Option<AuthConfig>,
+    pub timeout_ms: u64,
+    /// Jobs delivered to this target at the same time (per worker process).
+    pub concurrency: u32,
+    /// The target's declared request budget (`"190/10s"`).
+    pub rate: Option<crate::model::Rate>,
+    pub backoff: BackoffConfig,
+    pub breaker: BreakerConfig,
+    pub classify: ClassifyConfig,
+    /// A replayed lead older than this runs `fallback` instead.
+    pub max_lead_age_minutes: Option<u64>,
+    pub fallback: Option<String>,
+    pub auto_replay: bool,
+    pub on_failure: Option<String>,
+    /// First-contact steps (`whatsapp`, `sms`): the wait for an unconfirmed send, quiet hours, the time zone.
+    pub first_contact: FirstContactConfig,
+    /// Opt-in data fallback: fields a lead may be written without.
+    pub missing_data: Option<MissingDataConfig>,
+    /// Keys the file sets that this kind does not take: `Config::validate` refuses the first, naming it.
+    pub(crate) stray: Vec<&'static str>,
+}
+
+/// A target's kind with the settings only that kind has (the keys of the file's table that name a kind in their
+/// documentation). Every connector reads its own variant; `TargetConfig` holds what all kinds share. A setting
+/// left out is `None` here: the kind's own check (`features::targets::check`) says which are required.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSettings {
+    /// Any JSON endpoint: everything it has is shared.
+    Http,
+    MetaLead(MetaLeadSettings),
+    Pipedrive(PipedriveSettings),
+    Salesforce(SalesforceSettings),
+    Hubspot(HubspotSettings),
+    Whatsapp(WhatsappSettings),
+    /// The file's `sms` table.
+    Sms(Option<SmsConfig>),
+    MetaConversions(MetaConversionsSettings),
+    GoogleAdsConversions(GoogleAdsSettings),
+}
+
+/// `kind = "meta_lead"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MetaLeadSettings {
+    /// Variable holding a page access token with the `leads_retrieval` permission.
     pub access_token_env: Option<String>,
-    /// `pipedrive`: environment variable holding the API token (sent in the `x-api-token` header).
+}
+
+/// `kind = "whatsapp"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WhatsappSettings {
+    /// Variable holding the system user's access token.
+    pub access_token_env: Option<String>,
+    /// The file's `whatsapp` table: the sender's phone number id, the template and its parameters.
+    pub message: Option<WhatsappConfig>,
+}
+
+/// `kind = "pipedrive"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PipedriveSettings {
+    /// Variable holding the API token (sent in the `x-api-token` header).
     pub api_token_env: Option<String>,
-    /// `pipedrive`: key of the custom person field holding Leadline's external id (the exact-match search).
+    /// Key of the custom person field holding Leadline's external id (the exact-match search).
     pub person_field_key: Option<String>,
-    /// `salesforce`: the sObject leads are upserted into (default `Lead`); `hubspot`: the CRM object type
-    /// written (default `contacts`).
-    pub object: Option<String>,
-    /// `salesforce`: the external id field the lead's external id is written to and matched by (required).
-    pub external_id_field: Option<String>,
-    /// `salesforce`: environment variables holding the connected app's consumer key and secret and the
-    /// refresh token of the user Leadline connects as (all required).
+}
+
+/// The variables of an OAuth 2.0 refresh-token flow (Salesforce, Google Ads): the app's client id and secret and
+/// the refresh token of the user Leadline acts as.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OAuthVars {
     pub client_id_env: Option<String>,
     pub client_secret_env: Option<String>,
     pub refresh_token_env: Option<String>,
+}
+
+/// `kind = "salesforce"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SalesforceSettings {
+    /// The sObject leads are upserted into (default `Lead`, [`TargetConfig::salesforce_object`]).
+    pub object: Option<String>,
+    /// The external id field the lead's external id is written to and matched by (required).
+    pub external_id_field: Option<String>,
+    pub oauth: OAuthVars,
+}
+
+/// `kind = "hubspot"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HubspotSettings {
+    /// The CRM object type written (default `contacts`, [`TargetConfig::hubspot_object`]).
+    pub object: Option<String>,
+    /// The unique property records are upserted by (`email`, or a custom unique property such as `leadline_id`).
+    pub id_property: Option<String>,
+}
+
+/// What both conversion kinds have: the CRM's stage names and what the platform gets for each, and its window.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConversionSettings {
+    /// Stage → Meta's `event_name` or Google's conversion action. A stage not listed is not sent.
+    pub stages: BTreeMap<String, String>,
+    /// The platform's window in days; an older event is not sent, the step ends as reported.
+    pub window_days: Option<u32>,
+}
+
+/// `kind = "meta_conversions"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MetaConversionsSettings {
+    /// The dataset (pixel) id the events go to.
+    pub dataset_id: Option<String>,
+    /// Variable holding the access token.
+    pub access_token_env: Option<String>,
+    /// The CRM's name, sent as `custom_data.lead_event_source`.
+    pub lead_event_source: Option<String>,
+    pub conversions: ConversionSettings,
+}
+
+/// `kind = "google_ads_conversions"`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GoogleAdsSettings {
+    /// The Google Ads account (customer id, digits only) the conversions belong to.
+    pub customer_id: Option<String>,
+    /// The manager account reached through (`login-customer-id` header), if any.
+    pub login_customer_id: Option<String>,
+    /// Variable holding a developer token, sent only when set.
+    pub developer_token_env: Option<String>,
+    /// The OAuth 2.0 token endpoint (default `https://oauth2.googleapis.com/token`).
+    pub token_url: Option<String>,
+    /// ISO 4217 currency of conversion values (default `EUR`).
+    pub currency: Option<String>,
+    pub oauth: OAuthVars,
+    pub conversions: ConversionSettings,
+}
+
+impl TargetSettings {
+    /// The kind's own keys that name a credential's variable (`access_token_env`, `api_token_env`, the OAuth
+    /// variables), with the variable: those the settings page can store a value for.
+    pub fn credential_vars(&self) -> Vec<(&'static str, &str)> {
+        fn oauth(o: &OAuthVars) -> [(&'static str, Option<&str>); 3] {
+            [
+                ("client_id_env", o.client_id_env.as_deref()),
+                ("client_secret_env", o.client_secret_env.as_deref()),
+                ("refresh_token_env", o.refresh_token_env.as_deref()),
+            ]
+        }
+        let set: Vec<(&'static str, Option<&str>)> = match self {
+            TargetSettings::MetaLead(m) => vec![("access_token_env", m.access_token_env.as_deref())],
+            TargetSettings::Whatsapp(w) => vec![("access_token_env", w.access_token_env.as_deref())],
+            TargetSettings::MetaConversions(m) => vec![("access_token_env", m.access_token_env.as_deref())],
+            TargetSettings::Pipedrive(p) => vec![("api_token_env", p.api_token_env.as_deref())],
+            TargetSettings::Salesforce(s) => oauth(&s.oauth).to_vec(),
+            TargetSettings::GoogleAdsConversions(g) => oauth(&g.oauth).to_vec(),
+            TargetSettings::Http | TargetSettings::Hubspot(_) | TargetSettings::Sms(_) => Vec::new(),
+        };
+        set.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect()
+    }
+
+    pub fn kind(&self) -> TargetKind {
+        match self {
+            TargetSettings::Http => TargetKind::Http,
+            TargetSettings::MetaLead(_) => TargetKind::MetaLead,
+            TargetSettings::Pipedrive(_) => TargetKind::Pipedrive,
+            TargetSettings::Salesforce(_) => TargetKind::Salesforce,
+            TargetSettings::Hubspot(_) => TargetKind::Hubspot,
+            TargetSettings::Whatsapp(_) => TargetKind::Whatsapp,
+            TargetSettings::Sms(_) => TargetKind::Sms,
+            TargetSettings::MetaConversions(_) => TargetKind::MetaConversions,
+            TargetSettings::GoogleAdsConversions(_) => TargetKind::GoogleAdsConversions,
+        }
+    }
+}
+
+impl From<TargetFile> for TargetConfig {
+    /// Keeps each key of the kind in its settings; a key of another kind is listed in `stray`.
+    fn from(f: TargetFile) -> TargetConfig {
+        let mut stray = Vec::new();
+        let oauth = |f: &TargetFile| OAuthVars {
+            client_id_env: f.client_id_env.clone(),
+            client_secret_env: f.client_secret_env.clone(),
+            refresh_token_env: f.refresh_token_env.clone(),
+        };
+        let conversions = |f: &TargetFile| ConversionSettings { stages: f.stages.clone(), window_days: f.window_days };
+        let settings = match f.kind {
+            TargetKind::Http => TargetSettings::Http,
+            TargetKind::MetaLead => {
+                TargetSettings::MetaLead(MetaLeadSettings { access_token_env: f.access_token_env.clone() })
+            }
+            TargetKind::Pipedrive => TargetSettings::Pipedrive(PipedriveSettings {
+                api_token_env: f.api_token_env.clone(),
+                person_field_key: f.person_field_key.clone(),
+            }),
+            TargetKind::Salesforce => TargetSettings::Salesforce(SalesforceSettings {
+                object: f.object.clone(),
+                external_id_field: f.external_id_field.clone(),
+                oauth: oauth(&f),
+            }),
+            TargetKind::Hubspot => TargetSettings::Hubspot(HubspotSettings {
+                object: f.object.clone(),
+                id_property: f.id_property.clone(),
+            }),
+            TargetKind::Whatsapp => TargetSettings::Whatsapp(WhatsappSettings {
+                access_token_env: f.access_token_env.clone(),
+                message: f.whatsapp.clone(),
+            }),
+            TargetKind::Sms => TargetSettings::Sms(f.sms.clone()),
+            TargetKind::MetaConversions => TargetSettings::MetaConversions(MetaConversionsSettings {
+                dataset_id: f.dataset_id.clone(),
+                access_token_env: f.access_token_env.clone(),
+                lead_event_source: f.lead_event_source.clone(),
+                conversions: conversions(&f),
+            }),
+            TargetKind::GoogleAdsConversions => TargetSettings::GoogleAdsConversions(GoogleAdsSettings {
+                customer_id: f.customer_id.clone(),
+                login_customer_id: f.login_customer_id.clone(),
+                developer_token_env: f.developer_token_env.clone(),
+                token_url: f.token_url.clone(),
+                currency: f.currency.clone(),
+                oauth: oauth(&f),
+                conversions: conversions(&f),
+            }),
+        };
+        // Which of the kind-specific keys this kind takes; any other one set is stray.
+        let kind = f.kind;
+        let takes = |key: &str| -> bool {
+            use TargetKind::*;
+            match key {
+                "access_token_env" => matches!(kind, MetaLead | Whatsapp | MetaConversions),
+                "api_token_env" | "person_field_key" => kind == Pipedrive,
+                "object" => matches!(kind, Salesforce | Hubspot),
+                "external_id_field" => kind == Salesforce,
+                "client_id_env" | "client_secret_env" | "refresh_token_env" => {
+                    matches!(kind, Salesforce | GoogleAdsConversions)
+                }
+                "id_property" => kind == Hubspot,
+                "whatsapp" => kind == Whatsapp,
+                "sms" => kind == Sms,
+                "dataset_id" | "lead_event_source" => kind == MetaConversions,
+                "window_days" | "stages" => matches!(kind, MetaConversions | GoogleAdsConversions),
+                // customer_id, login_customer_id, developer_token_env, token_url, currency
+                _ => kind == GoogleAdsConversions,
+            }
+        };
+        for (key, set) in [
+            ("access_token_env", f.access_token_env.is_some()),
+            ("api_token_env", f.api_token_env.is_some()),
+            ("person_field_key", f.person_field_key.is_some()),
+            ("object", f.object.is_some()),
+            ("external_id_field", f.external_id_field.is_some()),
+            ("client_id_env", f.client_id_env.is_some()),
+            ("client_secret_env", f.client_secret_env.is_some()),
+            ("refresh_token_env", f.refresh_token_env.is_some()),
+            ("id_property", f.id_property.is_some()),
+            ("whatsapp", f.whatsapp.is_some()),
+            ("sms", f.sms.is_some()),
+            ("stages", !f.stages.is_empty()),
+            ("window_days", f.window_days.is_some()),
+            ("dataset_id", f.dataset_id.is_some()),
+            ("lead_event_source", f.lead_event_source.is_some()),
+            ("customer_id", f.customer_id.is_some()),
+            ("login_customer_id", f.login_customer_id.is_some()),
+            ("developer_token_env", f.developer_token_env.is_some()),
+            ("token_url", f.token_url.is_some()),
+            ("currency", f.currency.is_some()),
+        ] {
+            if set && !takes(key) {
+                stray.push(key);
+            }
+        }
+        TargetConfig {
+            settings,
+            url: f.url,
+            method: f.method,
+            strategy: f.strategy,
+            api_version: f.api_version,
+            mapping: f.mapping,
+            search_url: f.search_url,
+            record_url: f.record_url,
+            id_pointer: f.id_pointer,
+            headers: f.headers,
+            auth: f.auth,
+            timeout_ms: f.timeout_ms,
+            concurrency: f.concurrency,
+            rate: f.rate,
+            backoff: f.backoff,
+            breaker: f.breaker,
+            classify: f.classify,
+            max_lead_age_minutes: f.max_lead_age_minutes,
+            fallback: f.fallback,
+            auto_replay: f.auto_replay,
+            on_failure: f.on_failure,
+            first_contact: f.first_contact,
+            missing_data: f.missing_data,
+            stray,
+        }
+    }
+}
+
+/// A target as the file writes it: every kind's keys side by side (the TOML format). Read into this, then into
+/// [`TargetConfig`], whose [`TargetSettings`] keeps only the keys of its kind.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetFile {
+    #[serde(default)]
+    kind: TargetKind,
+    /// Request URL; `{external_id}` is replaced by the job's external id (required for `upsert`).
+    /// `meta_lead`: the Graph API address (`https://graph.facebook.com`).
+    url: String,
+    /// HTTP method; default POST (PUT for `upsert`).
+    method: Option<String>,
+    /// Required for `http`; a `meta_lead` step only reads, which is always safe to repeat.
+    strategy: Option<Strategy>,
+    /// `meta_lead`: the Graph API version, the first path segment of every request. `salesforce`: the REST API
+    /// version (`v60.0`); left out, it is [`SALESFORCE_API_VERSION`] (see [`TargetConfig::salesforce_api_version`]).
+    #[serde(default = "default_graph_version")]
+    api_version: String,
+    /// `meta_lead`: environment variable holding a page access token with the `leads_retrieval` permission.
+    access_token_env: Option<String>,
+    /// `pipedrive`: environment variable holding the API token (sent in the `x-api-token` header).
+    api_token_env: Option<String>,
+    /// `pipedrive`: key of the custom person field holding Leadline's external id (the exact-match search).
+    person_field_key: Option<String>,
+    /// `salesforce`: the sObject leads are upserted into (default `Lead`); `hubspot`: the CRM object type
+    /// written (default `contacts`).
+    object: Option<String>,
+    /// `salesforce`: the external id field the lead's external id is written to and matched by (required).
+    external_id_field: Option<String>,
+    /// `salesforce`: environment variables holding the connected app's consumer key and secret and the
+    /// refresh token of the user Leadline connects as (all required).
+    client_id_env: Option<String>,
+    client_secret_env: Option<String>,
+    refresh_token_env: Option<String>,
     /// `hubspot`: the unique property records are upserted by (`email`, or a custom unique property such as
     /// `leadline_id`). Its value is the mapped record's value for it, else the lead's external id.
-    pub id_property: Option<String>,
+    id_property: Option<String>,
     /// How a lead becomes the CRM's record (docs/configuration.md, "Field mapping"). An `http` target with a
     /// mapping receives the mapped record as its body instead of the envelope.
     #[serde(default)]
-    pub mapping: Vec<crate::model::mapping::FieldRule>,
+    mapping: Vec<crate::model::mapping::FieldRule>,
     /// `search_then_create` (required) and ambiguous look-ups (optional for other strategies):
     /// a GET URL with `{external_id}`; 200 with a record means found, 404 or an empty list means not found.
-    pub search_url: Option<String>,
+    search_url: Option<String>,
     /// The web address of a record in the CRM's own screens, with `{crm_id}` (e.g.
     /// `https://example.pipedrive.com/person/{crm_id}`): the lead lookup links each delivered lead to it.
-    pub record_url: Option<String>,
+    record_url: Option<String>,
     /// JSON pointer to the CRM's record id in a create/upsert/search answer.
     #[serde(default = "default_id_pointer")]
-    pub id_pointer: String,
+    id_pointer: String,
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    pub auth: Option<AuthConfig>,
+    headers: BTreeMap<String, String>,
+    auth: Option<AuthConfig>,
     #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
+    timeout_ms: u64,
     /// Jobs delivered to this target at the same time (per worker process). Lowered by itself while the target
     /// answers 429, and raised back slowly.
     #[serde(default = "default_concurrency")]
-    pub concurrency: u32,
+    concurrency: u32,
     /// The target's declared request budget (`"190/10s"`, `"100/s"`, `"250000/1d"`): no window of that length
     /// ever carries more requests. Leadline also learns the real limit from the target's rate-limit headers.
-    pub rate: Option<crate::model::Rate>,
+    rate: Option<crate::model::Rate>,
     #[serde(default)]
-    pub backoff: BackoffConfig,
+    backoff: BackoffConfig,
     #[serde(default)]
-    pub breaker: BreakerConfig,
+    breaker: BreakerConfig,
     #[serde(default)]
-    pub classify: ClassifyConfig,
+    classify: ClassifyConfig,
     /// Time-sensitive steps: a replayed lead older than this runs `fallback` instead (a welcome SMS an hour
     /// late is worse than none; a call task is not).
-    pub max_lead_age_minutes: Option<u64>,
+    max_lead_age_minutes: Option<u64>,
     /// The target run instead of this one for leads older than `max_lead_age_minutes` on replay.
-    pub fallback: Option<String>,
+    fallback: Option<String>,
     /// Replay this target's dead letters by itself once it is healthy again: those that died of a setup problem
     /// (`permanent_config`) or while it was down or limiting (`transient`, `rate_limited`), each at most once,
     /// staged and paced like a manual replay.
     #[serde(default)]
-    pub auto_replay: bool,
+    auto_replay: bool,
     /// The target a lead's step goes to when this one fails for the lead's data or its number (`whatsapp` →
     /// `sms` when the number is not on WhatsApp): tried at once, with fresh attempts.
     #[serde(default)]
-    pub on_failure: Option<String>,
+    on_failure: Option<String>,
     /// `kind = "whatsapp"`: the sender's phone number id, the template and its parameters.
     #[serde(default)]
-    pub whatsapp: Option<WhatsappConfig>,
+    whatsapp: Option<WhatsappConfig>,
     /// `kind = "sms"`: the Twilio account, sender and message body.
     #[serde(default)]
-    pub sms: Option<SmsConfig>,
+    sms: Option<SmsConfig>,
     /// First-contact steps (`whatsapp`, `sms`): the wait for an unconfirmed send, quiet hours, the default
     /// country of national numbers.
     #[serde(default)]
-    pub first_contact: FirstContactConfig,
+    first_contact: FirstContactConfig,
     /// Opt-in data fallback (docs/configuration.md, "Missing data"): a lead whose only refused fields are on
     /// `drop` goes again at once without them, tagged, instead of becoming a dead letter.
     #[serde(default)]
-    pub missing_data: Option<MissingDataConfig>,
+    missing_data: Option<MissingDataConfig>,
     /// Conversion steps (`meta_conversions`, `google_ads_conversions`): the CRM's stage names and what each
     /// platform gets for them — Meta's `event_name`, Google's conversion action (`customers/1/conversionActions/2`).
     /// A stage not listed is not sent to this target. `lead` is the stage of a lead reaching this step along its
     /// own source's route (right after the CRM step).
     #[serde(default)]
-    pub stages: BTreeMap<String, String>,
+    stages: BTreeMap<String, String>,
     /// Conversion steps: the platform's window in days (Meta: 7 from the event; Google: 90 from the click, or the
     /// conversion action's own, shorter window). An older event is not sent: the step ends as reported.
-    pub window_days: Option<u32>,
+    window_days: Option<u32>,
     /// `meta_conversions`: the dataset (pixel) id the events go to.
-    pub dataset_id: Option<String>,
+    dataset_id: Option<String>,
     /// `meta_conversions`: the CRM's name, sent as `custom_data.lead_event_source` (default: the name a stage
     /// webhook's source gives, else "Leadline").
-    pub lead_event_source: Option<String>,
+    lead_event_source: Option<String>,
     /// `google_ads_conversions`: the Google Ads account (customer id, digits only) the conversions belong to.
-    pub customer_id: Option<String>,
+    customer_id: Option<String>,
     /// `google_ads_conversions`: the manager account reached through (`login-customer-id` header), if any.
-    pub login_customer_id: Option<String>,
+    login_customer_id: Option<String>,
     /// `google_ads_conversions`: variable holding a developer token, sent only when set (Google retired them on
     /// 2026-09-09; the header is ignored, and a later API version refuses it).
-    pub developer_token_env: Option<String>,
+    developer_token_env: Option<String>,
     /// `google_ads_conversions`: the OAuth 2.0 token endpoint (default `https://oauth2.googleapis.com/token`).
-    pub token_url: Option<String>,
+    token_url: Option<String>,
     /// `google_ads_conversions`: ISO 4217 currency of conversion values (default `EUR`).
-    pub currency: Option<String>,
+    currency: Option<String>,
 }
 
 /// The age limit of a first-contact step that sets none: an automatic "we will call you now" to a lead older
@@ -1236,6 +1763,20 @@ pub fn default_data_dir() -> anyhow::Result<PathBuf> {
 }
 
 impl TargetConfig {
+    /// What the target speaks (the file's `kind`).
+    pub fn kind(&self) -> TargetKind {
+        self.settings.kind()
+    }
+
+    /// A conversion step's stages and window (`meta_conversions`, `google_ads_conversions`).
+    pub fn conversions(&self) -> Option<&ConversionSettings> {
+        match &self.settings {
+            TargetSettings::MetaConversions(m) => Some(&m.conversions),
+            TargetSettings::GoogleAdsConversions(g) => Some(&g.conversions),
+            _ => None,
+        }
+    }
+
     /// The idempotency strategy: as configured for `http`; a `meta_lead` step only reads (an upsert in effect:
     /// repeating it changes nothing).
     /// Whether sending a lead again updates the record it created before, so a changed lead (a new revision) can
@@ -1243,13 +1784,13 @@ impl TargetConfig {
     /// POST or search-then-create (Pipedrive) is a create: sent again, it would make a second record. A
     /// `meta_lead` step only reads.
     pub fn updates_records(&self) -> bool {
-        self.kind != TargetKind::MetaLead && self.strategy() == Strategy::Upsert
+        self.kind() != TargetKind::MetaLead && self.strategy() == Strategy::Upsert
     }
 
     /// How old a lead may be for this step to run rather than its `fallback`: `max_lead_age_minutes`, or for a
     /// first-contact step [`FIRST_CONTACT_MAX_AGE_MINUTES`] when it names a fallback without a limit.
     pub fn max_lead_age(&self) -> Option<u64> {
-        self.max_lead_age_minutes.or((self.kind.is_first_contact()).then_some(FIRST_CONTACT_MAX_AGE_MINUTES))
+        self.max_lead_age_minutes.or((self.kind().is_first_contact()).then_some(FIRST_CONTACT_MAX_AGE_MINUTES))
     }
 
     /// The tag a record sent without some fields carries (`missing_data.tag`), if any.
@@ -1261,15 +1802,15 @@ impl TargetConfig {
     /// The CRM field a target finds a lead's record by (HubSpot's `id_property`, Salesforce's
     /// `external_id_field`): a lead refused for it is never written without it.
     pub fn upsert_key_field(&self) -> Option<&str> {
-        match self.kind {
-            TargetKind::Hubspot => self.id_property.as_deref(),
-            TargetKind::Salesforce => self.external_id_field.as_deref(),
+        match &self.settings {
+            TargetSettings::Hubspot(h) => h.id_property.as_deref(),
+            TargetSettings::Salesforce(s) => s.external_id_field.as_deref(),
             _ => None,
         }
     }
 
     pub fn strategy(&self) -> Strategy {
-        match self.kind {
+        match self.kind() {
             TargetKind::Http => self.strategy.unwrap_or(Strategy::None),
             TargetKind::MetaLead => Strategy::Upsert,
             // Person and lead are created after a search, linked locally (`targets::pipedrive`).
@@ -1299,12 +1840,18 @@ impl TargetConfig {
 
     /// `salesforce`: the sObject leads go to.
     pub fn salesforce_object(&self) -> &str {
-        self.object.as_deref().unwrap_or("Lead")
+        match &self.settings {
+            TargetSettings::Salesforce(s) => s.object.as_deref().unwrap_or("Lead"),
+            _ => "Lead",
+        }
     }
 
     /// `hubspot`: the object type written (`contacts` unless configured).
     pub fn hubspot_object(&self) -> &str {
-        self.object.as_deref().unwrap_or("contacts")
+        match &self.settings {
+            TargetSettings::Hubspot(h) => h.object.as_deref().unwrap_or("contacts"),
+            _ => "contacts",
+        }
     }
 
     /// The base of Graph API requests of a `meta_lead` step: address and version.

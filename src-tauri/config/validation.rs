@@ -206,8 +206,8 @@ impl Config {
                         format!("names target `{target}`, which is not defined under [targets]"),
                     ));
                 };
-                let fetch_first = i == 0 && source.kind == SourceKind::Meta;
-                match (tc.kind, fetch_first) {
+                let fetch_first = i == 0 && source.kind() == SourceKind::Meta;
+                match (tc.kind(), fetch_first) {
                     (TargetKind::MetaLead, false) => {
                         return Err(invalid(
                             format!("{key}.route"),
@@ -230,10 +230,10 @@ impl Config {
                 return Err(invalid(format!("{key}.id_field"), "must not be empty"));
             }
             if let Some(r) = &source.reconcile {
-                r.validate(&format!("{key}.reconcile"), source.kind)?;
+                r.validate(&format!("{key}.reconcile"), source.kind())?;
             }
             if let Some(p) = &source.poll {
-                p.listing().validate(&format!("{key}.poll"), source.kind)?;
+                p.listing().validate(&format!("{key}.poll"), source.kind())?;
                 if source.reconcile.is_some() {
                     return Err(invalid(
                         format!("{key}.reconcile"),
@@ -241,44 +241,44 @@ impl Config {
                     ));
                 }
             }
-            match source.kind {
+            match &source.settings {
                 // A polled Meta source needs no webhook secrets; without them it takes no webhooks.
-                SourceKind::Meta if source.poll.is_some() => {
-                    if source.signature.is_some() {
+                SourceSettings::Meta(meta) if source.poll.is_some() => {
+                    if source.sets_stray("signature") {
                         return Err(invalid(
                             format!("{key}.signature"),
                             "does not apply to kind = \"meta\"; use app_secret_env",
                         ));
                     }
-                    if source.app_secret_env.is_some() != source.verify_token_env.is_some() {
+                    if meta.app_secret_env.is_some() != meta.verify_token_env.is_some() {
                         return Err(invalid(
                             format!("{key}.app_secret_env"),
                             "and verify_token_env go together: both to take webhooks as well, neither to only poll",
                         ));
                     }
                 }
-                SourceKind::Meta => {
-                    if source.app_secret_env.is_none() {
+                SourceSettings::Meta(meta) => {
+                    if meta.app_secret_env.is_none() {
                         return Err(invalid(
                             format!("{key}.app_secret_env"),
                             "is required for kind = \"meta\" (Meta signs every webhook)",
                         ));
                     }
-                    if source.verify_token_env.is_none() {
+                    if meta.verify_token_env.is_none() {
                         return Err(invalid(
                             format!("{key}.verify_token_env"),
                             "is required for kind = \"meta\" (subscription handshake)",
                         ));
                     }
-                    if source.signature.is_some() {
+                    if source.sets_stray("signature") {
                         return Err(invalid(
                             format!("{key}.signature"),
                             "does not apply to kind = \"meta\"; use app_secret_env",
                         ));
                     }
                 }
-                SourceKind::Generic => {
-                    if let Some(sig) = &source.signature {
+                SourceSettings::Generic(generic) => {
+                    if let Some(sig) = &generic.signature {
                         if sig.scheme != SignatureScheme::HmacSha256 || sig.url.is_some() {
                             return Err(invalid(
                                 format!("{key}.signature.scheme"),
@@ -292,15 +292,22 @@ impl Config {
                     }
                 }
                 // `crm_stage` and `google_ads` sources: their own checks (`features::ingest::check_kinds`).
-                SourceKind::CrmStage | SourceKind::GoogleAds => {}
+                SourceSettings::CrmStage(_) | SourceSettings::GoogleAds(_) => {}
             }
-            if source.kind != SourceKind::CrmStage && source.stage_webhook.is_some() {
+            if source.sets_stray("stage_webhook") {
                 return Err(invalid(format!("{key}.stage_webhook"), "applies only to kind = \"crm_stage\""));
             }
-            if source.kind != SourceKind::GoogleAds && (source.key_env.is_some() || source.deliver_test_leads) {
+            if source.sets_stray("key_env") || source.sets_stray("deliver_test_leads") {
                 return Err(invalid(
                     format!("{key}.key_env"),
                     "and deliver_test_leads apply only to kind = \"google_ads\"",
+                ));
+            }
+            // Any other key of another kind (a `google_ads` source's are refused, with why, by its own check).
+            if let Some(stray) = source.stray_keys().first().filter(|_| source.kind() != SourceKind::GoogleAds) {
+                return Err(invalid(
+                    format!("{key}.{stray}"),
+                    format!("does not apply to kind = \"{}\"", source.kind().as_str()),
                 ));
             }
         }
@@ -313,7 +320,7 @@ impl Config {
                 (Some(_), None) => {
                     return Err(invalid(format!("{key}.fallback"), "is required with max_lead_age_minutes"))
                 }
-                (None, Some(_)) if !target.kind.is_first_contact() => {
+                (None, Some(_)) if !target.kind().is_first_contact() => {
                     return Err(invalid(format!("{key}.max_lead_age_minutes"), "is required with fallback"))
                 }
                 (_, Some(f)) if f == name => {
@@ -530,6 +537,12 @@ impl ReconcileConfig {
 
 impl TargetConfig {
     fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        if let Some(stray) = self.stray.first() {
+            return Err(invalid(
+                format!("{key}.{stray}"),
+                format!("does not apply to kind = \"{}\"", self.kind().as_str()),
+            ));
+        }
         if !self.mapping.is_empty() {
             crate::model::mapping::validate(&self.mapping, &format!("{key}.mapping")).map_err(|e| {
                 // The mapping's errors start with their own key (`targets.crm.mapping[2].transform: …`).
@@ -540,7 +553,7 @@ impl TargetConfig {
         }
         // Which kinds take a `strategy` belongs to the schema (the others' is fixed, `TargetConfig::strategy`);
         // what a kind's own settings must be is checked by its feature (`features::checks`).
-        let fixed = match self.kind {
+        let fixed = match self.kind() {
             TargetKind::Http => None,
             TargetKind::Pipedrive => {
                 Some("does not apply to kind = \"pipedrive\" (always a search, then person and lead created once)")
@@ -749,6 +762,40 @@ mod tests {
         let no_strategy = OK.replace("strategy = \"idempotency_key\"", "");
         let e = parse(&no_strategy).unwrap_err().to_string();
         assert!(e.starts_with("targets.crm.strategy:"), "{e}");
+    }
+
+    #[test]
+    fn a_key_of_another_kind_is_refused_by_name() {
+        let salesforce = r#"
+        [sources.webform]
+        route = ["crm"]
+        [targets.crm]
+        kind = "salesforce"
+        url = "https://login.salesforce.com"
+        external_id_field = "Leadline_Id__c"
+        client_id_env = "SF_ID"
+        client_secret_env = "SF_SECRET"
+        refresh_token_env = "SF_REFRESH"
+        mapping = [{ to = "LastName", from = "/fields/name" }]
+    "#;
+        let c = parse(salesforce).unwrap();
+        let crate::config::TargetSettings::Salesforce(s) = &c.targets["crm"].settings else { panic!() };
+        assert_eq!(
+            (s.external_id_field.as_deref(), s.oauth.refresh_token_env.as_deref()),
+            (Some("Leadline_Id__c"), Some("SF_REFRESH"))
+        );
+        for (extra, key) in [
+            ("id_property = \"email\"", "targets.crm.id_property:"),
+            ("stages = { lead = \"Lead\" }", "targets.crm.stages:"),
+            ("api_token_env = \"T\"", "targets.crm.api_token_env:"),
+        ] {
+            let e = parse(&salesforce.replace("kind = \"salesforce\"", &format!("kind = \"salesforce\"\n{extra}")))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(key) && e.ends_with("does not apply to kind = \"salesforce\""), "{extra}: {e}");
+        }
+        let e = parse(&format!("{OK}access_token_env = \"T\"\n")).unwrap_err().to_string();
+        assert_eq!(e, "targets.crm.access_token_env: does not apply to kind = \"http\"");
     }
 
     #[test]

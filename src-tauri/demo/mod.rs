@@ -22,8 +22,9 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::config::{
-    BackoffConfig, BreakerConfig, Config, ReconcileConfig, SignatureConfig, SignatureScheme, SourceConfig, SourceKind,
-    Strategy, TargetConfig, TargetKind,
+    BackoffConfig, BreakerConfig, Config, GenericSourceSettings, GoogleAdsSourceSettings, MetaSourceSettings,
+    ReconcileConfig, SignatureConfig, SignatureScheme, SourceConfig, SourceSettings, Strategy, TargetConfig,
+    TargetSettings,
 };
 use crate::features::ingest::signature;
 use crate::store::EventCountPoint;
@@ -76,44 +77,48 @@ pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, d
     let base = format!("http://{crm}");
     let mut c = Config::default();
     c.server.listen = listen;
+    // What every demo source shares; each sets its kind, route and id field.
+    let source = || SourceConfig {
+        settings: SourceSettings::Generic(GenericSourceSettings { signature: None }),
+        id_field: "id".into(),
+        route: Vec::new(),
+        reconcile: None,
+        poll: None,
+        failing_alert_minutes: 15,
+        max_body_bytes: None,
+        require_signature: false,
+        time_zone: None,
+        stray: Vec::new(),
+    };
     c.database.url = database_url;
     c.sources.insert(
         "webform".into(),
         SourceConfig {
-            kind: SourceKind::Generic,
+            settings: SourceSettings::Generic(GenericSourceSettings {
+                signature: Some(SignatureConfig {
+                    header: "X-Signature-256".into(),
+                    secret_env: WEBFORM_SECRET_ENV.into(),
+                    scheme: SignatureScheme::HmacSha256,
+                    url: None,
+                }),
+            }),
             id_field: "id".into(),
             route: vec!["crm".into(), "notify".into()],
-            signature: Some(SignatureConfig {
-                header: "X-Signature-256".into(),
-                secret_env: WEBFORM_SECRET_ENV.into(),
-                scheme: SignatureScheme::HmacSha256,
-                url: None,
-            }),
-            app_secret_env: None,
-            verify_token_env: None,
-            reconcile: None,
-            page_id: None,
-            failing_alert_minutes: 15,
-            max_body_bytes: None,
-            require_signature: false,
-            poll: None,
-            key_env: None,
-            deliver_test_leads: false,
-            stage_webhook: None,
-            time_zone: None,
+            ..source()
         },
     );
     c.sources.insert(
         "meta_ads".into(),
         SourceConfig {
-            kind: SourceKind::Meta,
+            settings: SourceSettings::Meta(MetaSourceSettings {
+                app_secret_env: Some(META_SECRET_ENV.into()),
+                verify_token_env: Some(META_VERIFY_ENV.into()),
+                page_id: Some(META_PAGE.into()),
+            }),
             id_field: "id".into(),
             // The webhook carries only ids: the first step fetches the lead's answers from the Graph API. Once in
             // the CRM, the lead gets a WhatsApp hello (an SMS if WhatsApp fails for the number).
             route: vec!["meta_details".into(), "crm".into(), "hello".into()],
-            signature: None,
-            app_secret_env: Some(META_SECRET_ENV.into()),
-            verify_token_env: Some(META_VERIFY_ENV.into()),
             reconcile: Some(ReconcileConfig {
                 interval_seconds: 60,
                 lookback_minutes: 60,
@@ -121,79 +126,36 @@ pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, d
                 form_ids: vec![META_FORM.into()],
                 ..Default::default()
             }),
-            page_id: Some(META_PAGE.into()),
-            failing_alert_minutes: 15,
-            max_body_bytes: None,
-            require_signature: false,
-            poll: None,
-            key_env: None,
-            deliver_test_leads: false,
-            stage_webhook: None,
-            time_zone: None,
+            ..source()
         },
     );
     c.sources.insert(
         "google_ads".into(),
         SourceConfig {
-            kind: SourceKind::GoogleAds,
+            settings: SourceSettings::GoogleAds(GoogleAdsSourceSettings {
+                key_env: Some(GOOGLE_KEY_ENV.into()),
+                deliver_test_leads: false,
+            }),
             id_field: "id".into(),
             // Google's webhook carries the answers themselves: straight to the CRM, with the Meta leads' mapping,
             // then the first contact.
             route: vec!["crm".into(), "hello".into()],
-            signature: None,
-            app_secret_env: None,
-            verify_token_env: None,
-            reconcile: None,
-            page_id: None,
-            failing_alert_minutes: 15,
-            max_body_bytes: None,
-            require_signature: false,
-            poll: None,
-            key_env: Some(GOOGLE_KEY_ENV.into()),
-            deliver_test_leads: false,
-            stage_webhook: None,
-            time_zone: None,
+            ..source()
         },
     );
     c.sources.insert(
         "partner_api".into(),
-        SourceConfig {
-            kind: SourceKind::Generic,
-            id_field: "/lead/ref".into(),
-            route: vec!["crm".into()],
-            signature: None,
-            app_secret_env: None,
-            verify_token_env: None,
-            reconcile: None,
-            page_id: None,
-            failing_alert_minutes: 15,
-            max_body_bytes: None,
-            require_signature: false,
-            poll: None,
-            key_env: None,
-            deliver_test_leads: false,
-            stage_webhook: None,
-            time_zone: None,
-        },
+        SourceConfig { id_field: "/lead/ref".into(), route: vec!["crm".into()], ..source() },
     );
     let backoff = BackoffConfig { base_ms: 500, cap_ms: 30_000, max_attempts: 10, budget_seconds: 3600 };
     let breaker = BreakerConfig { consecutive_failures: 5, failure_ratio: 0.5, window: 20, cooldown_ms: 15_000 };
     // Every demo target: on the mock, quick timeouts, the same retry and breaker settings.
     let target = |url: String, strategy: Strategy, concurrency: u32| TargetConfig {
-        kind: TargetKind::Http,
+        settings: TargetSettings::Http,
         url,
         method: None,
         strategy: Some(strategy),
         api_version: "v21.0".into(),
-        access_token_env: None,
-        api_token_env: None,
-        person_field_key: None,
-        object: None,
-        external_id_field: None,
-        client_id_env: None,
-        client_secret_env: None,
-        refresh_token_env: None,
-        id_property: None,
         mapping: Vec::new(),
         rate: None,
         search_url: None,
@@ -210,27 +172,19 @@ pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, d
         fallback: None,
         auto_replay: false,
         on_failure: None,
-        whatsapp: None,
-        sms: None,
         first_contact: Default::default(),
         missing_data: None,
-        stages: BTreeMap::new(),
-        window_days: None,
-        dataset_id: None,
-        lead_event_source: None,
-        customer_id: None,
-        login_customer_id: None,
-        developer_token_env: None,
-        token_url: None,
-        currency: None,
+        stray: Vec::new(),
     };
     c.targets.insert(
         "crm".into(),
         TargetConfig {
-            kind: TargetKind::Hubspot,
+            settings: TargetSettings::Hubspot(crate::config::HubspotSettings {
+                object: None,
+                id_property: Some("leadline_id".into()),
+            }),
             strategy: None,
             auth: Some(crate::config::AuthConfig::BearerEnv(HUBSPOT_TOKEN_ENV.into())),
-            id_property: Some("leadline_id".into()),
             mapping: hubspot_mapping(),
             missing_data: demo_missing_data(),
             ..target(base.clone(), Strategy::Upsert, 2)
@@ -249,11 +203,10 @@ pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, d
     c.targets.insert(
         "meta_details".into(),
         TargetConfig {
-            kind: TargetKind::MetaLead,
+            settings: TargetSettings::MetaLead(crate::config::MetaLeadSettings {
+                access_token_env: Some(META_TOKEN_ENV.into()),
+            }),
             strategy: None,
-            access_token_env: Some(META_TOKEN_ENV.into()),
-            id_property: None,
-            object: None,
             ..target(format!("{base}/graph"), Strategy::Upsert, 4)
         },
     );
@@ -261,22 +214,23 @@ pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, d
     c.targets.insert(
         "hello".into(),
         TargetConfig {
-            kind: TargetKind::Whatsapp,
+            settings: TargetSettings::Whatsapp(crate::config::WhatsappSettings {
+                access_token_env: Some(WHATSAPP_TOKEN_ENV.into()),
+                message: Some(crate::config::WhatsappConfig {
+                    phone_number_id: "106540352242922".into(),
+                    template: "lead_welcome".into(),
+                    language: "de".into(),
+                    parameters: vec!["first_name".into()],
+                    app_secret_env: Some(WHATSAPP_SECRET_ENV.into()),
+                    verify_token_env: None,
+                }),
+            }),
             strategy: None,
-            access_token_env: Some(WHATSAPP_TOKEN_ENV.into()),
             mapping: first_contact_mapping(),
             // A hello hours late is worse than none: replayed old leads get a call task instead.
             max_lead_age_minutes: Some(60),
             fallback: Some("call_task".into()),
             on_failure: Some("sms".into()),
-            whatsapp: Some(crate::config::WhatsappConfig {
-                phone_number_id: "106540352242922".into(),
-                template: "lead_welcome".into(),
-                language: "de".into(),
-                parameters: vec!["first_name".into()],
-                app_secret_env: Some(WHATSAPP_SECRET_ENV.into()),
-                verify_token_env: None,
-            }),
             ..target(format!("http://{}", contact.whatsapp), Strategy::Upsert, 4)
         },
     );
@@ -284,17 +238,16 @@ pub fn demo_config(crm: SocketAddr, contact: ContactMocks, listen: SocketAddr, d
     c.targets.insert(
         "sms".into(),
         TargetConfig {
-            kind: TargetKind::Sms,
-            strategy: None,
-            mapping: first_contact_mapping(),
-            sms: Some(crate::config::SmsConfig {
+            settings: TargetSettings::Sms(Some(crate::config::SmsConfig {
                 account_sid: mock_twilio::ACCOUNT_SID.into(),
                 auth_token_env: TWILIO_TOKEN_ENV.into(),
                 from: Some("+15005550006".into()),
                 messaging_service_sid: None,
                 body: "Hi {first_name}, thanks for your request: we will call you shortly.".into(),
                 status_callback,
-            }),
+            })),
+            strategy: None,
+            mapping: first_contact_mapping(),
             ..target(format!("http://{}", contact.twilio), Strategy::Upsert, 4)
         },
     );

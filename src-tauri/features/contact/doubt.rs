@@ -38,7 +38,7 @@ fn step_key(letter: &DeadLetter) -> String {
 /// The doubt a person can settle on this dead letter: an open dead letter of a first-contact step whose message
 /// is still `sending` (sent, its answer lost, no receipt since). `None` for any other dead letter.
 pub async fn doubt_of(store: &Store, config: &Config, letter: &DeadLetter) -> anyhow::Result<Option<ContactDoubt>> {
-    let first_contact = config.targets.get(&letter.target).is_some_and(|t| t.kind.is_first_contact());
+    let first_contact = config.targets.get(&letter.target).is_some_and(|t| t.kind().is_first_contact());
     if !first_contact || letter.resolution != Resolution::Open || letter.purged {
         return Ok(None);
     }

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::config::{Config, TargetKind};
+use crate::config::{Config, TargetSettings, WhatsappSettings};
 use crate::features::app::App;
 use crate::features::ingest::signature;
 use crate::features::targets::{sms::wire as twilio, whatsapp::wire as whatsapp};
@@ -49,8 +49,8 @@ async fn whatsapp_handshake(
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Response {
     let config = &*app.config;
-    let Some(w) =
-        config.targets.get(&target).filter(|t| t.kind == TargetKind::Whatsapp).and_then(|t| t.whatsapp.as_ref())
+    let Some(TargetSettings::Whatsapp(WhatsappSettings { message: Some(w), .. })) =
+        config.targets.get(&target).map(|t| &t.settings)
     else {
         return refuse(StatusCode::NOT_FOUND, format!("no whatsapp target `{target}`"));
     };
@@ -76,8 +76,8 @@ async fn whatsapp_statuses(
     body: Bytes,
 ) -> Response {
     let config = &*app.config;
-    let Some(w) =
-        config.targets.get(&target).filter(|t| t.kind == TargetKind::Whatsapp).and_then(|t| t.whatsapp.as_ref())
+    let Some(TargetSettings::Whatsapp(WhatsappSettings { message: Some(w), .. })) =
+        config.targets.get(&target).map(|t| &t.settings)
     else {
         return refuse(StatusCode::NOT_FOUND, format!("no whatsapp target `{target}`"));
     };
@@ -105,7 +105,7 @@ async fn sms_callback(
     body: Bytes,
 ) -> Response {
     let config = &*app.config;
-    let Some(s) = config.targets.get(&target).filter(|t| t.kind == TargetKind::Sms).and_then(|t| t.sms.as_ref()) else {
+    let Some(TargetSettings::Sms(Some(s))) = config.targets.get(&target).map(|t| &t.settings) else {
         return refuse(StatusCode::NOT_FOUND, format!("no sms target `{target}`"));
     };
     let Some(callback) = &s.status_callback else {

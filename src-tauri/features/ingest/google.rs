@@ -117,16 +117,21 @@ pub fn check(key: &str, source: &crate::config::SourceConfig) -> Result<(), crat
     fn invalid(key: impl Into<String>, message: impl Into<String>) -> crate::config::ConfigError {
         crate::config::ConfigError::invalid(key, message)
     }
-    if source.key_env.is_none() {
+    let crate::config::SourceSettings::GoogleAds(settings) = &source.settings else {
+        return Ok(());
+    };
+    if settings.key_env.is_none() {
         return Err(invalid(
             format!("{key}.key_env"),
             "is required for kind = \"google_ads\" (the key Google sends back in every lead)",
         ));
     }
     for (set, name) in [
-        (source.signature.is_some(), "signature"),
-        (source.app_secret_env.is_some(), "app_secret_env"),
-        (source.verify_token_env.is_some(), "verify_token_env"),
+        (source.sets_stray("signature"), "signature"),
+        (source.sets_stray("app_secret_env"), "app_secret_env"),
+        (source.sets_stray("verify_token_env"), "verify_token_env"),
+        (source.sets_stray("page_id"), "page_id"),
+        (source.sets_stray("stage_webhook"), "stage_webhook"),
         (source.reconcile.is_some(), "reconcile"),
         (source.poll.is_some(), "poll"),
     ] {

@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::clock::Clock;
-use crate::config::{Config, SourceConfig, SourceKind};
+use crate::config::{Config, GoogleAdsSourceSettings, SourceConfig, SourceKind, SourceSettings};
 use crate::features::pipeline;
 use crate::store::{InsertOutcome, NewEvent, OnChange, Store};
 
@@ -304,23 +304,24 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
         config.targets.iter().filter(|(_, t)| t.updates_records()).map(|(name, _)| name.clone()).collect();
     for (name, sc) in &config.sources {
         let key = format!("sources.{name}");
-        if sc.kind == SourceKind::Meta && sc.app_secret_env.is_none() {
+        if matches!(&sc.settings, SourceSettings::Meta(m) if m.app_secret_env.is_none()) {
             // Only polled (the configuration allows no other Meta source without its app secret): with nothing to
             // check a signature against it takes no webhooks, and a request for it is answered like an unknown one.
             continue;
         }
-        let google_key = match (sc.kind, &sc.key_env) {
-            (SourceKind::GoogleAds, Some(var)) => Some(config.secret(&format!("{key}.key_env"), var)?),
+        let google_key = match &sc.settings {
+            SourceSettings::GoogleAds(GoogleAdsSourceSettings { key_env: Some(var), .. }) => {
+                Some(config.secret(&format!("{key}.key_env"), var)?)
+            }
             _ => None,
         };
         let hubspot_v3_url = sc
-            .signature
-            .as_ref()
+            .signature()
             .filter(|sig| sig.scheme == crate::config::SignatureScheme::HubspotV3)
             .and_then(|sig| sig.url.clone());
-        let (secret, signature_header, verify_token) = match sc.kind {
-            SourceKind::GoogleAds => (None, None, None),
-            SourceKind::Generic | SourceKind::CrmStage => match &sc.signature {
+        let (secret, signature_header, verify_token) = match &sc.settings {
+            SourceSettings::GoogleAds(_) => (None, None, None),
+            SourceSettings::Generic(_) | SourceSettings::CrmStage(_) => match sc.signature() {
                 Some(sig) => (
                     Some(config.secret(&format!("{key}.signature.secret_env"), &sig.secret_env)?.into_bytes()),
                     Some(sig.header.clone()),
@@ -328,9 +329,9 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
                 ),
                 None => (None, None, None),
             },
-            SourceKind::Meta => {
-                let app = sc.app_secret_env.as_deref().unwrap_or_default();
-                let verify = sc.verify_token_env.as_deref().unwrap_or_default();
+            SourceSettings::Meta(meta) => {
+                let app = meta.app_secret_env.as_deref().unwrap_or_default();
+                let verify = meta.verify_token_env.as_deref().unwrap_or_default();
                 (
                     Some(config.secret(&format!("{key}.app_secret_env"), app)?.into_bytes()),
                     Some("X-Hub-Signature-256".to_string()),
@@ -339,18 +340,21 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
             }
         };
         let max_body_bytes = sc.max_body_bytes.unwrap_or(config.server.max_body_bytes);
-        let on_change = match sc.kind {
+        let on_change = match sc.kind() {
             SourceKind::Generic => OnChange::Revise(updatable.clone()),
             // The same stage of the same lead again is the same conversion: sent once.
             SourceKind::CrmStage => OnChange::Ignore,
             // Google sends a lead again only when its first post was not answered: the same lead.
             SourceKind::Meta | SourceKind::GoogleAds => OnChange::Ignore,
         };
-        let stage_steps = match sc.kind {
+        let stage_steps = match sc.kind() {
             SourceKind::CrmStage => sc
                 .route
                 .iter()
-                .filter_map(|t| config.targets.get(t).map(|tc| (t.clone(), tc.stages.keys().cloned().collect())))
+                .filter_map(|t| {
+                    let stages = config.targets.get(t)?.conversions().map(|c| c.stages.keys().cloned().collect());
+                    Some((t.clone(), stages.unwrap_or_default()))
+                })
                 .collect(),
             _ => Vec::new(),
         };
@@ -378,7 +382,7 @@ fn resolve_sources(config: &Config) -> anyhow::Result<BTreeMap<String, SourceRun
 pub fn check_kinds(config: &Config) -> Result<(), crate::config::ConfigError> {
     for (name, source) in &config.sources {
         let key = format!("sources.{name}");
-        match source.kind {
+        match source.kind() {
             SourceKind::GoogleAds => google::check(&key, source)?,
             SourceKind::CrmStage => stage::check(&key, source, config)?,
             SourceKind::Generic | SourceKind::Meta => {}
@@ -546,7 +550,7 @@ async fn receive(
     let text = std::str::from_utf8(raw).map_err(|e| IngestError::MalformedJson(format!("not UTF-8: {e}")))?;
     let now = state.clock.now();
     let mut rejected = Vec::new();
-    let events: Vec<NewEvent> = match src.config.kind {
+    let events: Vec<NewEvent> = match src.config.kind() {
         SourceKind::Generic => {
             let json: Value = serde_json::from_str(text).map_err(|e| IngestError::MalformedJson(e.to_string()))?;
             if !json.is_object() {
@@ -624,7 +628,8 @@ async fn receive(
                 Some(_) => {}
             }
             let mut event = pipeline::new_event(&source, &src.config, lead.lead_id, lead.payload, now);
-            if lead.is_test && !src.config.deliver_test_leads {
+            let deliver_tests = matches!(&src.config.settings, SourceSettings::GoogleAds(g) if g.deliver_test_leads);
+            if lead.is_test && !deliver_tests {
                 // A test lead (the form editor's "send test data") is stored and shown, and goes nowhere.
                 tracing::info!(source = ?source, "a Google test lead: stored, not delivered (deliver_test_leads = false)");
                 event.route = Vec::new();
@@ -683,7 +688,10 @@ async fn stage_event(
     body: &Value,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Option<NewEvent>, IngestError> {
-    let cfg = src.config.stage_webhook.clone().unwrap_or_default();
+    let cfg = match &src.config.settings {
+        SourceSettings::CrmStage(c) => c.stage_webhook.clone(),
+        _ => Default::default(),
+    };
     let change = stage::read(body, &cfg, now).map_err(IngestError::MissingId)?;
     let storage = |e: anyhow::Error| {
         tracing::error!(error = %format!("{e:#}"), "cannot look up a stage change's lead");

@@ -79,7 +79,7 @@ pub fn check(
             "does not apply to kind = \"crm_stage\" (stage changes come by webhook)",
         ));
     }
-    if let Some(sig) = &source.signature {
+    if let Some(sig) = source.signature() {
         match sig.scheme {
             SignatureScheme::HmacSha256 => {
                 if sig.header.is_empty() {
@@ -109,7 +109,7 @@ pub fn check(
         }
     }
     for t in &source.route {
-        let kind = config.targets.get(t).map(|t| t.kind);
+        let kind = config.targets.get(t).map(|t| t.kind());
         if !matches!(kind, Some(TargetKind::MetaConversions | TargetKind::GoogleAdsConversions)) {
             return Err(invalid(
                 format!("{key}.route"),

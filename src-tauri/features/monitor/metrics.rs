@@ -168,7 +168,7 @@ impl Recorder {
     /// A recorder for `config`'s routes: its `meta_lead` targets are fetch steps, not CRMs.
     pub fn for_config(config: &Config) -> Recorder {
         Recorder::with_fetch_targets(
-            config.targets.iter().filter(|(_, t)| t.kind == TargetKind::MetaLead).map(|(name, _)| name.clone()),
+            config.targets.iter().filter(|(_, t)| t.kind() == TargetKind::MetaLead).map(|(name, _)| name.clone()),
         )
     }
 

@@ -149,7 +149,7 @@ pub async fn poll(
 ) -> Result<PollOutcome, ReconcileError> {
     let sc = app.config.sources.get(source).ok_or_else(|| ReconcileError::NotConfigured(source.into()))?.clone();
     let pc = sc.poll.clone().ok_or_else(|| ReconcileError::NotConfigured(source.into()))?;
-    let forms: Vec<String> = match sc.kind {
+    let forms: Vec<String> = match sc.kind() {
         SourceKind::Meta => pc.form_ids.clone(),
         SourceKind::Generic => vec![String::new()],
         // The configuration gives no other kind a `poll` section.
@@ -161,7 +161,7 @@ pub async fn poll(
         let start = now - chrono::Duration::minutes(pc.lookback_minutes as i64);
         let mut cursor =
             app.store.poll_cursor(source, form).await?.unwrap_or_else(|| PollCursor::new(source, form, start));
-        let read = match sc.kind {
+        let read = match sc.kind() {
             SourceKind::Meta => poll_form(app, ingest, client, source, &sc, &pc, &mut cursor, now).await,
             SourceKind::Generic => poll_list(app, ingest, client, source, &sc, &pc, &mut cursor, now).await,
             _ => Err(ReconcileError::NotConfigured(source.into())),

@@ -33,7 +33,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetKind};
+use crate::config::{AuthConfig, ReconcileConfig, SourceConfig, SourceKind, TargetSettings};
 use crate::features::app::{App, LiveEvent};
 use crate::features::ingest::IngestState;
 use crate::features::monitor::alerts::{AlertKind, AlertSpec, Severity};
@@ -221,10 +221,11 @@ pub(crate) fn credential_key(app: &App, sc: &SourceConfig, source: &str) -> Stri
 
 /// The environment variable holding the credential `source`'s listing (reconciliation or polling) uses.
 pub(crate) fn credential_of(app: &App, sc: &SourceConfig) -> Option<String> {
-    match sc.kind {
-        SourceKind::Meta => {
-            sc.route.first().and_then(|t| app.config.targets.get(t)).and_then(|t| t.access_token_env.clone())
-        }
+    match sc.kind() {
+        SourceKind::Meta => match sc.route.first().and_then(|t| app.config.targets.get(t)).map(|t| &t.settings) {
+            Some(TargetSettings::MetaLead(m)) => m.access_token_env.clone(),
+            _ => None,
+        },
         SourceKind::Generic => match sc
             .reconcile
             .as_ref()
@@ -327,7 +328,7 @@ async fn compare(
     since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<(i64, i64, i64, Vec<String>), ReconcileError> {
-    let listed: Vec<(String, Value)> = match sc.kind {
+    let listed: Vec<(String, Value)> = match sc.kind() {
         SourceKind::Meta => list_meta(app, client, sc, rc, since, now).await?,
         SourceKind::Generic => list_generic(app, client, sc, rc, since).await?,
         // The configuration gives no other kind a `reconcile` section.
@@ -472,13 +473,11 @@ pub(crate) struct GraphListing {
 }
 
 pub(crate) fn graph_listing(app: &App, sc: &SourceConfig) -> Result<GraphListing, ReconcileError> {
-    let step = sc
-        .route
-        .first()
-        .and_then(|t| app.config.targets.get(t))
-        .filter(|t| t.kind == TargetKind::MetaLead)
-        .ok_or_else(|| ReconcileError::Config("the source's route does not start with a meta_lead step".into()))?;
-    let token_env = step.access_token_env.as_deref().unwrap_or_default();
+    let step = sc.route.first().and_then(|t| app.config.targets.get(t));
+    let Some((step, TargetSettings::MetaLead(settings))) = step.map(|s| (s, &s.settings)) else {
+        return Err(ReconcileError::Config("the source's route does not start with a meta_lead step".into()));
+    };
+    let token_env = settings.access_token_env.as_deref().unwrap_or_default();
     let token = app.config.secret("access_token_env", token_env).map_err(|e| ReconcileError::Config(e.to_string()))?;
     Ok(GraphListing { base: step.graph_base(), token })
 }
@@ -557,7 +556,7 @@ pub(crate) async fn graph_page(
             .and_then(Value::as_str)
             .and_then(|t| DateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%z").ok())
             .map(|t| t.with_timezone(&Utc));
-        let payload = crate::features::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id.as_deref());
+        let payload = crate::features::graph::canonical_lead(&lead, &json!({"form_id": form}), sc.page_id());
         leads.push((id, payload, created));
     }
     let next = follow(first, body.pointer("/paging/next").and_then(Value::as_str))?;

@@ -151,15 +151,8 @@ pub fn secret_fields(config: &Config) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (name, s) in &config.sources {
         let key = format!("sources.{name}");
-        if let Some(sig) = &s.signature {
-            out.push((format!("{key}.signature.secret_env"), sig.secret_env.clone()));
-        }
-        for (field, v) in
-            [("app_secret_env", &s.app_secret_env), ("verify_token_env", &s.verify_token_env), ("key_env", &s.key_env)]
-        {
-            if let Some(v) = v {
-                out.push((format!("{key}.{field}"), v.clone()));
-            }
+        for (field, v) in s.secret_vars() {
+            out.push((format!("{key}.{field}"), v.to_string()));
         }
         if let Some(r) = &s.reconcile {
             auth_fields(&format!("{key}.reconcile"), &r.auth, &mut out);
@@ -167,16 +160,8 @@ pub fn secret_fields(config: &Config) -> Vec<(String, String)> {
     }
     for (name, t) in &config.targets {
         let key = format!("targets.{name}");
-        for (field, v) in [
-            ("access_token_env", &t.access_token_env),
-            ("api_token_env", &t.api_token_env),
-            ("client_id_env", &t.client_id_env),
-            ("client_secret_env", &t.client_secret_env),
-            ("refresh_token_env", &t.refresh_token_env),
-        ] {
-            if let Some(v) = v {
-                out.push((format!("{key}.{field}"), v.clone()));
-            }
+        for (field, v) in t.settings.credential_vars() {
+            out.push((format!("{key}.{field}"), v.to_string()));
         }
         auth_fields(&key, &t.auth, &mut out);
     }
@@ -213,7 +198,7 @@ pub fn view(config: &Config) -> SettingsView {
             .iter()
             .map(|(name, s)| SourceSettings {
                 name: name.clone(),
-                kind: s.kind.as_str().to_string(),
+                kind: s.kind().as_str().to_string(),
                 id_field: s.id_field.clone(),
                 route: s.route.clone(),
                 require_signature: s.require_signature,
@@ -225,7 +210,7 @@ pub fn view(config: &Config) -> SettingsView {
             .iter()
             .map(|(name, t)| TargetSettings {
                 name: name.clone(),
-                kind: word(&t.kind),
+                kind: word(&t.kind()),
                 url: t.url.clone(),
                 strategy: t.strategy.map(|s| word(&s)),
                 mapping: t.mapping.iter().filter_map(|r| serde_json::to_value(r).ok()).collect(),

@@ -31,7 +31,7 @@ pub mod whatsapp;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::{Config, ConfigError, TargetConfig, TargetKind};
+use crate::config::{Config, ConfigError, TargetConfig, TargetKind, TargetSettings};
 
 pub use connector::{
     AttemptReport, ConnectionCheck, Connector, ContactBook, Exchange, LinkBook, NearLimit, NoContacts, NoLinks,
@@ -45,17 +45,17 @@ pub use request::{AnswerWatch, Unwatched, EXCERPT_CHARS};
 pub fn check(config: &Config) -> Result<(), ConfigError> {
     for (name, target) in &config.targets {
         let key = format!("targets.{name}");
-        match target.kind {
+        match &target.settings {
             // Everything an `http` target has is shared, and checked by the configuration's validation.
-            TargetKind::Http => {}
-            TargetKind::MetaLead => meta_lead::check::check(&key, target)?,
-            TargetKind::Pipedrive => pipedrive::check::check(&key, target)?,
-            TargetKind::Salesforce => salesforce::check::check(&key, target)?,
-            TargetKind::Hubspot => hubspot::check::check(&key, target)?,
-            TargetKind::Whatsapp => whatsapp::check::check(&key, target)?,
-            TargetKind::Sms => sms::check::check(&key, target)?,
-            TargetKind::MetaConversions => meta_conversions::check::check(&key, target)?,
-            TargetKind::GoogleAdsConversions => google_ads_conversions::check::check(&key, target)?,
+            TargetSettings::Http => {}
+            TargetSettings::MetaLead(s) => meta_lead::check::check(&key, target, s)?,
+            TargetSettings::Pipedrive(s) => pipedrive::check::check(&key, target, s)?,
+            TargetSettings::Salesforce(s) => salesforce::check::check(&key, target, s)?,
+            TargetSettings::Hubspot(s) => hubspot::check::check(&key, target, s)?,
+            TargetSettings::Whatsapp(s) => whatsapp::check::check(&key, target, s)?,
+            TargetSettings::Sms(s) => sms::check::check(&key, target, s.as_ref())?,
+            TargetSettings::MetaConversions(s) => meta_conversions::check::check(&key, s)?,
+            TargetSettings::GoogleAdsConversions(s) => google_ads_conversions::check::check(&key, s)?,
         }
     }
     Ok(())
@@ -68,7 +68,7 @@ pub fn connector_for(
     all: &Config,
     clock: Clock,
 ) -> anyhow::Result<Arc<dyn Connector>> {
-    Ok(match config.kind {
+    Ok(match config.kind() {
         TargetKind::Http => Arc::new(HttpTarget::new(name, config, all, clock)?),
         TargetKind::MetaLead => Arc::new(meta_lead::MetaLeadStep::new(name, config, all, clock)?),
         TargetKind::Pipedrive => Arc::new(pipedrive::PipedriveTarget::new(name, config, all, clock)?),

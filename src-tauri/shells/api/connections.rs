@@ -25,7 +25,10 @@ pub async fn targets(app: &App) -> Result<Vec<TargetView>, ApiError> {
             let (concurrency, rate) = runtime.as_ref().map(|r| r.pace()).unwrap_or((t.concurrency, None));
             TargetView {
                 name: name.clone(),
-                kind: serde_json::to_value(t.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+                kind: serde_json::to_value(t.kind())
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
                 hold: runtime.and_then(|r| r.hold(app.clock.now())),
                 rate: rate.or_else(|| t.rate.map(|r| r.to_string())),
                 concurrency,

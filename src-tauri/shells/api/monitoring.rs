@@ -38,7 +38,7 @@ pub async fn sources(app: &App) -> Result<Vec<SourceView>, ApiError> {
     for (name, sc) in &app.config.sources {
         out.push(SourceView {
             status: crate::features::monitor::sources::assess_source(app, name, now).await?,
-            kind: sc.kind.as_str().into(),
+            kind: sc.kind().as_str().into(),
             reconciles: sc.reconcile.is_some(),
             signed: sc.is_signed(),
             last_reconciliation: reconcile::latest(&app.store, name).await?,
@@ -111,18 +111,19 @@ pub async fn acknowledge_alert(app: &App, id: i64, by: &str) -> Result<Alert, Ap
 
 /// A Google Ads source's webhook setup for the Sources page.
 fn webhook_setup(app: &App, name: &str, sc: &crate::config::SourceConfig) -> Option<WebhookSetup> {
-    if sc.kind != crate::config::SourceKind::GoogleAds {
+    let crate::config::SourceSettings::GoogleAds(google) = &sc.settings else {
         return None;
-    }
+    };
     let path = format!("/ingest/{name}");
     let url = app.config.monitor.public_url.as_ref().map(|u| format!("{}{path}", u.trim_end_matches('/')));
     let key_masked = google_key(app, name, sc).map(|k| mask_key(&k));
-    Some(WebhookSetup { path, url, key_masked, delivers_test_leads: sc.deliver_test_leads })
+    Some(WebhookSetup { path, url, key_masked, delivers_test_leads: google.deliver_test_leads })
 }
 
 /// The key of a Google Ads source (its `key_env`), when it can be read.
 fn google_key(app: &App, name: &str, sc: &crate::config::SourceConfig) -> Option<String> {
-    sc.key_env.as_ref().and_then(|var| app.config.secret(&format!("sources.{name}.key_env"), var).ok())
+    let crate::config::SourceSettings::GoogleAds(google) = &sc.settings else { return None };
+    google.key_env.as_ref().and_then(|var| app.config.secret(&format!("sources.{name}.key_env"), var).ok())
 }
 
 /// A secret as views show it: `••••` and its last 4 characters (all of it masked when it is short), enough to tell
@@ -139,7 +140,7 @@ fn mask_key(key: &str) -> String {
 /// other way to learn it). Every reveal is logged with who asked.
 pub async fn reveal_source_key(app: &App, source: &str, actor: &str) -> Result<SourceKey, ApiError> {
     let sc = app.config.sources.get(source).ok_or_else(|| ApiError::NotFound(format!("no source named `{source}`")))?;
-    if sc.kind != crate::config::SourceKind::GoogleAds {
+    if sc.kind() != crate::config::SourceKind::GoogleAds {
         return Err(ApiError::BadRequest(format!(
             "source `{source}` is not a Google Ads source: it has no key to paste"
         )));

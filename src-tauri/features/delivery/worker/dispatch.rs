@@ -312,7 +312,7 @@ fn not_sent(target: &TargetRuntime, probe: bool, terms: SendTerms) {
 /// (see [`crate::features::delivery::fallback`]), which run the fallback instead.
 fn divert_too_old(jobs: Vec<Job>, config: &TargetConfig, now: DateTime<Utc>) -> (Vec<Job>, Vec<Completion>) {
     // A first contact decides by itself: quiet hours that held a lead do not age it (`targets::contact`).
-    if config.max_lead_age().is_none() || config.fallback.is_none() || config.kind.is_first_contact() {
+    if config.max_lead_age().is_none() || config.fallback.is_none() || config.kind().is_first_contact() {
         return (jobs, Vec::new());
     }
     let mut send = Vec::with_capacity(jobs.len());

@@ -2,28 +2,29 @@
 //! stage, each a conversion action's resource name. Run by `features::checks` after the configuration's own
 //! validation.
 
-use crate::config::{ConfigError, TargetConfig};
+use crate::config::{ConfigError, GoogleAdsSettings};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `google_ads_conversions` keys.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
+pub fn check(key: &str, target: &GoogleAdsSettings) -> Result<(), ConfigError> {
     for (set, name) in [
         (target.customer_id.is_some(), "customer_id"),
-        (target.client_id_env.is_some(), "client_id_env"),
-        (target.client_secret_env.is_some(), "client_secret_env"),
-        (target.refresh_token_env.is_some(), "refresh_token_env"),
+        (target.oauth.client_id_env.is_some(), "client_id_env"),
+        (target.oauth.client_secret_env.is_some(), "client_secret_env"),
+        (target.oauth.refresh_token_env.is_some(), "refresh_token_env"),
     ] {
         if !set {
             return Err(invalid(format!("{key}.{name}"), "is required for kind = \"google_ads_conversions\""));
         }
     }
-    if target.stages.is_empty() {
+    let stages = &target.conversions.stages;
+    if stages.is_empty() {
         return Err(invalid(format!("{key}.stages"), "must map at least one CRM stage to a conversion action"));
     }
-    if let Some((stage, action)) = target.stages.iter().find(|(_, a)| !a.starts_with("customers/")) {
+    if let Some((stage, action)) = stages.iter().find(|(_, a)| !a.starts_with("customers/")) {
         return Err(invalid(
             format!("{key}.stages.{stage}"),
             format!(

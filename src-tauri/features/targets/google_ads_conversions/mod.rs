@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
 use super::conversion;
 use super::request::{excerpt, send, Outcome, Unwatched};
-use crate::config::{Config, TargetConfig};
+use crate::config::{Config, TargetConfig, TargetSettings};
 use crate::model::{ErrorClass, Failure, Job, Verdict};
 use wire::RowOutcome;
 
@@ -65,19 +65,22 @@ impl GoogleConversionsStep {
         secrets: &Config,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<GoogleConversionsStep> {
+        let TargetSettings::GoogleAdsConversions(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a google_ads_conversions step");
+        };
         let key = format!("targets.{name}");
         let env = |field: &str, v: &Option<String>| -> anyhow::Result<(String, String)> {
             let var = v.clone().with_context(|| format!("{key}.{field} is required"))?;
             Ok((secrets.secret(&format!("{key}.{field}"), &var)?, var))
         };
-        let (client_id, _) = env("client_id_env", &config.client_id_env)?;
-        let (client_secret, _) = env("client_secret_env", &config.client_secret_env)?;
-        let (refresh_token, refresh_token_env) = env("refresh_token_env", &config.refresh_token_env)?;
-        let developer_token = match &config.developer_token_env {
+        let (client_id, _) = env("client_id_env", &settings.oauth.client_id_env)?;
+        let (client_secret, _) = env("client_secret_env", &settings.oauth.client_secret_env)?;
+        let (refresh_token, refresh_token_env) = env("refresh_token_env", &settings.oauth.refresh_token_env)?;
+        let developer_token = match &settings.developer_token_env {
             Some(var) => Some(secrets.secret(&format!("{key}.developer_token_env"), var)?),
             None => None,
         };
-        let customer = config.customer_id.clone().with_context(|| format!("{key}.customer_id is required"))?;
+        let customer = settings.customer_id.clone().with_context(|| format!("{key}.customer_id is required"))?;
         let customer: String = customer.chars().filter(char::is_ascii_digit).collect();
         let version = if config.api_version.starts_with("v2") && config.api_version.contains('.') {
             // The serde default is Graph's `v21.0`: for Google it means "not set".
@@ -93,19 +96,19 @@ impl GoogleConversionsStep {
                 "{}/{version}/customers/{customer}:uploadClickConversions",
                 config.url.trim_end_matches('/')
             ),
-            token_url: config.token_url.clone().unwrap_or_else(|| DEFAULT_TOKEN_URL.into()),
+            token_url: settings.token_url.clone().unwrap_or_else(|| DEFAULT_TOKEN_URL.into()),
             client_id,
             client_secret,
             refresh_token,
             refresh_token_env,
             developer_token,
-            login_customer_id: config
+            login_customer_id: settings
                 .login_customer_id
                 .as_ref()
                 .map(|c| c.chars().filter(char::is_ascii_digit).collect()),
-            stages: config.stages.clone(),
-            window_days: config.window_days.unwrap_or(wire::WINDOW_DAYS),
-            currency: config.currency.clone().unwrap_or_else(|| "EUR".into()),
+            stages: settings.conversions.stages.clone(),
+            window_days: settings.conversions.window_days.unwrap_or(wire::WINDOW_DAYS),
+            currency: settings.currency.clone().unwrap_or_else(|| "EUR".into()),
             access: tokio::sync::Mutex::new(None),
             clock,
         })

@@ -2,16 +2,16 @@
 //! bearer token, HubSpot's address without a path. Run by `features::checks` after the configuration's own
 //! validation.
 
-use crate::config::{AuthConfig, ConfigError, TargetConfig};
+use crate::config::{AuthConfig, ConfigError, HubspotSettings, TargetConfig};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `hubspot` keys.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
+pub fn check(key: &str, target: &TargetConfig, settings: &HubspotSettings) -> Result<(), ConfigError> {
     let is_name = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    match target.id_property.as_deref() {
+    match settings.id_property.as_deref() {
         None => {
             return Err(invalid(
                 format!("{key}.id_property"),
@@ -24,7 +24,7 @@ pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
         }
         _ => {}
     }
-    if let Some(o) = &target.object {
+    if let Some(o) = &settings.object {
         if !is_name(o) {
             return Err(invalid(format!("{key}.object"), format!("`{o}` is not a HubSpot object type")));
         }
@@ -52,7 +52,7 @@ pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
 mod tests {
     use std::path::Path;
 
-    use crate::config::{Config, ConfigError, Strategy};
+    use crate::config::{Config, ConfigError, Strategy, TargetSettings};
 
     /// Parses with every check start-up makes: the configuration's own, then the kinds' (`features::checks`).
     fn parse(text: &str) -> Result<Config, ConfigError> {
@@ -78,7 +78,8 @@ mod tests {
         let t = &c.targets["hubspot"];
         assert_eq!(t.strategy(), Strategy::Upsert);
         assert_eq!(t.hubspot_object(), "contacts");
-        assert_eq!(t.id_property.as_deref(), Some("leadline_id"));
+        let TargetSettings::Hubspot(settings) = &t.settings else { panic!("{:?}", t.settings) };
+        assert_eq!(settings.id_property.as_deref(), Some("leadline_id"));
 
         let e = parse(&hubspot.replace("id_property = \"leadline_id\"", "")).unwrap_err().to_string();
         assert_eq!(

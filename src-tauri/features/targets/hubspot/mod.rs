@@ -37,9 +37,12 @@ impl HubspotTarget {
         clock: crate::clock::Clock,
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
+        let crate::config::TargetSettings::Hubspot(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a hubspot target");
+        };
         let http = HttpTarget::new(name, config, secrets, clock)?;
         let id_property =
-            config.id_property.clone().with_context(|| format!("targets.{name}.id_property is required"))?;
+            settings.id_property.clone().with_context(|| format!("targets.{name}.id_property is required"))?;
         let token_env = match &config.auth {
             Some(crate::config::AuthConfig::BearerEnv(var)) => var.clone(),
             _ => anyhow::bail!("targets.{name}.auth: {{ bearer_env = \"VAR\" }} is required for kind = \"hubspot\""),

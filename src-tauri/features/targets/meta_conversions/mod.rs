@@ -24,7 +24,7 @@ use serde_json::Value;
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
 use super::conversion::{self, Conversion};
 use super::request::{excerpt, send, Outcome, Unwatched};
-use crate::config::{Config, TargetConfig};
+use crate::config::{Config, TargetConfig, TargetSettings};
 use crate::features::graph::{self, GraphErrorKind};
 use crate::model::{ErrorClass, Failure, Job, Verdict};
 
@@ -39,6 +39,8 @@ pub struct MetaConversionsStep {
     token_env: String,
     stages: BTreeMap<String, String>,
     window_days: u32,
+    /// `lead_event_source` as configured.
+    lead_event_source: Option<String>,
     clock: crate::clock::Clock,
 }
 
@@ -49,11 +51,14 @@ impl MetaConversionsStep {
         secrets: &Config,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<MetaConversionsStep> {
+        let TargetSettings::MetaConversions(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a meta_conversions step");
+        };
         let key = format!("targets.{name}");
         let token_env =
-            config.access_token_env.clone().with_context(|| format!("{key}.access_token_env is required"))?;
+            settings.access_token_env.clone().with_context(|| format!("{key}.access_token_env is required"))?;
         let token = secrets.secret(&format!("{key}.access_token_env"), &token_env)?;
-        let dataset_id = config.dataset_id.clone().with_context(|| format!("{key}.dataset_id is required"))?;
+        let dataset_id = settings.dataset_id.clone().with_context(|| format!("{key}.dataset_id is required"))?;
         Ok(MetaConversionsStep {
             name: name.to_string(),
             config: config.clone(),
@@ -62,8 +67,9 @@ impl MetaConversionsStep {
             dataset_id,
             token,
             token_env,
-            stages: config.stages.clone(),
-            window_days: config.window_days.unwrap_or(wire::WINDOW_DAYS),
+            stages: settings.conversions.stages.clone(),
+            window_days: settings.conversions.window_days.unwrap_or(wire::WINDOW_DAYS),
+            lead_event_source: settings.lead_event_source.clone(),
             clock,
         })
     }
@@ -73,7 +79,7 @@ impl MetaConversionsStep {
     }
 
     fn lead_event_source(&self, c: &Conversion) -> String {
-        self.config.lead_event_source.clone().or_else(|| c.crm.clone()).unwrap_or_else(|| "Leadline".into())
+        self.lead_event_source.clone().or_else(|| c.crm.clone()).unwrap_or_else(|| "Leadline".into())
     }
 
     /// The event for `job`, or the report that ends its step without sending.

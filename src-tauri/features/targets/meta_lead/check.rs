@@ -2,15 +2,15 @@
 //! `features::checks` after the configuration's own validation (which keeps the step first in a Meta source's
 //! route).
 
-use crate::config::{ConfigError, TargetConfig};
+use crate::config::{ConfigError, MetaLeadSettings, TargetConfig};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `meta_lead` keys.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
-    if target.access_token_env.is_none() {
+pub fn check(key: &str, target: &TargetConfig, settings: &MetaLeadSettings) -> Result<(), ConfigError> {
+    if settings.access_token_env.is_none() {
         return Err(invalid(
             format!("{key}.access_token_env"),
             "is required for kind = \"meta_lead\": the variable holding a page access token",

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, RequestPreview};
 use super::request::{excerpt, send, Outcome, Unwatched, HELD_BACK};
 use super::vendor::encode_component;
-use crate::config::{Config, TargetConfig};
+use crate::config::{Config, TargetConfig, TargetSettings};
 use crate::features::graph::{self, GraphErrorKind};
 use crate::model::{ErrorClass, Failure, Job, Verdict};
 
@@ -46,14 +46,17 @@ impl MetaLeadStep {
         secrets: &Config,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<MetaLeadStep> {
+        let TargetSettings::MetaLead(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a meta_lead step");
+        };
         let key = format!("targets.{name}.access_token_env");
-        let token_env = config.access_token_env.clone().with_context(|| format!("{key} is required"))?;
+        let token_env = settings.access_token_env.clone().with_context(|| format!("{key} is required"))?;
         let token = secrets.secret(&key, &token_env)?;
         let page_ids = secrets
             .sources
             .iter()
             .filter(|(_, s)| s.route.first().map(String::as_str) == Some(name))
-            .filter_map(|(n, s)| s.page_id.clone().map(|p| (n.clone(), p)))
+            .filter_map(|(n, s)| s.page_id().map(|p| (n.clone(), p.to_string())))
             .collect();
         let client = super::request::client_for(config)?;
         Ok(MetaLeadStep {

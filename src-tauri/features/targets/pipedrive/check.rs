@@ -1,21 +1,21 @@
 //! What a `pipedrive` target's settings must be: the token variable, the person field, a mapping that splits
 //! into person and lead (run by `features::checks` after the configuration's own validation).
 
-use crate::config::{ConfigError, TargetConfig};
+use crate::config::{ConfigError, PipedriveSettings, TargetConfig};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `pipedrive` keys: the token variable, the person field, a mapping that splits into person and lead.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
-    if target.api_token_env.as_deref().is_none_or(str::is_empty) {
+pub fn check(key: &str, target: &TargetConfig, settings: &PipedriveSettings) -> Result<(), ConfigError> {
+    if settings.api_token_env.as_deref().is_none_or(str::is_empty) {
         return Err(invalid(
             format!("{key}.api_token_env"),
             "is required for kind = \"pipedrive\": the variable holding the API token",
         ));
     }
-    let field = target.person_field_key.as_deref().unwrap_or("");
+    let field = settings.person_field_key.as_deref().unwrap_or("");
     if field.is_empty() || !field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(invalid(
             format!("{key}.person_field_key"),
@@ -42,7 +42,7 @@ pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
 mod tests {
     use std::path::Path;
 
-    use crate::config::{Config, ConfigError, Strategy, TargetKind};
+    use crate::config::{Config, ConfigError, Strategy, TargetKind, TargetSettings};
 
     /// Parses with every check start-up makes: the configuration's own, then the kinds' (`features::checks`).
     fn parse(text: &str) -> Result<Config, ConfigError> {
@@ -72,9 +72,10 @@ mod tests {
     fn a_pipedrive_target_parses_and_always_searches_then_creates() {
         let c = parse(PIPEDRIVE).unwrap();
         let t = &c.targets["crm"];
-        assert_eq!(t.kind, TargetKind::Pipedrive);
+        assert_eq!(t.kind(), TargetKind::Pipedrive);
         assert_eq!(t.strategy(), Strategy::SearchThenCreate);
-        assert_eq!(t.api_token_env.as_deref(), Some("PIPEDRIVE_TOKEN"));
+        let TargetSettings::Pipedrive(settings) = &t.settings else { panic!("{:?}", t.settings) };
+        assert_eq!(settings.api_token_env.as_deref(), Some("PIPEDRIVE_TOKEN"));
         let company = PIPEDRIVE.replace("https://api.pipedrive.com", "https://acme.pipedrive.com");
         assert!(parse(&company).is_ok());
     }

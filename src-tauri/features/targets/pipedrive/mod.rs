@@ -13,7 +13,7 @@ use super::connector::{AttemptReport, ConnectionCheck, Connector, Exchange, Requ
 use super::mapping;
 use super::request::{client_for, excerpt, send, AnswerWatch, Outcome, Response, Unwatched, HELD_BACK};
 use super::vendor::VendorVerdict;
-use crate::config::{Config, TargetConfig};
+use crate::config::{Config, TargetConfig, TargetSettings};
 use crate::model::{ErrorClass, Failure, Job, Verdict};
 pub use wire::AUTH_HEADER;
 use wire::*;
@@ -61,13 +61,18 @@ impl PipedriveTarget {
         secrets: &Config,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<PipedriveTarget> {
+        let TargetSettings::Pipedrive(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a pipedrive target");
+        };
         let key = format!("targets.{name}.api_token_env");
-        let token_env = config.api_token_env.clone().with_context(|| format!("{key} is required"))?;
+        let token_env = settings.api_token_env.clone().with_context(|| format!("{key} is required"))?;
         let mut token = reqwest::header::HeaderValue::from_str(&secrets.secret(&key, &token_env)?)
             .with_context(|| format!("{key}: the token in {token_env} is not a valid header value"))?;
         token.set_sensitive(true);
-        let field_key =
-            config.person_field_key.clone().with_context(|| format!("targets.{name}.person_field_key is required"))?;
+        let field_key = settings
+            .person_field_key
+            .clone()
+            .with_context(|| format!("targets.{name}.person_field_key is required"))?;
         let client = client_for(config)?;
         Ok(PipedriveTarget {
             name: name.to_string(),

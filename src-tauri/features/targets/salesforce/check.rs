@@ -1,18 +1,18 @@
 //! What a `salesforce` target's settings must be: the OAuth variables, the external id field and object as API
 //! names, the API version, a mapping (run by `features::checks` after the configuration's own validation).
 
-use crate::config::{ConfigError, TargetConfig};
+use crate::config::{ConfigError, SalesforceSettings, TargetConfig};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `salesforce` keys.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
+pub fn check(key: &str, target: &TargetConfig, settings: &SalesforceSettings) -> Result<(), ConfigError> {
     for (name, value) in [
-        ("client_id_env", &target.client_id_env),
-        ("client_secret_env", &target.client_secret_env),
-        ("refresh_token_env", &target.refresh_token_env),
+        ("client_id_env", &settings.oauth.client_id_env),
+        ("client_secret_env", &settings.oauth.client_secret_env),
+        ("refresh_token_env", &settings.oauth.refresh_token_env),
     ] {
         if value.as_deref().is_none_or(str::is_empty) {
             return Err(invalid(
@@ -22,7 +22,7 @@ pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
         }
     }
     let api_name = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    match &target.external_id_field {
+    match &settings.external_id_field {
         None => {
             return Err(invalid(
                 format!("{key}.external_id_field"),
@@ -34,7 +34,7 @@ pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
         }
         _ => {}
     }
-    if let Some(o) = &target.object {
+    if let Some(o) = &settings.object {
         if !api_name(o) {
             return Err(invalid(format!("{key}.object"), format!("`{o}` is not a Salesforce API name")));
         }
@@ -97,7 +97,7 @@ mod tests {
     fn a_salesforce_target_upserts_with_defaults() {
         let c = parse(SALESFORCE).unwrap();
         let t = &c.targets["sf"];
-        assert_eq!(t.kind, TargetKind::Salesforce);
+        assert_eq!(t.kind(), TargetKind::Salesforce);
         assert_eq!(t.strategy(), Strategy::Upsert);
         assert_eq!(t.salesforce_api_version(), "v60.0");
         assert_eq!(t.salesforce_object(), "Lead");
@@ -115,7 +115,7 @@ mod tests {
         let end = start + section[start..].find("```").expect("the example ends");
         let text = format!("[sources.webform]\nroute = [\"salesforce\"]\n{}", &section[start..end]);
         let c = parse(&text).expect("the documented example is valid");
-        assert_eq!(c.targets["salesforce"].kind, TargetKind::Salesforce);
+        assert_eq!(c.targets["salesforce"].kind(), TargetKind::Salesforce);
         assert_eq!(c.targets["salesforce"].mapping.len(), 6);
     }
 

@@ -73,16 +73,19 @@ impl SalesforceTarget {
         clock: crate::clock::Clock,
     ) -> anyhow::Result<SalesforceTarget> {
         use anyhow::Context;
+        let crate::config::TargetSettings::Salesforce(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a salesforce target");
+        };
         let key = format!("targets.{name}");
         let env = |k: &str, v: &Option<String>| -> anyhow::Result<(String, String)> {
             let var = v.clone().with_context(|| format!("{key}.{k} is required"))?;
             Ok((secrets.secret(&format!("{key}.{k}"), &var)?, var))
         };
-        let (client_id, _) = env("client_id_env", &config.client_id_env)?;
-        let (client_secret, _) = env("client_secret_env", &config.client_secret_env)?;
-        let (refresh_token, refresh_token_env) = env("refresh_token_env", &config.refresh_token_env)?;
+        let (client_id, _) = env("client_id_env", &settings.oauth.client_id_env)?;
+        let (client_secret, _) = env("client_secret_env", &settings.oauth.client_secret_env)?;
+        let (refresh_token, refresh_token_env) = env("refresh_token_env", &settings.oauth.refresh_token_env)?;
         let external_id_field =
-            config.external_id_field.clone().with_context(|| format!("{key}.external_id_field is required"))?;
+            settings.external_id_field.clone().with_context(|| format!("{key}.external_id_field is required"))?;
         let client = client_for(config)?;
         Ok(SalesforceTarget {
             name: name.to_string(),

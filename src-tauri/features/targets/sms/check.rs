@@ -2,15 +2,15 @@
 //! what every first-contact step needs (`contact::check`). Run by `features::checks` after the configuration's
 //! own validation.
 
-use crate::config::{ConfigError, TargetConfig};
+use crate::config::{ConfigError, SmsConfig, TargetConfig};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `sms` keys.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
-    let Some(s) = &target.sms else {
+pub fn check(key: &str, target: &TargetConfig, sms: Option<&SmsConfig>) -> Result<(), ConfigError> {
+    let Some(s) = sms else {
         return Err(invalid(
             format!("{key}.sms"),
             "is required for kind = \"sms\": { account_sid, auth_token_env, from or messaging_service_sid, body }",

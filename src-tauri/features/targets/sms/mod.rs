@@ -13,7 +13,7 @@ use super::contact::{self, Channel, LookUp, Prepared, SendOutcome};
 use super::mapping;
 use super::request::{client_for, excerpt, send, Outcome, Unwatched};
 use super::vendor::VendorVerdict;
-use crate::config::{Config, SmsConfig, TargetConfig};
+use crate::config::{Config, SmsConfig, TargetConfig, TargetSettings};
 use crate::model::{ContactMessage, Failure, Job};
 
 /// An `sms` step.
@@ -36,7 +36,10 @@ impl SmsStep {
         secrets: &Config,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<SmsStep> {
-        let sms = config.sms.clone().with_context(|| format!("targets.{name}.sms is required"))?;
+        let TargetSettings::Sms(sms) = &config.settings else {
+            anyhow::bail!("targets.{name} is not an sms step");
+        };
+        let sms = sms.clone().with_context(|| format!("targets.{name}.sms is required"))?;
         let auth_token = secrets.secret(&format!("targets.{name}.sms.auth_token_env"), &sms.auth_token_env)?;
         Ok(SmsStep {
             name: name.to_string(),

@@ -2,21 +2,21 @@
 //! API version, and what every first-contact step needs (`contact::check`). Run by `features::checks` after the
 //! configuration's own validation.
 
-use crate::config::{ConfigError, TargetConfig};
+use crate::config::{ConfigError, TargetConfig, WhatsappSettings};
 
 fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::invalid(key, message)
 }
 
 /// The `whatsapp` keys.
-pub fn check(key: &str, target: &TargetConfig) -> Result<(), ConfigError> {
-    let Some(w) = &target.whatsapp else {
+pub fn check(key: &str, target: &TargetConfig, settings: &WhatsappSettings) -> Result<(), ConfigError> {
+    let Some(w) = &settings.message else {
         return Err(invalid(
             format!("{key}.whatsapp"),
             "is required for kind = \"whatsapp\": { phone_number_id, template, language }",
         ));
     };
-    if target.access_token_env.is_none() {
+    if settings.access_token_env.is_none() {
         return Err(invalid(
             format!("{key}.access_token_env"),
             "is required for kind = \"whatsapp\": the variable holding the system user's access token",

@@ -12,7 +12,7 @@ use super::contact::{self, Channel, LookUp, Prepared, SendOutcome};
 use super::mapping;
 use super::request::{client_for, excerpt, send, Outcome, Unwatched};
 use super::vendor::VendorVerdict;
-use crate::config::{Config, TargetConfig, WhatsappConfig};
+use crate::config::{Config, TargetConfig, TargetSettings, WhatsappConfig};
 use crate::model::{ContactMessage, Failure, Job};
 
 /// A `whatsapp` step.
@@ -36,13 +36,16 @@ impl WhatsappStep {
         secrets: &Config,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<WhatsappStep> {
+        let TargetSettings::Whatsapp(settings) = &config.settings else {
+            anyhow::bail!("targets.{name} is not a whatsapp step");
+        };
         let key = format!("targets.{name}.access_token_env");
-        let token_env = config.access_token_env.clone().with_context(|| format!("{key} is required"))?;
+        let token_env = settings.access_token_env.clone().with_context(|| format!("{key} is required"))?;
         let mut token =
             reqwest::header::HeaderValue::from_str(&format!("Bearer {}", secrets.secret(&key, &token_env)?))
                 .with_context(|| format!("{key}: the token in {token_env} is not a valid header value"))?;
         token.set_sensitive(true);
-        let whatsapp = config.whatsapp.clone().with_context(|| format!("targets.{name}.whatsapp is required"))?;
+        let whatsapp = settings.message.clone().with_context(|| format!("targets.{name}.whatsapp is required"))?;
         Ok(WhatsappStep {
             name: name.to_string(),
             url: wire::send_url(&config.url, &config.api_version, &whatsapp.phone_number_id),
