@@ -21,21 +21,13 @@ impl ChannelConfig {
         let Some(kind) = self.kind() else {
             return Err(invalid(
                 format!("{key}.kind"),
-                format!("`{}` is not a channel kind; the kinds are {}", self.kind, ChannelKind::NAMES.join(", ")),
+                format!(
+                    "`{}` is not a channel kind; the kinds are {}",
+                    self.settings.name(),
+                    ChannelKind::NAMES.join(", ")
+                ),
             ));
         };
-        let given = [
-            ("webhook_url_env", self.webhook_url_env.is_some()),
-            ("url_env", self.url_env.is_some()),
-            ("secret_env", self.secret_env.is_some()),
-            ("smtp_host", self.smtp_host.is_some()),
-            ("smtp_port", self.smtp_port.is_some()),
-            ("tls", self.tls.is_some()),
-            ("username_env", self.username_env.is_some()),
-            ("password_env", self.password_env.is_some()),
-            ("from", self.from.is_some()),
-            ("to", !self.to.is_empty()),
-        ];
         let (applies, required): (&[&str], &[&str]) = match kind {
             ChannelKind::Slack => (&["webhook_url_env"], &["webhook_url_env"]),
             ChannelKind::Webhook => (&["url_env", "secret_env"], &["url_env"]),
@@ -44,7 +36,8 @@ impl ChannelConfig {
                 &["smtp_host", "from", "to"],
             ),
         };
-        for (field, set) in given {
+        for field in ChannelSettings::KEYS {
+            let set = self.keys.contains(&field);
             if set && !applies.contains(&field) {
                 return Err(invalid(
                     format!("{key}.{field}"),
@@ -60,32 +53,32 @@ impl ChannelConfig {
                 return Err(invalid(format!("{key}.{field}"), "must name an environment variable"));
             }
         }
-        if kind == ChannelKind::Email {
-            if self.smtp_tls().is_none() {
+        if let Some(email) = self.email() {
+            if email.smtp_tls().is_none() {
                 return Err(invalid(
                     format!("{key}.tls"),
-                    format!("`{}` is not one of starttls, tls, none", self.tls.as_deref().unwrap_or_default()),
+                    format!("`{}` is not one of starttls, tls, none", email.tls.as_deref().unwrap_or_default()),
                 ));
             }
-            let host = self.smtp_host.as_deref().unwrap_or_default();
+            let host = email.smtp_host.as_deref().unwrap_or_default();
             if host.is_empty() || host.contains(['/', ':', ' ']) {
                 return Err(invalid(
                     format!("{key}.smtp_host"),
                     format!("`{host}` is not a host name (no scheme, port or path: `smtp.example.com`)"),
                 ));
             }
-            if self.smtp_port == Some(0) {
+            if email.smtp_port == Some(0) {
                 return Err(invalid(format!("{key}.smtp_port"), "must be greater than 0"));
             }
-            if self.username_env.is_some() != self.password_env.is_some() {
-                let missing = if self.username_env.is_none() { "username_env" } else { "password_env" };
+            if email.username_env.is_some() != email.password_env.is_some() {
+                let missing = if email.username_env.is_none() { "username_env" } else { "password_env" };
                 return Err(invalid(format!("{key}.{missing}"), "is required with the other half of the SMTP login"));
             }
-            let from = self.from.as_deref().unwrap_or_default();
+            let from = email.from.as_deref().unwrap_or_default();
             if from.parse::<lettre::message::Mailbox>().is_err() {
                 return Err(invalid(format!("{key}.from"), format!("`{from}` is not an e-mail address")));
             }
-            for (i, to) in self.to.iter().enumerate() {
+            for (i, to) in email.to.iter().enumerate() {
                 if to.parse::<lettre::message::Mailbox>().is_err() {
                     return Err(invalid(format!("{key}.to[{i}]"), format!("`{to}` is not an e-mail address")));
                 }

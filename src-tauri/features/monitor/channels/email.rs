@@ -8,7 +8,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 use super::message::{place_label, severity_word, state_note, Announcement};
-use crate::config::{ChannelConfig, Config, SmtpTls};
+use crate::config::{Config, EmailChannel, SmtpTls};
 use crate::store::Alert;
 
 /// The subject: `[Leadline] <headline>` (`[Leadline] 3 alerts` for a digest).
@@ -70,7 +70,7 @@ pub fn body(n: &Announcement) -> String {
 }
 
 /// The message as it will be sent, `Date` from the injected clock.
-pub fn compose(channel: &ChannelConfig, n: &Announcement) -> anyhow::Result<Message> {
+pub fn compose(channel: &EmailChannel, n: &Announcement) -> anyhow::Result<Message> {
     let from: Mailbox = channel.from.as_deref().unwrap_or_default().parse()?;
     let mut builder = Message::builder()
         .from(from)
@@ -84,7 +84,14 @@ pub fn compose(channel: &ChannelConfig, n: &Announcement) -> anyhow::Result<Mess
 }
 
 /// Sends `n` through the channel's SMTP server; the error says why without the login.
-pub async fn send(name: &str, channel: &ChannelConfig, config: &Config, n: &Announcement) -> Result<(), String> {
+/// `timeout` bounds each step (connect, TLS, each answer).
+pub async fn send(
+    name: &str,
+    channel: &EmailChannel,
+    timeout: Duration,
+    config: &Config,
+    n: &Announcement,
+) -> Result<(), String> {
     let key = format!("monitor.channels.{name}");
     let message = compose(channel, n).map_err(|e| format!("cannot compose the e-mail: {e}"))?;
     let host = channel.smtp_host.as_deref().unwrap_or_default();
@@ -94,7 +101,7 @@ pub async fn send(name: &str, channel: &ChannelConfig, config: &Config, n: &Anno
         Some(SmtpTls::None) => Ok(AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)),
     }
     .map_err(|e| format!("cannot set up TLS for {host}: {e}"))?;
-    let mut builder = builder.port(channel.smtp_port()).timeout(Some(Duration::from_secs(channel.timeout_seconds)));
+    let mut builder = builder.port(channel.smtp_port()).timeout(Some(timeout));
     if let (Some(user), Some(password)) = (&channel.username_env, &channel.password_env) {
         let user = config.secret(&format!("{key}.username_env"), user).map_err(|e| e.to_string())?;
         let password = config.secret(&format!("{key}.password_env"), password).map_err(|e| e.to_string())?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::config::{ChannelConfig, ChannelKind, Config};
+use crate::config::{ChannelConfig, ChannelSettings, Config, SlackChannel, WebhookChannel};
 use crate::features::app::App;
 use crate::model::{Page, Place};
 use crate::store::{Alert, ChannelState, ChannelSummary, ChannelTrouble};
@@ -172,17 +172,17 @@ impl ChannelRunner {
         }
         let what = if what == What::Digest || alerts.len() > 1 { What::Digest } else { what };
         let n = Announcement::new(&self.name, what, alerts, now, app.config.monitor.public_url.as_deref());
-        let outcome = match channel.kind() {
-            Some(ChannelKind::Slack) => self.post_slack(&app.config, channel, &n).await,
-            Some(ChannelKind::Webhook) => self.post_webhook(&app.config, channel, &n).await,
-            Some(ChannelKind::Email) => {
+        let outcome = match &channel.settings {
+            ChannelSettings::Slack(slack) => self.post_slack(&app.config, slack, &n).await,
+            ChannelSettings::Webhook(hook) => self.post_webhook(&app.config, hook, &n).await,
+            ChannelSettings::Email(mail) => {
                 let timeout = Duration::from_secs(channel.timeout_seconds);
-                match tokio::time::timeout(timeout * 2, email::send(&self.name, channel, &app.config, &n)).await {
+                match tokio::time::timeout(timeout * 2, email::send(&self.name, mail, timeout, &app.config, &n)).await {
                     Ok(r) => r,
                     Err(_) => Err(format!("no answer from the SMTP server within {} s", timeout.as_secs() * 2)),
                 }
             }
-            None => Err(format!("`{}` is not a channel kind", channel.kind)),
+            ChannelSettings::Unknown(word) => Err(format!("`{word}` is not a channel kind")),
         };
         let (channel, what) = (self.name.as_str(), what.as_str());
         match &outcome {
@@ -195,17 +195,17 @@ impl ChannelRunner {
         }
     }
 
-    async fn post_slack(&self, config: &Config, channel: &ChannelConfig, n: &Announcement) -> Result<(), String> {
-        let url = secret_url(config, &self.name, "webhook_url_env", channel.webhook_url_env.as_deref())?;
+    async fn post_slack(&self, config: &Config, slack: &SlackChannel, n: &Announcement) -> Result<(), String> {
+        let url = secret_url(config, &self.name, "webhook_url_env", slack.webhook_url_env.as_deref())?;
         let body = serde_json::to_vec(&slack::payload(n)).map_err(|e| e.to_string())?;
         self.post(url, body, Vec::new()).await
     }
 
-    async fn post_webhook(&self, config: &Config, channel: &ChannelConfig, n: &Announcement) -> Result<(), String> {
-        let url = secret_url(config, &self.name, "url_env", channel.url_env.as_deref())?;
+    async fn post_webhook(&self, config: &Config, hook: &WebhookChannel, n: &Announcement) -> Result<(), String> {
+        let url = secret_url(config, &self.name, "url_env", hook.url_env.as_deref())?;
         let body = serde_json::to_vec(&webhook::body(n)).map_err(|e| e.to_string())?;
         let mut headers = vec![("Idempotency-Key", n.idempotency_key.clone())];
-        if let Some(var) = &channel.secret_env {
+        if let Some(var) = &hook.secret_env {
             let secret =
                 config.secret(&format!("monitor.channels.{}.secret_env", self.name), var).map_err(|e| e.to_string())?;
             headers.push((webhook::SIGNATURE_HEADER, webhook::sign(secret.as_bytes(), &body)));
@@ -264,15 +264,15 @@ pub fn check(config: &Config) -> anyhow::Result<()> {
             let key = format!("monitor.channels.{name}.{field}");
             config.secret(&key, var)?;
         }
-        match channel.kind() {
-            Some(ChannelKind::Slack) => {
-                secret_url(config, name, "webhook_url_env", channel.webhook_url_env.as_deref())
+        match &channel.settings {
+            ChannelSettings::Slack(slack) => {
+                secret_url(config, name, "webhook_url_env", slack.webhook_url_env.as_deref())
                     .map_err(anyhow::Error::msg)?;
             }
-            Some(ChannelKind::Webhook) => {
-                secret_url(config, name, "url_env", channel.url_env.as_deref()).map_err(anyhow::Error::msg)?;
+            ChannelSettings::Webhook(hook) => {
+                secret_url(config, name, "url_env", hook.url_env.as_deref()).map_err(anyhow::Error::msg)?;
             }
-            _ => {}
+            ChannelSettings::Email(_) | ChannelSettings::Unknown(_) => {}
         }
     }
     Ok(())
@@ -319,7 +319,7 @@ pub async fn views(app: &App) -> anyhow::Result<Vec<ChannelView>> {
             let summary = summaries.iter().find(|s| &s.channel == name);
             ChannelView {
                 name: name.clone(),
-                kind: c.kind.clone(),
+                kind: c.settings.name().to_string(),
                 waiting: summary.map_or(0, |s| s.waiting),
                 last_sent_at: summary.and_then(|s| s.last_sent_at),
                 trouble: troubles.iter().find(|t| &t.channel == name).cloned(),
