@@ -721,7 +721,7 @@ async fn leadline_reload_makes_a_running_server_read_its_secrets_again() {
     let config = dir.path().join("leadline.toml");
     std::fs::write(&config, text).unwrap();
     let leadline = |args: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_leadline"));
+        let mut c = Command::new(leadline_bin());
         c.args(args).arg("--config").arg(&config).env("RUST_LOG", "warn").env("TEST_META_VERIFY", "v");
         c.env("TEST_GRAPH_TOKEN", "g");
         c

@@ -391,7 +391,7 @@ fn check_config_runs_the_checks_of_serve_and_warns_about_unsigned_sources() {
     let run = |text: &str, envs: &[(&str, &str)]| {
         let path = dir.path().join("c.toml");
         std::fs::write(&path, text).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_leadline"))
+        let out = std::process::Command::new(leadline_bin())
             .args(["check-config", "--config"])
             .arg(&path)
             .env_remove("HOOK_SECRET")

@@ -361,11 +361,18 @@ pub async fn one_alert_resolved(app: &TestApp, kind: &str) {
     assert_eq!(alerts_of(app, kind).await.len(), 1);
 }
 
+/// The `leadline` program the tests run as a child process: the one cargo built with them, or `LEADLINE_TEST_BIN`
+/// when set. The test command sets it to a copy of the headless build, so that the desktop build it makes
+/// meanwhile in the same folder (which replaces `target/debug/leadline`) cannot change the program under test.
+pub fn leadline_bin() -> std::ffi::OsString {
+    std::env::var_os("LEADLINE_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_leadline").into())
+}
+
 /// A `leadline serve` child on the config file `config`, with the secrets [`parse_config`] gives a test server in
 /// its environment, `RUST_LOG=warn` and its output discarded; the caller adds its own (`.env`, `.stderr`) and
 /// spawns it.
 pub fn serve_command(config: &Path) -> std::process::Command {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_leadline"));
+    let mut command = std::process::Command::new(leadline_bin());
     command
         .args(["serve", "--config"])
         .arg(config)
