@@ -6,8 +6,9 @@
 //!
 //! This layer holds data and the checks of its shape only; it imports nothing above `model` (and `platform`):
 //!
-//! - `schema.rs`: the types the file is read into, their defaults and what they answer (`strategy()`,
-//!   `policy()`, …);
+//! - `schema.rs`: the types the file is read into, their defaults and what they answer (`database_url()`,
+//!   `policy()`, …), with the sections that have kinds in files of their own: `sources.rs`, `targets.rs` and
+//!   `channels.rs` (each kind's settings a variant of a tagged enum, read from the file's flat table);
 //! - `validation.rs`: the checks serde cannot make that belong to the file as a whole: ranges, names,
 //!   references between sections, which fields a kind takes ([`Config::validate`], run by [`Config::parse`]);
 //! - `secrets.rs`: where a secret a field names is found (inline, the secrets file, the environment, the
@@ -19,15 +20,21 @@
 
 use std::path::{Path, PathBuf};
 
+mod channels;
 mod schema;
 mod secrets;
+mod sources;
+mod targets;
 mod validation;
 
 /// Secrets entered in the app's settings: the OS keyring, a platform part (`platform/keyring.rs`). Re-exported here
 /// so that `config::keyring` keeps naming it.
 pub use crate::platform::keyring;
+pub use channels::*;
 pub use schema::*;
 pub use secrets::SecretSource;
+pub use sources::*;
+pub use targets::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
