@@ -155,31 +155,24 @@ impl SourceConfig {
 }
 
 impl From<SourceFile> for SourceConfig {
-    /// Keeps each key of the kind in its settings; a key of another kind is listed in `stray`.
-    fn from(f: SourceFile) -> SourceConfig {
-        let kind = f.kind;
-        let settings = match kind {
-            SourceKind::Generic => SourceSettings::Generic(GenericSourceSettings { signature: f.signature.clone() }),
+    /// Moves each key of the kind into its settings; a kind-specific key left over belongs to another kind and
+    /// is listed in `stray`.
+    fn from(mut f: SourceFile) -> SourceConfig {
+        let settings = match f.kind {
+            SourceKind::Generic => SourceSettings::Generic(GenericSourceSettings { signature: f.signature.take() }),
             SourceKind::Meta => SourceSettings::Meta(MetaSourceSettings {
-                app_secret_env: f.app_secret_env.clone(),
-                verify_token_env: f.verify_token_env.clone(),
-                page_id: f.page_id.clone(),
+                app_secret_env: f.app_secret_env.take(),
+                verify_token_env: f.verify_token_env.take(),
+                page_id: f.page_id.take(),
             }),
             SourceKind::GoogleAds => SourceSettings::GoogleAds(GoogleAdsSourceSettings {
-                key_env: f.key_env.clone(),
-                deliver_test_leads: f.deliver_test_leads,
+                key_env: f.key_env.take(),
+                deliver_test_leads: std::mem::take(&mut f.deliver_test_leads),
             }),
             SourceKind::CrmStage => SourceSettings::CrmStage(CrmStageSettings {
-                signature: f.signature.clone(),
-                stage_webhook: f.stage_webhook.clone().unwrap_or_default(),
+                signature: f.signature.take(),
+                stage_webhook: f.stage_webhook.take().unwrap_or_default(),
             }),
-        };
-        let takes = |key: &str| match key {
-            "signature" => matches!(kind, SourceKind::Generic | SourceKind::CrmStage),
-            "app_secret_env" | "verify_token_env" | "page_id" => kind == SourceKind::Meta,
-            "key_env" | "deliver_test_leads" => kind == SourceKind::GoogleAds,
-            // stage_webhook
-            _ => kind == SourceKind::CrmStage,
         };
         let stray = [
             ("signature", f.signature.is_some()),
@@ -191,7 +184,7 @@ impl From<SourceFile> for SourceConfig {
             ("stage_webhook", f.stage_webhook.is_some()),
         ]
         .into_iter()
-        .filter(|&(key, set)| set && !takes(key))
+        .filter(|&(_, left)| left)
         .map(|(key, _)| key)
         .collect();
         SourceConfig {

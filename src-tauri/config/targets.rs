@@ -279,76 +279,48 @@ impl TargetSettings {
 }
 
 impl From<TargetFile> for TargetConfig {
-    /// Keeps each key of the kind in its settings; a key of another kind is listed in `stray`.
-    fn from(f: TargetFile) -> TargetConfig {
-        let mut stray = Vec::new();
-        let oauth = |f: &TargetFile| OAuthVars {
-            client_id_env: f.client_id_env.clone(),
-            client_secret_env: f.client_secret_env.clone(),
-            refresh_token_env: f.refresh_token_env.clone(),
-        };
-        let conversions = |f: &TargetFile| ConversionSettings { stages: f.stages.clone(), window_days: f.window_days };
+    /// Moves each key of the kind into its settings; a kind-specific key left over belongs to another kind and
+    /// is listed in `stray`.
+    fn from(mut f: TargetFile) -> TargetConfig {
         let settings = match f.kind {
             TargetKind::Http => TargetSettings::Http,
             TargetKind::MetaLead => {
-                TargetSettings::MetaLead(MetaLeadSettings { access_token_env: f.access_token_env.clone() })
+                TargetSettings::MetaLead(MetaLeadSettings { access_token_env: f.access_token_env.take() })
             }
             TargetKind::Pipedrive => TargetSettings::Pipedrive(PipedriveSettings {
-                api_token_env: f.api_token_env.clone(),
-                person_field_key: f.person_field_key.clone(),
+                api_token_env: f.api_token_env.take(),
+                person_field_key: f.person_field_key.take(),
             }),
             TargetKind::Salesforce => TargetSettings::Salesforce(SalesforceSettings {
-                object: f.object.clone(),
-                external_id_field: f.external_id_field.clone(),
-                oauth: oauth(&f),
+                object: f.object.take(),
+                external_id_field: f.external_id_field.take(),
+                oauth: f.take_oauth(),
             }),
-            TargetKind::Hubspot => TargetSettings::Hubspot(HubspotSettings {
-                object: f.object.clone(),
-                id_property: f.id_property.clone(),
-            }),
+            TargetKind::Hubspot => {
+                TargetSettings::Hubspot(HubspotSettings { object: f.object.take(), id_property: f.id_property.take() })
+            }
             TargetKind::Whatsapp => TargetSettings::Whatsapp(WhatsappSettings {
-                access_token_env: f.access_token_env.clone(),
-                message: f.whatsapp.clone(),
+                access_token_env: f.access_token_env.take(),
+                message: f.whatsapp.take(),
             }),
-            TargetKind::Sms => TargetSettings::Sms(f.sms.clone()),
+            TargetKind::Sms => TargetSettings::Sms(f.sms.take()),
             TargetKind::MetaConversions => TargetSettings::MetaConversions(MetaConversionsSettings {
-                dataset_id: f.dataset_id.clone(),
-                access_token_env: f.access_token_env.clone(),
-                lead_event_source: f.lead_event_source.clone(),
-                conversions: conversions(&f),
+                dataset_id: f.dataset_id.take(),
+                access_token_env: f.access_token_env.take(),
+                lead_event_source: f.lead_event_source.take(),
+                conversions: f.take_conversions(),
             }),
             TargetKind::GoogleAdsConversions => TargetSettings::GoogleAdsConversions(GoogleAdsSettings {
-                customer_id: f.customer_id.clone(),
-                login_customer_id: f.login_customer_id.clone(),
-                developer_token_env: f.developer_token_env.clone(),
-                token_url: f.token_url.clone(),
-                currency: f.currency.clone(),
-                oauth: oauth(&f),
-                conversions: conversions(&f),
+                customer_id: f.customer_id.take(),
+                login_customer_id: f.login_customer_id.take(),
+                developer_token_env: f.developer_token_env.take(),
+                token_url: f.token_url.take(),
+                currency: f.currency.take(),
+                oauth: f.take_oauth(),
+                conversions: f.take_conversions(),
             }),
         };
-        // Which of the kind-specific keys this kind takes; any other one set is stray.
-        let kind = f.kind;
-        let takes = |key: &str| -> bool {
-            use TargetKind::*;
-            match key {
-                "access_token_env" => matches!(kind, MetaLead | Whatsapp | MetaConversions),
-                "api_token_env" | "person_field_key" => kind == Pipedrive,
-                "object" => matches!(kind, Salesforce | Hubspot),
-                "external_id_field" => kind == Salesforce,
-                "client_id_env" | "client_secret_env" | "refresh_token_env" => {
-                    matches!(kind, Salesforce | GoogleAdsConversions)
-                }
-                "id_property" => kind == Hubspot,
-                "whatsapp" => kind == Whatsapp,
-                "sms" => kind == Sms,
-                "dataset_id" | "lead_event_source" => kind == MetaConversions,
-                "window_days" | "stages" => matches!(kind, MetaConversions | GoogleAdsConversions),
-                // customer_id, login_customer_id, developer_token_env, token_url, currency
-                _ => kind == GoogleAdsConversions,
-            }
-        };
-        for (key, set) in [
+        let stray = [
             ("access_token_env", f.access_token_env.is_some()),
             ("api_token_env", f.api_token_env.is_some()),
             ("person_field_key", f.person_field_key.is_some()),
@@ -369,11 +341,11 @@ impl From<TargetFile> for TargetConfig {
             ("developer_token_env", f.developer_token_env.is_some()),
             ("token_url", f.token_url.is_some()),
             ("currency", f.currency.is_some()),
-        ] {
-            if set && !takes(key) {
-                stray.push(key);
-            }
-        }
+        ]
+        .into_iter()
+        .filter(|&(_, left)| left)
+        .map(|(key, _)| key)
+        .collect();
         TargetConfig {
             settings,
             url: f.url,
@@ -524,6 +496,22 @@ struct TargetFile {
     token_url: Option<String>,
     /// `google_ads_conversions`: ISO 4217 currency of conversion values (default `EUR`).
     currency: Option<String>,
+}
+
+impl TargetFile {
+    /// Moves out the OAuth 2.0 variables (Salesforce, Google Ads).
+    fn take_oauth(&mut self) -> OAuthVars {
+        OAuthVars {
+            client_id_env: self.client_id_env.take(),
+            client_secret_env: self.client_secret_env.take(),
+            refresh_token_env: self.refresh_token_env.take(),
+        }
+    }
+
+    /// Moves out a conversion step's stages and window.
+    fn take_conversions(&mut self) -> ConversionSettings {
+        ConversionSettings { stages: std::mem::take(&mut self.stages), window_days: self.window_days.take() }
+    }
 }
 
 /// The age limit of a first-contact step that sets none: an automatic "we will call you now" to a lead older
